@@ -1,0 +1,219 @@
+"""The conversation bus: durable conversations, inboxes and Send over the store.
+
+Each method is one committed step (see transactions.py). After the commit it publishes
+events and tells the scheduler which conversations may now have work (`on_wake`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator import transactions as txn
+from orchestrator.events import (
+    DispatchCompleted,
+    DispatchStarted,
+    EventBus,
+    JobStarted,
+    StateChanged,
+    UsageRecorded,
+)
+from orchestrator.messages import (
+    AssistantTurn,
+    ConversationKind,
+    InboxItem,
+    InboxKind,
+    Message,
+    ToolResult,
+    job_conversation_id,
+)
+from orchestrator.store import Store, Tx, now
+from orchestrator.tools import BusCalls
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A conversation's state right after a step committed."""
+
+    inbox_size: int
+    pending_count: int
+    awaiting_input: bool
+    active: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one committed step appended, and the conversation's state after it."""
+
+    appended: tuple[Message, ...]
+    tail: Tail
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """The job a key names, and whether this call created it."""
+
+    job_id: int
+    conversation_id: str
+    created: bool
+
+
+def _tail(tx: Tx, conversation_id: str) -> Tail:
+    row = tx.execute(
+        "SELECT (SELECT count(*) FROM inbox i WHERE i.conversation_id = c.conversation_id),"
+        " a.pending_count, c.awaiting_input, c.state = 'active'"
+        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return Tail(row[0], row[1], bool(row[2]), bool(row[3]))
+
+
+class ConversationBus:
+    """Async face of the store's conversation tables."""
+
+    def __init__(self, store: Store, events: EventBus) -> None:
+        self.store = store
+        self.events = events
+        self.on_wake: Callable[[Iterable[str]], None] = lambda ids: None
+
+    async def start_job(
+        self, *, job_key: str, project: str, title: str, agent: str, brief: str
+    ) -> JobStart:
+        """Create a job and its root conversation once per key; later calls find it."""
+
+        def start(tx: Tx) -> JobStart:
+            found = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
+            if found is not None:
+                return JobStart(found[0], job_conversation_id(found[0]), created=False)
+            stamp = now()
+            (job_id,) = tx.execute(
+                "INSERT INTO jobs (job_key, project, title, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) RETURNING job_id",
+                (job_key, project, title, stamp, stamp),
+            ).fetchone()
+            root = job_conversation_id(job_id)
+            txn.create_conversation(
+                tx,
+                conversation_id=root,
+                kind=ConversationKind.JOB,
+                agent=agent,
+                initiator="engine",
+                parent_id=None,
+                job_id=job_id,
+            )
+            txn.deliver(tx, root, kind=InboxKind.REQUEST, sender="engine", content={"text": brief})
+            return JobStart(job_id, root, created=True)
+
+        started = await self.store.write(start)
+        if started.created:
+            self.events.publish(JobStarted(started.job_id, title))
+            self.on_wake([started.conversation_id])
+        return started
+
+    async def snapshot(self, conversation_id: str) -> txn.Snapshot:
+        """A conversation, its transcript and its inbox size, read at one instant."""
+        return await self.store.read(lambda tx: txn.snapshot(tx, conversation_id))
+
+    async def transcript(self, conversation_id: str) -> tuple[Message, ...]:
+        """Every message of a conversation, in order."""
+        return await self.store.read(lambda tx: txn.transcript(tx, conversation_id))
+
+    async def peek(self, conversation_id: str) -> list[InboxItem]:
+        """What waits in a conversation's inbox, left in place."""
+        return await self.store.read(lambda tx: txn.inbox(tx, conversation_id))
+
+    async def runnable(self) -> list[str]:
+        """Every conversation with work to do, as the store has it."""
+        return await self.store.read(txn.runnable)
+
+    async def consume(self, conversation_id: str) -> Step:
+        """Take the whole inbox into the transcript (receive-and-clear)."""
+        outcome, tail = await self._write(
+            conversation_id, lambda tx: txn.consume(tx, conversation_id)
+        )
+        self.events.publish(StateChanged(conversation_id, "running"))
+        return Step(tuple(outcome.appended), tail)
+
+    async def record_turn(self, conversation_id: str, turn: AssistantTurn, calls: BusCalls) -> Step:
+        """Persist a tool-calling turn and carry out its sends and messages with it."""
+        outcome, tail = await self._write(
+            conversation_id,
+            lambda tx: txn.record_turn(
+                tx,
+                conversation_id,
+                turn,
+                sends=calls.sends,
+                messages=calls.messages,
+                refusals=calls.refusals,
+            ),
+        )
+        agent = outcome.appended[0].sender
+        self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
+        for opened in outcome.opened:
+            self.events.publish(
+                DispatchStarted(
+                    conversation_id, opened.conversation_id, agent, opened.recipient, opened.queued
+                )
+            )
+        if tail.pending_count:
+            self.events.publish(StateChanged(conversation_id, "parked"))
+        self.on_wake(outcome.woken)
+        return Step(tuple(outcome.appended), tail)
+
+    async def record_results(
+        self, conversation_id: str, sender: str, results: list[ToolResult]
+    ) -> Step:
+        """Persist results of tools the engine ran."""
+        outcome, tail = await self._write(
+            conversation_id, lambda tx: txn.record_results(tx, conversation_id, sender, results)
+        )
+        return Step(tuple(outcome.appended), tail)
+
+    async def finish(self, conversation_id: str, turn: AssistantTurn) -> Step:
+        """Persist a final turn; its text goes back as the reply to the request it served."""
+        outcome, tail = await self._write(
+            conversation_id, lambda tx: txn.finish(tx, conversation_id, turn)
+        )
+        agent = outcome.appended[0].sender
+        self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
+        if outcome.replied_to is not None:
+            self.events.publish(DispatchCompleted(outcome.replied_to, conversation_id, agent))
+        self.events.publish(StateChanged(conversation_id, "closed" if outcome.closed else "idle"))
+        self.on_wake(outcome.woken)
+        return Step(tuple(outcome.appended), tail)
+
+    async def post(
+        self,
+        conversation_id: str,
+        *,
+        kind: InboxKind,
+        sender: str,
+        text: str,
+        call_id: str | None = None,
+        **extra: Any,
+    ) -> None:
+        """Deliver a message from outside the agents (a person, the engine) to an inbox."""
+        await self.store.write(
+            lambda tx: txn.deliver(
+                tx,
+                conversation_id,
+                kind=kind,
+                sender=sender,
+                content={"text": text, **extra},
+                call_id=call_id,
+            )
+        )
+        self.on_wake([conversation_id])
+
+    async def close(self, conversation_id: str) -> None:
+        """Close a conversation; an unanswered Send to it is answered with an error."""
+        outcome = await self.store.write(lambda tx: txn.close(tx, conversation_id))
+        self.events.publish(StateChanged(conversation_id, "closed"))
+        self.on_wake(outcome.woken)
+
+    async def _write(
+        self, conversation_id: str, fn: Callable[[Tx], txn.Outcome]
+    ) -> tuple[txn.Outcome, Tail]:
+        return await self.store.write(lambda tx: (fn(tx), _tail(tx, conversation_id)))

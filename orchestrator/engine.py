@@ -1,0 +1,47 @@
+"""The engine assembled: store, event bus, conversation bus, runner and scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.bus import ConversationBus
+from orchestrator.events import EventBus
+from orchestrator.loop import Runner
+from orchestrator.ports import Agents, ToolRunner
+from orchestrator.routing import Router
+from orchestrator.scheduler import Scheduler
+from orchestrator.store import Store, Synchronous
+
+
+@dataclass
+class Engine:
+    """One engine over one store file."""
+
+    store: Store
+    events: EventBus
+    bus: ConversationBus
+    scheduler: Scheduler
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        agents: Agents,
+        router: Router,
+        tools: ToolRunner | None = None,
+        concurrency: int = 8,
+        synchronous: Synchronous = "FULL",
+    ) -> Engine:
+        """Open the store at `path` and wire the engine around it."""
+        store = await Store.open(path, synchronous=synchronous)
+        events = EventBus()
+        bus = ConversationBus(store, events)
+        runner = Runner(bus, agents, router, tools=tools)
+        return cls(store, events, bus, Scheduler(bus, runner, concurrency=concurrency))
+
+    async def close(self) -> None:
+        """Stop event subscribers and close the store."""
+        await self.events.close()
+        await self.store.close()

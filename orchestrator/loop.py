@@ -1,0 +1,138 @@
+"""The turn loop: decide the next step from the transcript (pure), then carry it out.
+
+A conversation's state is its transcript plus its inbox and pending count, all in the
+store. `next_step` reads only that, so a process that died anywhere resumes by calling it
+again: a step whose result was committed is never taken twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orchestrator.bus import ConversationBus, Step, Tail
+from orchestrator.errors import BusError
+from orchestrator.messages import Message, ToolCall
+from orchestrator.ports import Agents, ModelRequest, NoTools, ToolRunner
+from orchestrator.routing import Router
+from orchestrator.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Consume:
+    """Take the inbox into the transcript."""
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Ask the model for the next assistant turn."""
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Run tool calls that have no persisted result yet."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class Park:
+    """Wait for replies (or a human); the store will wake this conversation."""
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing to do until something arrives."""
+
+
+NextStep = Consume | CallModel | RunTools | Park | Idle
+
+
+def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
+    """Tool calls of the last assistant message that have no result after it."""
+    for index in range(len(transcript) - 1, -1, -1):
+        message = transcript[index]
+        if message.role == "assistant":
+            answered = {m.call_id for m in transcript[index + 1 :] if m.role == "tool"}
+            return tuple(c for c in message.tool_calls if c.call_id not in answered)
+    return ()
+
+
+def next_step(transcript: Sequence[Message], tail: Tail) -> NextStep:
+    """What a conversation does next, from its persisted state alone."""
+    if not tail.active:
+        return Idle()
+    missing = open_calls(transcript)
+    local = tuple(c for c in missing if c.name not in ANSWERED_LATER)
+    if local:
+        return RunTools(local)
+    if missing:
+        if tail.pending_count or tail.awaiting_input:
+            return Park()
+        if not tail.inbox_size:
+            raise BusError(
+                f"{transcript[-1].conversation_id!r} waits on {[c.call_id for c in missing]} "
+                "but nothing is pending"
+            )
+        return Consume()
+    if tail.inbox_size:
+        return Consume()
+    last = transcript[-1] if transcript else None
+    if last is None or (last.role == "assistant" and not last.tool_calls):
+        return Idle()
+    return CallModel()
+
+
+class Runner:
+    """Drives one conversation through its steps until it parks or has nothing to do."""
+
+    def __init__(
+        self,
+        bus: ConversationBus,
+        agents: Agents,
+        router: Router,
+        *,
+        tools: ToolRunner | None = None,
+    ) -> None:
+        self.bus = bus
+        self.agents = agents
+        self.router = router
+        self.tools = tools or NoTools()
+
+    async def run(self, conversation_id: str) -> NextStep:
+        """Run `conversation_id` from its stored state; return why it stopped (Park or Idle)."""
+        snapshot = await self.bus.snapshot(conversation_id)
+        transcript = list(snapshot.transcript)
+        row = snapshot.conversation
+        tail = Tail(
+            snapshot.inbox_size, row.pending_count, row.awaiting_input, row.state == "active"
+        )
+        agent = row.agent
+        while True:
+            step = next_step(transcript, tail)
+            if isinstance(step, Park | Idle):
+                return step
+            if isinstance(step, Consume):
+                done = await self.bus.consume(conversation_id)
+            elif isinstance(step, RunTools):
+                results = [await self.tools.run(agent, conversation_id, c) for c in step.calls]
+                done = await self.bus.record_results(conversation_id, agent, results)
+            else:
+                done = await self._call_model(agent, conversation_id, transcript)
+            transcript.extend(done.appended)
+            tail = done.tail
+
+    async def _call_model(
+        self, agent: str, conversation_id: str, transcript: list[Message]
+    ) -> Step:
+        spec = self.agents.spec(agent)
+        request = ModelRequest(agent, spec.system, tuple(transcript), spec.tools)
+        turn = await spec.model.complete(request)
+        if not turn.tool_calls:
+            return await self.bus.finish(conversation_id, turn)
+        bus_calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS]
+        resolved = resolve_bus_calls(bus_calls, sender=agent, router=self.router)
+        return await self.bus.record_turn(conversation_id, turn, resolved)

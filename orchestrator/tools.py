@@ -1,0 +1,152 @@
+"""Tool declarations the model sees, and the bus tools the engine carries out itself.
+
+`send` and `message` are not run like file tools: they become rows in the same
+transaction as the assistant turn that called them (transactions.record_turn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import RoutingError, ToolError
+from orchestrator.messages import InboxKind, ToolCall, ToolResult
+from orchestrator.routing import Router
+from orchestrator.transactions import MessageIntent, SendIntent
+
+SEND = "send"
+MESSAGE = "message"
+BUS_TOOLS = frozenset({SEND, MESSAGE})
+# Calls whose result arrives later through the inbox, not from running the tool.
+ANSWERED_LATER = frozenset({SEND, "ask_human"})
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: a name, what it does, and a JSON schema for its input."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+
+
+SEND_SPEC = ToolSpec(
+    SEND,
+    "Send a self-contained brief to a member of your team and wait for their reply. The "
+    "recipient sees only your brief, never your conversation. Several sends in one turn run "
+    "in parallel; you resume once every reply is in. To follow up in an earlier conversation, "
+    "pass its context_id (from that send's result).",
+    {
+        "type": "object",
+        "properties": {
+            "member": {"type": "string", "description": "the roster name to send to"},
+            "message": {"type": "string", "description": "the whole brief"},
+            "context_id": {"type": "string", "description": "continue this conversation"},
+        },
+        "required": ["member", "message"],
+        "additionalProperties": False,
+    },
+)
+
+MESSAGE_SPEC = ToolSpec(
+    MESSAGE,
+    "Post a message to a teammate's inbox without waiting for an answer; to='*' broadcasts "
+    "to the whole team. Leads may send shutdown_request (the teammate wraps up and its final "
+    "output comes back as shutdown_response) or plan_approval_response.",
+    {
+        "type": "object",
+        "properties": {
+            "to": {"type": "string"},
+            "content": {"type": "string"},
+            "type": {
+                "type": "string",
+                "enum": ["message", "shutdown_request", "plan_approval_response"],
+            },
+            "approve": {"type": "boolean"},
+        },
+        "required": ["to", "content"],
+        "additionalProperties": False,
+    },
+)
+
+BUS_SPECS: Mapping[str, ToolSpec] = {SEND: SEND_SPEC, MESSAGE: MESSAGE_SPEC}
+
+
+@dataclass
+class BusCalls:
+    """The bus tool calls of one assistant turn, resolved into intents or refusals."""
+
+    sends: list[SendIntent] = field(default_factory=list)
+    messages: list[MessageIntent] = field(default_factory=list)
+    refusals: list[ToolResult] = field(default_factory=list)
+
+
+def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router) -> BusCalls:
+    """Route every send and check every message of a turn; refusals go back to the model."""
+    resolved = BusCalls()
+    for call in calls:
+        try:
+            if call.name == SEND:
+                resolved.sends.append(_send_intent(call, sender=sender, router=router))
+            elif call.name == MESSAGE:
+                resolved.messages.append(_message_intent(call))
+        except ToolError as exc:
+            resolved.refusals.append(ToolResult(call.call_id, str(exc), is_error=True))
+    _refuse_double_sends(resolved)
+    return resolved
+
+
+def _send_intent(call: ToolCall, *, sender: str, router: Router) -> SendIntent:
+    member = _string(call, "member")
+    brief = _string(call, "message")
+    context_id = call.args.get("context_id")
+    if context_id is not None and not isinstance(context_id, str):
+        raise ToolError("send: context_id must be a string")
+    try:
+        recipient = router.resolve(sender, member)
+    except RoutingError as exc:
+        raise ToolError(str(exc)) from exc
+    return SendIntent(call.call_id, recipient, brief, context_id or None)
+
+
+def _message_intent(call: ToolCall) -> MessageIntent:
+    kind_name = call.args.get("type", "message")
+    allowed = {"message", "shutdown_request", "plan_approval_response"}
+    if kind_name not in allowed:
+        raise ToolError(f"message: type must be one of {sorted(allowed)}, not {kind_name!r}")
+    extra: dict[str, Any] = {}
+    if kind_name == "plan_approval_response":
+        approve = call.args.get("approve")
+        if not isinstance(approve, bool):
+            raise ToolError("message: plan_approval_response needs approve: true or false")
+        extra["approve"] = approve
+    return MessageIntent(
+        call.call_id, _string(call, "to"), InboxKind(kind_name), _string(call, "content"), extra
+    )
+
+
+def _refuse_double_sends(resolved: BusCalls) -> None:
+    seen: set[str] = set()
+    kept = []
+    for send in resolved.sends:
+        if send.context_id is not None and send.context_id in seen:
+            resolved.refusals.append(
+                ToolResult(
+                    send.call_id,
+                    f"send: one request at a time to {send.context_id!r}; combine them",
+                    is_error=True,
+                )
+            )
+            continue
+        if send.context_id is not None:
+            seen.add(send.context_id)
+        kept.append(send)
+    resolved.sends = kept
+
+
+def _string(call: ToolCall, key: str) -> str:
+    value = call.args.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError(f"{call.name}: {key!r} must be a non-empty string")
+    return value

@@ -1,0 +1,105 @@
+"""Test doubles shared by the suite: a function model, agents that use it, a small org."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from orchestrator.messages import AssistantTurn, Message, ToolCall
+from orchestrator.ports import AgentSpec, Model, ModelRequest
+from orchestrator.routing import Router, Team
+from orchestrator.tools import BUS_SPECS, ToolSpec
+
+Reply = AssistantTurn | Awaitable[AssistantTurn]
+
+
+class FunctionModel:
+    """A model whose reply is computed from the request; it records every request."""
+
+    def __init__(self, fn: Callable[[ModelRequest], AssistantTurn | Awaitable[AssistantTurn]]):
+        self.fn = fn
+        self.requests: list[ModelRequest] = []
+        self.running: dict[str, int] = {}
+        self.max_parallel_per_conversation = 0
+
+    async def complete(self, request: ModelRequest) -> AssistantTurn:
+        self.requests.append(request)
+        key = request.messages[0].conversation_id if request.messages else request.agent
+        self.running[key] = self.running.get(key, 0) + 1
+        self.max_parallel_per_conversation = max(
+            self.max_parallel_per_conversation, self.running[key]
+        )
+        try:
+            reply = self.fn(request)
+            if not isinstance(reply, AssistantTurn):
+                reply = await reply
+            await asyncio.sleep(0)
+            return reply
+        finally:
+            self.running[key] -= 1
+
+    def requests_of(self, agent: str) -> list[ModelRequest]:
+        return [r for r in self.requests if r.agent == agent]
+
+
+@dataclass
+class StaticAgents:
+    """Every address runs the same model with the bus tools."""
+
+    model: Model
+    tools: tuple[ToolSpec, ...] = field(default_factory=lambda: tuple(BUS_SPECS.values()))
+
+    def spec(self, address: str) -> AgentSpec:
+        return AgentSpec(address, f"You are {address}.", self.tools, self.model)
+
+
+def send(call_id: str, member: str, message: str, context_id: str | None = None) -> ToolCall:
+    args = {"member": member, "message": message}
+    if context_id is not None:
+        args["context_id"] = context_id
+    return ToolCall(call_id, "send", args)
+
+
+def say(text: str) -> AssistantTurn:
+    return AssistantTurn(text=text)
+
+
+def calls(*tool_calls: ToolCall, text: str = "") -> AssistantTurn:
+    return AssistantTurn(text=text, tool_calls=tool_calls)
+
+
+def replies(messages: tuple[Message, ...]) -> list[Message]:
+    """The tool results after the last assistant message."""
+    tail: list[Message] = []
+    for message in reversed(messages):
+        if message.role == "assistant":
+            break
+        tail.append(message)
+    return [m for m in reversed(tail) if m.role == "tool"]
+
+
+OM = "office-manager"
+LEAD = "widgets/project-lead"
+CODING_LEAD = "widgets/coding/coding-lead"
+IMPLEMENTER = "widgets/coding/implementer"
+REVIEWER = "widgets/coding/spec-reviewer"
+RESEARCH_LEAD = "widgets/research/research-lead"
+RESEARCHER = "widgets/research/researcher"
+OTHER_LEAD = "gadgets/project-lead"
+
+
+def org_router() -> Router:
+    """Two projects; widgets has a coding and a research workgroup."""
+    return Router(
+        [
+            Team(OM, (LEAD, OTHER_LEAD), aliases={"widgets": LEAD, "gadgets": OTHER_LEAD}),
+            Team(
+                LEAD,
+                (CODING_LEAD, RESEARCH_LEAD),
+                aliases={"coding": CODING_LEAD, "research": RESEARCH_LEAD},
+            ),
+            Team(CODING_LEAD, (IMPLEMENTER, REVIEWER), mesh=True),
+            Team(RESEARCH_LEAD, (RESEARCHER,), mesh=True),
+        ]
+    )

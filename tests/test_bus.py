@@ -1,0 +1,332 @@
+"""Send, fan-out and fan-in, queued Sends, refusals and mailboxes on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from fakes import (
+    CODING_LEAD,
+    FunctionModel,
+    StaticAgents,
+    calls,
+    org_router,
+    replies,
+    say,
+    send,
+)
+
+from orchestrator.engine import Engine
+from orchestrator.events import DispatchCompleted, DispatchStarted, Event, StateChanged
+from orchestrator.messages import InboxKind, Message, ToolCall
+from orchestrator.ports import ModelRequest
+
+
+@pytest.fixture
+def events() -> list[Event]:
+    return []
+
+
+async def open_engine(tmp_path: Path, model: FunctionModel, events: list[Event]) -> Engine:
+    engine = await Engine.open(
+        tmp_path / "store.db", agents=StaticAgents(model), router=org_router()
+    )
+
+    async def record(event: Event) -> None:
+        events.append(event)
+
+    engine.events.subscribe(record)
+    return engine
+
+
+async def start(engine: Engine, agent: str = CODING_LEAD, brief: str = "do it") -> str:
+    started = await engine.bus.start_job(
+        job_key="widgets#1", project="widgets", title="t", agent=agent, brief=brief
+    )
+    return started.conversation_id
+
+
+async def test_fan_out_of_100_wakes_the_parent_once_with_every_reply(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    def fn(request: ModelRequest) -> object:
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(*(send(f"c{i}", "implementer", f"part {i}") for i in range(100)))
+            return say(f"merged {len(replies(request.messages))}")
+        return say("done " + request.messages[0].text)
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+    await engine.events.drain()
+
+    lead = model.requests_of(CODING_LEAD)
+    assert len(lead) == 2, "the parent runs once to fan out and once when every reply is in"
+    got = replies(lead[1].messages)
+    assert sorted(m.call_id or "" for m in got) == sorted(f"c{i}" for i in range(100))
+    assert {m.text for m in got} == {f"done part {i}" for i in range(100)}
+    assert len({m.content["conversation_id"] for m in got}) == 100
+    assert (await engine.bus.snapshot(root)).conversation.result == "merged 100"
+    assert sum(isinstance(e, DispatchStarted) for e in events) == 100
+    assert sum(isinstance(e, DispatchCompleted) for e in events) == 100
+    running = [e for e in events if e == StateChanged(root, "running")]
+    assert len(running) == 2
+    assert not engine.scheduler.failures
+    await engine.close()
+
+
+async def test_send_to_a_busy_conversation_is_queued_and_answered_after_its_turn(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    """The lead continues a worker's conversation while a person's message keeps it busy."""
+    worker_busy = asyncio.Event()
+    release_worker = asyncio.Event()
+    worker_known = asyncio.Event()
+    continuation_queued = asyncio.Event()
+    worker_id: list[str] = []
+
+    async def fn(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(send("s1", "implementer", "write it"))
+            if last.call_id == "s1":
+                worker_id.append(last.content["conversation_id"])
+                worker_known.set()
+                await worker_busy.wait()
+                return calls(send("s2", "implementer", "also test it", worker_id[0]))
+            return say("lead done: " + last.text)
+        if last.content.get("kind") == "message":
+            worker_busy.set()
+            await release_worker.wait()
+            return say("noted " + last.text)
+        return say("worker: " + last.text)
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+
+    async def watch(event: Event) -> None:
+        if isinstance(event, DispatchStarted) and event.queued:
+            continuation_queued.set()
+
+    engine.events.subscribe(watch)
+    root = await start(engine)
+
+    async def person_messages_worker_then_releases_it() -> None:
+        await worker_known.wait()
+        await engine.bus.post(worker_id[0], kind=InboxKind.MESSAGE, sender="alice", text="ping")
+        await continuation_queued.wait()
+        release_worker.set()
+
+    person = asyncio.create_task(person_messages_worker_then_releases_it())
+    await engine.scheduler.run_until_idle()
+    await person
+    await engine.events.drain()
+
+    queued = [e for e in events if isinstance(e, DispatchStarted) and e.queued]
+    assert [e.conversation_id for e in queued] == worker_id
+    worker = await engine.bus.transcript(worker_id[0])
+    assert [m.text for m in worker] == [
+        "write it",
+        "worker: write it",
+        "ping",
+        "noted ping",
+        "also test it",
+        "worker: also test it",
+    ]
+    assert model.max_parallel_per_conversation == 1
+    result = (await engine.bus.snapshot(root)).conversation.result
+    assert result == "lead done: worker: also test it"
+    await engine.close()
+
+
+async def test_a_refused_route_comes_back_to_the_sender_as_an_error_it_can_act_on(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    def fn(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(send("s1", "implementer", "go"))
+            return say("lead: " + last.text)
+        if len(request.messages) == 1:
+            return calls(send("x", "researcher", "find it"))
+        assert last.role == "tool"
+        assert last.content["is_error"]
+        return say("refused: " + last.text)
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+    result = (await engine.bus.snapshot(root)).conversation.result
+    assert result is not None
+    assert "route refused: implementer cannot send to 'researcher'" in result
+    assert "You can reach: coding-lead, spec-reviewer." in result
+    assert "goes through your lead, coding-lead" in result
+    assert not engine.scheduler.failures
+    await engine.close()
+
+
+async def test_continuing_a_conversation_the_sender_does_not_own_is_refused(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    def fn(request: ModelRequest) -> object:
+        if len(request.messages) == 1:
+            return calls(
+                send("a", "implementer", "go", "agent:nobody:x:1"),
+                send("b", "implementer", "go", "job:1"),
+            )
+        return say(" | ".join(m.text for m in replies(request.messages)))
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+    result = (await engine.bus.snapshot(root)).conversation.result
+    assert result == (
+        "no conversation 'agent:nobody:x:1'; omit context_id to open a new one | "
+        "conversation 'job:1' was not opened by you here; you cannot continue it"
+    )
+    await engine.close()
+
+
+async def test_team_mailbox_message_broadcast_plan_approval_and_shutdown(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    """Teammate messages are inbox items on the same bus; shutdown ends the member."""
+    seen: dict[str, list[str]] = {}
+
+    def fn(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        name = request.agent.rsplit("/", 1)[-1]
+        fresh = replies_and_notes(request.messages)
+        seen.setdefault(name, []).extend(str(m.content.get("kind", m.role)) for m in fresh)
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(send("w", "implementer", "build"), send("r", "spec-reviewer", "check"))
+            if last.call_id in {"w", "r"}:
+                return calls(
+                    ToolCall(
+                        "p",
+                        "message",
+                        {
+                            "to": "implementer",
+                            "content": "plan ok",
+                            "type": "plan_approval_response",
+                            "approve": True,
+                        },
+                    ),
+                    ToolCall("b", "message", {"to": "*", "content": "schema final"}),
+                    ToolCall(
+                        "q",
+                        "message",
+                        {"to": "spec-reviewer", "content": "wrap up", "type": "shutdown_request"},
+                    ),
+                    ToolCall("z", "message", {"to": "nobody", "content": "?"}),
+                )
+            if last.content.get("kind") == "shutdown_response":
+                return say("lead saw shutdown: " + last.text)
+            return say("lead idle")
+        if len(request.messages) == 1 and name == "implementer":
+            return calls(ToolCall("m", "message", {"to": "spec-reviewer", "content": "hi"}))
+        return say(f"{name} handled {last.content.get('kind', last.role)}")
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+
+    lead_turn = await engine.bus.transcript(root)
+    results = {m.call_id: m for m in lead_turn if m.role == "tool"}
+    assert results["p"].text == "plan_approval_response delivered to 1 teammate(s)"
+    assert results["b"].text == "broadcast delivered to 2 teammate(s)"
+    assert results["z"].content["is_error"]
+    team = "no active teammate 'nobody'; your team: implementer, spec-reviewer"
+    assert team in results["z"].text
+    assert "shutdown_request" in seen["spec-reviewer"]
+    assert "plan_approval_response" in seen["implementer"]
+    assert "broadcast" in seen["implementer"]
+    assert "broadcast" in seen["spec-reviewer"]
+    reviewer = results["r"].content["conversation_id"]
+    snap = await engine.bus.snapshot(reviewer)
+    assert snap.conversation.state == "closed", "a teammate that answered shutdown is stopped"
+    assert (await engine.bus.snapshot(root)).conversation.result is not None
+    assert any(m.content.get("kind") == "shutdown_response" for m in lead_turn)
+    await engine.close()
+
+
+def replies_and_notes(messages: tuple[Message, ...]) -> list[Message]:
+    """Everything after the last assistant message."""
+    index = max((n for n, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    return list(messages[index + 1 :])
+
+
+async def test_peek_leaves_the_inbox_and_a_closed_conversation_takes_nothing(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    model = FunctionModel(lambda r: say("never"))
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.bus.post(root, kind=InboxKind.MESSAGE, sender="alice", text="note")
+    assert [i.kind for i in await engine.bus.peek(root)] == [InboxKind.REQUEST, InboxKind.MESSAGE]
+    assert len(await engine.bus.peek(root)) == 2
+    await engine.bus.close(root)
+    from orchestrator.errors import BusError
+
+    with pytest.raises(BusError, match="is closed"):
+        await engine.bus.post(root, kind=InboxKind.MESSAGE, sender="alice", text="late")
+    await engine.scheduler.run_until_idle()
+    assert model.requests == []
+    await engine.close()
+
+
+async def test_closing_a_conversation_with_an_unanswered_send_answers_it_with_an_error(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    child: list[str] = []
+
+    def fn(request: ModelRequest) -> object:
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(send("s", "implementer", "go"))
+            return say("lead got: " + request.messages[-1].text)
+        child.append(request.messages[0].conversation_id)
+        raise RuntimeError("worker crashed")
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+    assert list(engine.scheduler.failures) == child
+    await engine.bus.close(child[0])
+    await engine.scheduler.run_until_idle()
+    result = (await engine.bus.snapshot(root)).conversation.result
+    assert result == f"lead got: conversation {child[0]!r} was closed before it replied"
+    await engine.close()
+
+
+async def test_a_job_key_starts_one_job_however_often_it_is_started(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    engine = await open_engine(tmp_path, FunctionModel(lambda r: say("ok")), events)
+    first = await engine.bus.start_job(
+        job_key="k", project="widgets", title="t", agent=CODING_LEAD, brief="b"
+    )
+    again = await asyncio.gather(
+        *(
+            engine.bus.start_job(
+                job_key="k", project="widgets", title="t", agent=CODING_LEAD, brief="b"
+            )
+            for _ in range(10)
+        )
+    )
+    assert first.created
+    assert not any(a.created for a in again)
+    assert {a.job_id for a in again} == {first.job_id}
+    await engine.scheduler.run_until_idle()
+    assert [m.text for m in await engine.bus.transcript(first.conversation_id)] == ["b", "ok"]
+    await engine.close()

@@ -1,0 +1,109 @@
+"""SIGKILL the engine at many points of a job; a restart must finish it with the same transcript.
+
+The engine runs in a real subprocess (tests/crash_harness.py) with a deterministic fake
+organisation: office manager -> project lead -> coding lead (five parallel workers, then
+a continuation) and research lead -> researcher. Each case kills the process at one
+named point, restarts it without a kill, and compares every conversation's transcript
+with an uninterrupted run's: nothing lost, nothing done twice.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HARNESS = Path(__file__).with_name("crash_harness.py")
+
+KILLS = {
+    "inside the first model call": ["model:office-manager:1:inside"],
+    "recording a send, before commit": ["record_turn:office-manager:1:inside"],
+    "recording a fan-out, between statements": ["record_turn:coding-lead:1:mid"],
+    "after a fan-out committed, before any child ran": ["record_turn:coding-lead:1:after"],
+    "a worker's reply written, not committed": ["finish:implementer:2:inside"],
+    "fan-in: three of five replies in": ["finish:implementer:3:after"],
+    "taking the five replies, before commit": ["consume:coding-lead:2:inside"],
+    "taking the five replies, between statements": ["consume:coding-lead:2:mid"],
+    "a worker's reply, between statements": ["finish:implementer:1:mid"],
+    "replies taken, model not yet called": ["consume:coding-lead:2:after"],
+    "continuation queued to a worker": ["record_turn:coding-lead:2:after"],
+    "between a worker's request and its reply": ["model:implementer:4:inside"],
+    "the project lead's reply, before commit": ["finish:project-lead:1:inside"],
+    "three kills in a row": [
+        "finish:implementer:1:after",
+        "consume:coding-lead:1:inside",
+        "finish:office-manager:1:inside",
+    ],
+}
+
+
+def run(store: Path, kill: str | None) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, str(HARNESS), str(store)] + (["--kill", kill] if kill else [])
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+
+
+def canonical(store: Path) -> dict[str, Any]:
+    """Every conversation's transcript, with random ids replaced by their place in the tree."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute(
+            "SELECT c.conversation_id, c.parent_id, a.opening_call_id, c.kind, c.state, c.agent,"
+            " c.initiator, c.result, a.pending_count, a.status FROM conversations c"
+            " JOIN agent_contexts a ON a.context_id = c.conversation_id ORDER BY c.rowid"
+        ).fetchall()
+        names: dict[str, str] = {}
+        for cid, parent, call, *_ in rows:
+            names[cid] = cid if parent is None else f"{names[parent]}/{call}"
+        result: dict[str, Any] = {}
+        for cid, _, _, *fields in rows:
+            messages = db.execute(
+                "SELECT seq, sender, role, content FROM messages WHERE conversation_id = ?"
+                " ORDER BY seq",
+                (cid,),
+            ).fetchall()
+            result[names[cid]] = {"fields": fields, "messages": messages}
+        result["inbox"] = db.execute("SELECT count(*) FROM inbox").fetchone()[0]
+        result["jobs"] = db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    text = json.dumps(result, sort_keys=True)
+    for cid in sorted(names, key=len, reverse=True):
+        text = text.replace(cid, names[cid])
+    return dict(json.loads(text))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    store = tmp_path_factory.mktemp("clean") / "store.db"
+    done = run(store, None)
+    assert done.returncode == 0, done.stderr
+    return canonical(store)
+
+
+def test_the_uninterrupted_run_finishes_the_job(uninterrupted: dict[str, Any]) -> None:
+    root = uninterrupted["job:1"]
+    assert root["fields"][4] == (
+        "job done: project: coding: merged and polished: implementer did [polish part 0]"
+        " + research: researcher did [find prior art]"
+    )
+    assert uninterrupted["inbox"] == 0
+    assert uninterrupted["jobs"] == 1
+    workers = [k for k in uninterrupted if k.startswith("job:1/om1/pl1/w")]
+    assert len(workers) == 5
+    assert all(c["fields"][5] == 0 for k, c in uninterrupted.items() if k.startswith("job:"))
+
+
+@pytest.mark.parametrize("kills", KILLS.values(), ids=KILLS.keys())
+def test_sigkill_then_restart_gives_the_uninterrupted_transcript(
+    tmp_path: Path, kills: list[str], uninterrupted: dict[str, Any]
+) -> None:
+    store = tmp_path / "store.db"
+    for kill in kills:
+        died = run(store, kill)
+        assert died.returncode == -signal.SIGKILL, f"{kill} was never reached: {died.stderr}"
+    finished = run(store, None)
+    assert finished.returncode == 0, finished.stderr
+    assert canonical(store) == uninterrupted

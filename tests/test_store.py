@@ -1,0 +1,80 @@
+"""The store on real SQLite files: migrations, pragmas, transactions, the engine lock."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import StoreError, StoreLockedError
+from orchestrator.migrations import MIGRATIONS
+from orchestrator.store import Store
+
+TABLES = {"jobs", "conversations", "messages", "agent_contexts", "inbox"}
+
+
+async def test_migrates_an_empty_file_to_the_latest_schema(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "s.db")
+    version, mode, fk, tables = await store.read(
+        lambda tx: (
+            tx.execute("PRAGMA user_version").fetchone()[0],
+            tx.execute("PRAGMA journal_mode").fetchone()[0],
+            tx.execute("PRAGMA foreign_keys").fetchone()[0],
+            {r[0] for r in tx.execute("SELECT name FROM sqlite_master WHERE type='table'")},
+        )
+    )
+    assert (version, mode, fk) == (len(MIGRATIONS), "wal", 1)
+    assert tables >= TABLES
+    await store.close()
+    reopened = await Store.open(tmp_path / "s.db")
+    assert await reopened.read(lambda tx: tx.execute("PRAGMA user_version").fetchone()[0]) == len(
+        MIGRATIONS
+    )
+    await reopened.close()
+
+
+async def test_a_store_from_a_newer_teaparty_is_refused(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    with pytest.raises(StoreError, match="newer than this teaparty"):
+        await Store.open(tmp_path / "s.db")
+
+
+async def test_a_second_engine_on_one_store_is_refused(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "s.db")
+    with pytest.raises(StoreLockedError, match="in use by another teaparty process"):
+        await Store.open(tmp_path / "s.db")
+    reader = await Store.open(tmp_path / "s.db", exclusive=False)
+    await reader.close()
+    await store.close()
+    again = await Store.open(tmp_path / "s.db")
+    await again.close()
+
+
+async def test_a_failing_transaction_commits_nothing(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "s.db")
+
+    def half(tx: sqlite3.Connection) -> None:
+        tx.execute(
+            "INSERT INTO jobs (job_key, project, title, created_at, updated_at)"
+            " VALUES ('k', 'p', 't', 0, 0)"
+        )
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await store.write(half)
+    assert await store.read(lambda tx: tx.execute("SELECT count(*) FROM jobs").fetchone()[0]) == 0
+    await store.close()
+
+
+async def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "s.db")
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.write(
+            lambda tx: tx.execute(
+                "INSERT INTO messages (conversation_id, seq, sender, role, content, created_at)"
+                " VALUES ('nope', 1, 'x', 'user', '{}', 0)"
+            )
+        )
+    await store.close()
