@@ -1,0 +1,60 @@
+"""Exceptions raised by the orchestrator, all rooted at OrchestratorError.
+
+OrchestratorError
+ ├── ConfigError      an organisation or project configuration is invalid (carries its issues)
+ ├── StoreError       the store cannot be opened or migrated
+ │    └── StoreLockedError   another engine holds the store
+ ├── BusError         a conversation operation broke an invariant (no such conversation, closed)
+ ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
+ └── ToolError        a tool call the model can correct (goes back to the model as an error)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in a configuration file, located by file, line and dotted key."""
+
+    file: str
+    line: int | None
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class OrchestratorError(Exception):
+    """Root of every error the orchestrator raises on purpose."""
+
+
+class ConfigError(OrchestratorError):
+    """The configuration has one or more issues; str() lists them one per line."""
+
+    def __init__(self, issues: tuple[ConfigIssue, ...]) -> None:
+        self.issues = issues
+        super().__init__("\n".join(str(issue) for issue in issues))
+
+
+class StoreError(OrchestratorError):
+    """The store cannot be opened, migrated or used."""
+
+
+class StoreLockedError(StoreError):
+    """Another engine process holds this store."""
+
+
+class BusError(OrchestratorError):
+    """A conversation operation broke an invariant."""
+
+
+class RoutingError(OrchestratorError):
+    """A Send named nobody the sender may reach; the message says whom it can."""
+
+
+class ToolError(OrchestratorError):
+    """A tool call failed in a way the model can correct; it reads the message."""
