@@ -1,0 +1,1 @@
+"""The default TeaParty organisation, shipped as data (teaparty.yaml, workgroups/, agents/)."""

@@ -1,0 +1,239 @@
+"""Pydantic models of the organisation and project YAML: as written, and as resolved."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+KNOWN_TOOLS: frozenset[str] = frozenset(
+    {
+        *("read_file", "list_files", "search", "write_file", "edit_file", "shell"),
+        *("send", "message", "task_create", "task_get", "task_update", "task_list", "ask_human"),
+    }
+)
+GateKind = Literal["plan", "question", "escalation", "pull_request"]
+GateMode = Literal["always", "when_unsure", "never"]
+ORG_FILE = "teaparty.yaml"
+PROJECT_FILE = ".teaparty/project.yaml"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MAX_TURNS = 40
+SEND_IS_FOR_LEADS = "send is a lead-only tool; members talk to teammates with message"
+_ROLE = {"decider": "the decider", "advisors": "an advisor"}
+_SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+def _slug(value: str) -> str:
+    if not _SLUG.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid name: use a-z, 0-9, '-' and '_'")
+    return value
+
+
+def _known_tool(value: str) -> str:
+    if value not in KNOWN_TOOLS:
+        raise ValueError(f"unknown tool {value!r}; known tools: {', '.join(sorted(KNOWN_TOOLS))}")
+    return value
+
+
+Slug = Annotated[str, AfterValidator(_slug)]
+Text = Annotated[str, Field(min_length=1)]
+Tool = Annotated[str, AfterValidator(_known_tool)]
+Count = Annotated[int, Field(strict=True, ge=1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Humans(_Model):
+    """The D-A-I of a team: exactly one decider, any advisors, any informed."""
+
+    decider: Text
+    advisors: tuple[Text, ...] = ()
+    informed: tuple[Text, ...] = ()
+
+    @field_validator("decider", mode="before")
+    @classmethod
+    def _one_decider(cls, value: object) -> object:
+        if isinstance(value, list | tuple):
+            names = "".join(f"{', ' if i else ': '}{name}" for i, name in enumerate(value))
+            raise ValueError(f"a team has exactly one decider, got {len(value)}{names}")
+        return value
+
+    @field_validator("advisors", "informed")
+    @classmethod
+    def _one_role_each(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        earlier = {
+            "decider": (info.data.get("decider"),),
+            "advisors": info.data.get("advisors", ()),
+        }
+        for index, person in enumerate(value):
+            if person in value[:index]:
+                raise ValueError(f"{person!r} is listed twice")
+            for role, people in earlier.items():
+                if role != info.field_name and person in people:
+                    raise ValueError(f"{person!r} is already {_ROLE[role]}; one role per person")
+        return value
+
+
+class AgentDef(_Model):
+    """One agent role with the org defaults applied."""
+
+    name: str
+    description: str
+    prompt: str
+    model: str
+    tools: tuple[str, ...]
+    max_turns: int
+
+
+class Workgroup(_Model):
+    """A team: its lead, its members and optionally its own D-A-I."""
+
+    name: str
+    description: str
+    lead: AgentDef
+    members: tuple[AgentDef, ...]
+    humans: Humans | None = None
+    review_rounds: int = 3
+
+    @property
+    def roster(self) -> tuple[AgentDef, ...]:
+        """The lead followed by the members."""
+        return (self.lead, *self.members)
+
+
+class AgentDefaults(_Model):
+    """What an agent file gets when it names no model or max_turns."""
+
+    model: Text = DEFAULT_MODEL
+    max_turns: Count = DEFAULT_MAX_TURNS
+
+
+class Organisation(_Model):
+    """The organisation: management roles, the workgroup catalog and every agent."""
+
+    name: str
+    office_manager: AgentDef
+    proxy: AgentDef
+    project_lead: str
+    humans: Humans
+    defaults: AgentDefaults
+    workgroups: Mapping[str, Workgroup]
+    agents: Mapping[str, AgentDef]
+    directory: Path
+
+
+class Budget(_Model):
+    """Spending caps for one job; None means no cap of that kind."""
+
+    max_usd: Annotated[float, Field(strict=True, gt=0)] | None = 10.0
+    max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
+
+
+class Project(_Model):
+    """One repository's project: its lead, D-A-I, teams, trigger, budget and gate policy."""
+
+    name: str
+    lead: AgentDef
+    humans: Humans
+    workgroups: tuple[Workgroup, ...]
+    trigger_label: str
+    budget: Budget
+    gates: Mapping[GateKind, GateMode]
+
+
+class AgentFile(_Model):
+    """An agent as written in ``agents/<name>.yaml`` or inline in a project."""
+
+    name: Slug
+    description: Text
+    prompt: Text
+    model: Text | None = None
+    tools: tuple[Tool, ...] = ()
+    max_turns: Count | None = None
+
+    def resolve(self, defaults: AgentDefaults) -> AgentDef:
+        """Apply the organisation's defaults."""
+        return AgentDef(
+            name=self.name,
+            description=self.description,
+            prompt=self.prompt,
+            model=self.model or defaults.model,
+            tools=self.tools,
+            max_turns=self.max_turns or defaults.max_turns,
+        )
+
+
+class WorkgroupFile(_Model):
+    """A workgroup as written in ``workgroups/<name>.yaml`` or inline in a project."""
+
+    name: Slug
+    description: str = ""
+    lead: Text
+    members: tuple[Text, ...] = Field(min_length=1)
+    humans: Humans | None = None
+    review_rounds: Count = 3
+
+
+class OrgFile(_Model):
+    """``teaparty.yaml`` as written."""
+
+    name: Text
+    office_manager: Text
+    proxy: Text
+    project_lead: Text
+    humans: Humans
+    defaults: AgentDefaults = AgentDefaults()
+    workgroups: dict[Slug, Text] = Field(min_length=1)
+
+
+class WorkgroupRef(_Model):
+    """A project's use of a catalog workgroup, optionally with the project's own D-A-I for it."""
+
+    ref: Text
+    humans: Humans | None = None
+
+
+class GatesFile(_Model):
+    """Gate policy as written; every kind has a default."""
+
+    plan: GateMode = "when_unsure"
+    question: GateMode = "always"
+    escalation: GateMode = "always"
+    pull_request: GateMode = "never"
+
+    def as_mapping(self) -> dict[GateKind, GateMode]:
+        """Every gate kind with its mode."""
+        return {
+            "plan": self.plan,
+            "question": self.question,
+            "escalation": self.escalation,
+            "pull_request": self.pull_request,
+        }
+
+
+class ProjectRoster(BaseModel):
+    """Just the parts of a project file that name agents, read leniently to check references."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    lead: Text | None = None
+    workgroups: tuple[dict[str, object], ...] | None = Field(default=None, min_length=1)
+    agents: tuple[dict[str, object], ...] = ()
+
+
+class ProjectFile(_Model):
+    """``.teaparty/project.yaml`` as written; workgroups and agents are checked entry by entry."""
+
+    name: Text | None = None
+    lead: Text | None = None
+    humans: Humans
+    workgroups: tuple[dict[str, object], ...] | None = Field(default=None, min_length=1)
+    agents: tuple[dict[str, object], ...] = ()
+    trigger_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty"
+    budget: Budget = Budget()
+    gates: GatesFile = GatesFile()
