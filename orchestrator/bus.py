@@ -112,9 +112,11 @@ class ConversationBus:
             self.on_wake([started.conversation_id])
         return started
 
-    async def snapshot(self, conversation_id: str) -> txn.Snapshot:
-        """A conversation, its transcript and its inbox size, read at one instant."""
-        return await self.store.read(lambda tx: txn.snapshot(tx, conversation_id))
+    async def snapshot(self, conversation_id: str, *, after_seq: int = 0) -> txn.Snapshot:
+        """A conversation, its transcript after `after_seq` and its inbox, at one instant."""
+        return await self.store.read(
+            lambda tx: txn.snapshot(tx, conversation_id, after_seq=after_seq)
+        )
 
     async def transcript(self, conversation_id: str) -> tuple[Message, ...]:
         """Every message of a conversation, in order."""

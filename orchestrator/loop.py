@@ -101,11 +101,15 @@ class Runner:
         self.agents = agents
         self.router = router
         self.tools = tools or NoTools()
+        # Transcripts of parked conversations, so a lead woken by fan-in reads only what
+        # is new; only this runner appends to a transcript, and seqs are consecutive.
+        self._parked: dict[str, list[Message]] = {}
 
     async def run(self, conversation_id: str) -> NextStep:
         """Run `conversation_id` from its stored state; return why it stopped (Park or Idle)."""
-        snapshot = await self.bus.snapshot(conversation_id)
-        transcript = list(snapshot.transcript)
+        transcript = self._parked.pop(conversation_id, [])
+        snapshot = await self.bus.snapshot(conversation_id, after_seq=len(transcript))
+        transcript.extend(snapshot.transcript)
         row = snapshot.conversation
         tail = Tail(
             snapshot.inbox_size, row.pending_count, row.awaiting_input, row.state == "active"
@@ -113,6 +117,8 @@ class Runner:
         agent = row.agent
         while True:
             step = next_step(transcript, tail)
+            if isinstance(step, Park):
+                self._parked[conversation_id] = transcript
             if isinstance(step, Park | Idle):
                 return step
             if isinstance(step, Consume):

@@ -127,12 +127,12 @@ def conversation(tx: Tx, conversation_id: str) -> ConversationRow:
     return ConversationRow(row[0], row[1], row[2], bool(row[3]), bool(row[4]), *row[5:])
 
 
-def transcript(tx: Tx, conversation_id: str) -> tuple[Message, ...]:
-    """Every message of a conversation, in order."""
+def transcript(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> tuple[Message, ...]:
+    """The messages of a conversation after `after_seq`, in order."""
     rows = tx.execute(
         "SELECT seq, sender, role, content, input_tokens, output_tokens, cache_read_tokens,"
-        " cache_write_tokens FROM messages WHERE conversation_id = ? ORDER BY seq",
-        (conversation_id,),
+        " cache_write_tokens FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq",
+        (conversation_id, after_seq),
     ).fetchall()
     return tuple(
         Message(
@@ -147,12 +147,16 @@ def transcript(tx: Tx, conversation_id: str) -> tuple[Message, ...]:
     )
 
 
-def snapshot(tx: Tx, conversation_id: str) -> Snapshot:
-    """A conversation, its transcript and how much waits in its inbox."""
+def snapshot(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> Snapshot:
+    """A conversation, its transcript after `after_seq`, and how much waits in its inbox."""
     (inbox_size,) = tx.execute(
         "SELECT count(*) FROM inbox WHERE conversation_id = ?", (conversation_id,)
     ).fetchone()
-    return Snapshot(conversation(tx, conversation_id), transcript(tx, conversation_id), inbox_size)
+    return Snapshot(
+        conversation(tx, conversation_id),
+        transcript(tx, conversation_id, after_seq=after_seq),
+        inbox_size,
+    )
 
 
 def runnable(tx: Tx) -> list[str]:
