@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,4 +79,31 @@ async def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
                 " VALUES ('nope', 1, 'x', 'user', '{}', 0)"
             )
         )
+    await store.close()
+
+
+async def test_concurrent_writes_share_a_commit_and_a_failing_one_rolls_back_alone(
+    tmp_path: Path,
+) -> None:
+    store = await Store.open(tmp_path / "s.db")
+
+    def insert(key: str) -> Callable[[sqlite3.Connection], str]:
+        def write(tx: sqlite3.Connection) -> str:
+            tx.execute(
+                "INSERT INTO jobs (job_key, project, title, created_at, updated_at)"
+                " VALUES (?, 'p', 't', 0, 0)",
+                (key,),
+            )
+            if key == "bad":
+                raise ValueError("bad write")
+            return key
+
+        return write
+
+    keys = [f"k{n}" for n in range(50)] + ["bad"] + [f"m{n}" for n in range(50)]
+    results = await asyncio.gather(*(store.write(insert(k)) for k in keys), return_exceptions=True)
+    assert [r for r in results if isinstance(r, Exception)] == [results[50]]
+    assert str(results[50]) == "bad write"
+    stored = await store.read(lambda tx: {r[0] for r in tx.execute("SELECT job_key FROM jobs")})
+    assert stored == set(keys) - {"bad"}
     await store.close()
