@@ -10,9 +10,10 @@ workgroup name for its lead).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.config import Organisation, Project
 from orchestrator.errors import RoutingError
 
 
@@ -86,3 +87,24 @@ class Router:
             f"route refused: {short_name(sender)} cannot send to {member!r}. "
             f"You can reach: {names}.{hint}"
         )
+
+
+def organisation_teams(org: Organisation, projects: Sequence[Project]) -> list[Team]:
+    """The teams a configuration defines, with agents named by address.
+
+    The office manager leads the project leads and the proxy; a project lead leads its
+    workgroups' leads (reachable by workgroup name too); a workgroup lead leads its
+    members, who reach each other.
+    """
+    om = org.office_manager.name
+    leads = {project.name: f"{project.name}/{project.lead.name}" for project in projects}
+    teams = [Team(om, (*leads.values(), org.proxy.name), aliases=leads)]
+    for project in projects:
+        wg_leads = {
+            wg.name: f"{project.name}/{wg.name}/{wg.lead.name}" for wg in project.workgroups
+        }
+        teams.append(Team(leads[project.name], tuple(wg_leads.values()), aliases=wg_leads))
+        for wg in project.workgroups:
+            members = tuple(f"{project.name}/{wg.name}/{m.name}" for m in wg.members)
+            teams.append(Team(wg_leads[wg.name], members, mesh=True))
+    return teams

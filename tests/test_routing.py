@@ -15,8 +15,9 @@ from fakes import (
     org_router,
 )
 
+from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.errors import RoutingError
-from orchestrator.routing import Router, Team
+from orchestrator.routing import Router, Team, organisation_teams
 
 ALLOWED = [
     (IMPLEMENTER, "coding-lead", CODING_LEAD),  # member -> its lead
@@ -70,3 +71,28 @@ def test_an_ambiguous_name_is_refused_with_the_candidates() -> None:
 def test_an_alias_must_name_a_member() -> None:
     with pytest.raises(ValueError, match="not a member"):
         Router([Team("lead", ("a",), aliases={"x": "b"})])
+
+
+def test_routes_derive_from_the_shipped_configuration() -> None:
+    org = load_organisation(shipped_org_dir())
+    projects = [
+        load_project(
+            f"humans: {{decider: {who}}}\n", org=org, source=f"{name}.yaml", default_name=name
+        )
+        for name, who in (("widgets", "alice"), ("gadgets", "bob"))
+    ]
+    router = Router(organisation_teams(org, projects))
+    assert router.resolve("office-manager", "widgets") == "widgets/project-lead"
+    assert router.resolve("office-manager", "proxy") == "proxy"
+    assert router.resolve("widgets/project-lead", "coding") == "widgets/coding/coding-lead"
+    assert router.resolve("widgets/project-lead", "office-manager") == "office-manager"
+    assert router.resolve("widgets/coding/implementer", "spec-reviewer") == (
+        "widgets/coding/spec-reviewer"
+    )
+    for sender, member in [
+        ("widgets/coding/implementer", "researcher"),
+        ("widgets/project-lead", "gadgets"),
+        ("widgets/coding/coding-lead", "research-lead"),
+    ]:
+        with pytest.raises(RoutingError, match="route refused"):
+            router.resolve(sender, member)
