@@ -42,7 +42,8 @@ def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="check organisations, repositories' project files, or single YAML files",
         description="PATH is an organisation directory (has teaparty.yaml), a repository "
         "(has .teaparty/project.yaml), a project.yaml, or one org, workgroup or agent file. "
-        "Default: ./config if it exists, else $TEAPARTY_CONFIG, else the shipped organisation.",
+        "Default: ./config if it has teaparty.yaml, else $TEAPARTY_CONFIG, else the shipped "
+        "organisation.",
     )
     check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
     check.add_argument(
@@ -59,7 +60,7 @@ def _config_check(args: argparse.Namespace) -> int:
     environ: Mapping[str, str] = os.environ
     org_dir: Path = args.org or _env_org(environ) or shipped_org_dir()
     paths: Sequence[Path] = args.paths or [_default_path(environ)]
-    for path in [*paths, org_dir]:
+    for path in [*paths, *([args.org] if args.org else [])]:
         if not path.exists():
             print(f"teaparty config check: no such file or directory: {path}", file=sys.stderr)
             return EXIT_USAGE

@@ -59,6 +59,8 @@ class Humans(_Model):
     @classmethod
     def _one_decider(cls, value: object) -> object:
         if isinstance(value, list | tuple):
+            if len(value) == 1:
+                return value[0]
             names = "".join(f"{', ' if i else ': '}{name}" for i, name in enumerate(value))
             raise ValueError(f"a team has exactly one decider, got {len(value)}{names}")
         return value

@@ -495,3 +495,11 @@ def test_project_reports_schema_and_reference_issues_in_one_run(org: Organisatio
     with pytest.raises(ConfigError) as caught:
         load_project(text, org=org, source=SOURCE, default_name="w")
     assert [issue.key for issue in caught.value.issues] == ["trigger_label", "workgroups[0].ref"]
+
+
+def test_a_one_element_decider_list_is_that_decider() -> None:
+    org = load_organisation(shipped_org_dir())
+    project = load_project(
+        "humans: {decider: [alice]}\n", org=org, source="project.yaml", default_name="w"
+    )
+    assert project.humans.decider == "alice"
