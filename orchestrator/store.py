@@ -68,12 +68,16 @@ class Store:
             raise StoreError("this aiosqlite has no Connection._execute; pin aiosqlite<0.23")
         path.parent.mkdir(parents=True, exist_ok=True)
         lock_fd = _lock(path) if exclusive else None
+        conn: aiosqlite.Connection | None = None
         try:
             conn = await aiosqlite.connect(path, isolation_level=None)
             store = cls(conn, path, lock_fd)
             await store._configure(synchronous)
             await store._migrate()
         except BaseException:
+            # A connection left open keeps aiosqlite's (non-daemon) thread alive.
+            if conn is not None:
+                await conn.close()
             if lock_fd is not None:
                 os.close(lock_fd)
             raise

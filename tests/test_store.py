@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,8 +40,10 @@ async def test_migrates_an_empty_file_to_the_latest_schema(tmp_path: Path) -> No
 async def test_a_store_from_a_newer_teaparty_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
+    threads = threading.active_count()
     with pytest.raises(StoreError, match="newer than this teaparty"):
         await Store.open(tmp_path / "s.db")
+    assert threading.active_count() == threads, "a failed open leaves no connection thread"
 
 
 async def test_a_second_engine_on_one_store_is_refused(tmp_path: Path) -> None:
