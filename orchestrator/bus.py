@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator import dispatch
 from orchestrator import transactions as txn
 from orchestrator.events import (
     DispatchCompleted,
@@ -142,7 +143,7 @@ class ConversationBus:
         """Persist a tool-calling turn and carry out its sends and messages with it."""
         outcome, tail = await self._write(
             conversation_id,
-            lambda tx: txn.record_turn(
+            lambda tx: dispatch.record_turn(
                 tx,
                 conversation_id,
                 turn,
@@ -169,14 +170,15 @@ class ConversationBus:
     ) -> Step:
         """Persist results of tools the engine ran."""
         outcome, tail = await self._write(
-            conversation_id, lambda tx: txn.record_results(tx, conversation_id, sender, results)
+            conversation_id,
+            lambda tx: dispatch.record_results(tx, conversation_id, sender, results),
         )
         return Step(tuple(outcome.appended), tail)
 
     async def finish(self, conversation_id: str, turn: AssistantTurn) -> Step:
         """Persist a final turn; its text goes back as the reply to the request it served."""
         outcome, tail = await self._write(
-            conversation_id, lambda tx: txn.finish(tx, conversation_id, turn)
+            conversation_id, lambda tx: dispatch.finish(tx, conversation_id, turn)
         )
         agent = outcome.appended[0].sender
         self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
@@ -211,7 +213,7 @@ class ConversationBus:
 
     async def close(self, conversation_id: str) -> None:
         """Close a conversation; an unanswered Send to it is answered with an error."""
-        outcome = await self.store.write(lambda tx: txn.close(tx, conversation_id))
+        outcome = await self.store.write(lambda tx: dispatch.close(tx, conversation_id))
         self.events.publish(StateChanged(conversation_id, "closed"))
         self.on_wake(outcome.woken)
 

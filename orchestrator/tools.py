@@ -1,7 +1,7 @@
 """Tool declarations the model sees, and the bus tools the engine carries out itself.
 
 `send` and `message` are not run like file tools: they become rows in the same
-transaction as the assistant turn that called them (transactions.record_turn).
+transaction as the assistant turn that called them (dispatch.record_turn).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.dispatch import MessageIntent, SendIntent
 from orchestrator.errors import RoutingError, ToolError
 from orchestrator.messages import InboxKind, ToolCall, ToolResult
 from orchestrator.routing import Router
-from orchestrator.transactions import MessageIntent, SendIntent
 
 SEND = "send"
 MESSAGE = "message"
