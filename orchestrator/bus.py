@@ -175,10 +175,12 @@ class ConversationBus:
         )
         return Step(tuple(outcome.appended), tail)
 
-    async def finish(self, conversation_id: str, turn: AssistantTurn) -> Step:
+    async def finish(
+        self, conversation_id: str, turn: AssistantTurn, *, error: bool = False
+    ) -> Step:
         """Persist a final turn; its text goes back as the reply to the request it served."""
         outcome, tail = await self._write(
-            conversation_id, lambda tx: dispatch.finish(tx, conversation_id, turn)
+            conversation_id, lambda tx: dispatch.finish(tx, conversation_id, turn, error=error)
         )
         agent = outcome.appended[0].sender
         self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))

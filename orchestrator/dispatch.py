@@ -206,17 +206,19 @@ def _teammates(tx: Tx, row: ConversationRow, to: str) -> list[str] | str:
     return f"{to!r} names {len(matches)} conversations; use one id of: {', '.join(sorted(matches))}"
 
 
-def finish(tx: Tx, conversation_id: str, turn: AssistantTurn) -> Outcome:
-    """Persist a final assistant turn; its text is the reply to the request it served."""
+def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = False) -> Outcome:
+    """Persist a final assistant turn; its text is the reply to the request it served.
+
+    With `error`, the engine ended the turn (a limit), and the reply says so.
+    """
     row = conversation(tx, conversation_id)
+    content = assistant_content(turn) | ({"stopped": True} if error else {})
     outcome = Outcome(
-        appended=append(
-            tx, conversation_id, [(row.agent, "assistant", assistant_content(turn), turn.usage)]
-        )
+        appended=append(tx, conversation_id, [(row.agent, "assistant", content, turn.usage)])
     )
     tx.execute("UPDATE conversations SET in_turn = 0 WHERE conversation_id = ?", (conversation_id,))
     if row.serving_call_id is not None:
-        _reply(tx, row, turn.text, outcome)
+        _reply(tx, row, turn.text, outcome, error=error)
     elif row.parent_id is None:
         tx.execute(
             "UPDATE conversations SET result = ? WHERE conversation_id = ?",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from orchestrator.bus import ConversationBus, Step, Tail
 from orchestrator.errors import BusError
-from orchestrator.messages import Message, ToolCall
+from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import Agents, ModelRequest, NoTools, ToolRunner
 from orchestrator.routing import Router
 from orchestrator.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
@@ -48,7 +48,24 @@ class Idle:
     """Nothing to do until something arrives."""
 
 
-NextStep = Consume | CallModel | RunTools | Park | Idle
+@dataclass(frozen=True)
+class Stop:
+    """End the turn with an error reply the sender can act on (a limit was hit)."""
+
+    reason: str
+
+
+NextStep = Consume | CallModel | RunTools | Park | Idle | Stop
+
+
+def turns_since_request(transcript: Sequence[Message]) -> int:
+    """Model turns taken since the request this conversation is working on arrived."""
+    turns = 0
+    for message in reversed(transcript):
+        if message.role == "user" and message.content.get("kind") == "request":
+            break
+        turns += message.role == "assistant"
+    return turns
 
 
 def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
@@ -61,7 +78,7 @@ def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
     return ()
 
 
-def next_step(transcript: Sequence[Message], tail: Tail) -> NextStep:
+def next_step(transcript: Sequence[Message], tail: Tail, *, max_turns: int) -> NextStep:
     """What a conversation does next, from its persisted state alone."""
     if not tail.active:
         return Idle()
@@ -83,6 +100,8 @@ def next_step(transcript: Sequence[Message], tail: Tail) -> NextStep:
     last = transcript[-1] if transcript else None
     if last is None or (last.role == "assistant" and not last.tool_calls):
         return Idle()
+    if turns_since_request(transcript) >= max_turns:
+        return Stop(f"max_turns: {max_turns} model turns without finishing")
     return CallModel()
 
 
@@ -115,14 +134,18 @@ class Runner:
             snapshot.inbox_size, row.pending_count, row.awaiting_input, row.state == "active"
         )
         agent = row.agent
+        spec = self.agents.spec(agent)
         while True:
-            step = next_step(transcript, tail)
+            step = next_step(transcript, tail, max_turns=spec.max_turns)
             if isinstance(step, Park):
                 self._parked[conversation_id] = transcript
             if isinstance(step, Park | Idle):
                 return step
             if isinstance(step, Consume):
                 done = await self.bus.consume(conversation_id)
+            elif isinstance(step, Stop):
+                turn = AssistantTurn(text=f"stopped before finishing ({step.reason})")
+                done = await self.bus.finish(conversation_id, turn, error=True)
             elif isinstance(step, RunTools):
                 results = [await self.tools.run(agent, conversation_id, c) for c in step.calls]
                 done = await self.bus.record_results(conversation_id, agent, results)

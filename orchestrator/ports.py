@@ -43,6 +43,7 @@ class AgentSpec:
     system: str
     tools: tuple[ToolSpec, ...]
     model: Model
+    max_turns: int = 40
 
 
 class Agents(Protocol):

@@ -3,44 +3,35 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from orchestrator import scripted
 from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import AgentSpec, Model, ModelRequest
 from orchestrator.routing import Router, Team
 from orchestrator.tools import BUS_SPECS, ToolSpec
 
-Reply = AssistantTurn | Awaitable[AssistantTurn]
 
+class FunctionModel(scripted.FunctionModel):
+    """The engine's function model, also tracking how many calls run per conversation."""
 
-class FunctionModel:
-    """A model whose reply is computed from the request; it records every request."""
-
-    def __init__(self, fn: Callable[[ModelRequest], AssistantTurn | Awaitable[AssistantTurn]]):
-        self.fn = fn
-        self.requests: list[ModelRequest] = []
+    def __init__(self, fn: scripted.ReplyFn) -> None:
+        super().__init__(fn)
         self.running: dict[str, int] = {}
         self.max_parallel_per_conversation = 0
 
     async def complete(self, request: ModelRequest) -> AssistantTurn:
-        self.requests.append(request)
         key = request.messages[0].conversation_id if request.messages else request.agent
         self.running[key] = self.running.get(key, 0) + 1
         self.max_parallel_per_conversation = max(
             self.max_parallel_per_conversation, self.running[key]
         )
         try:
-            reply = self.fn(request)
-            if not isinstance(reply, AssistantTurn):
-                reply = await reply
+            reply = await super().complete(request)
             await asyncio.sleep(0)
             return reply
         finally:
             self.running[key] -= 1
-
-    def requests_of(self, agent: str) -> list[ModelRequest]:
-        return [r for r in self.requests if r.agent == agent]
 
 
 @dataclass

@@ -40,10 +40,13 @@ async def test_migrates_an_empty_file_to_the_latest_schema(tmp_path: Path) -> No
 async def test_a_store_from_a_newer_teaparty_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.execute(f"PRAGMA user_version={len(MIGRATIONS) + 1}")
-    threads = threading.active_count()
+    before = set(threading.enumerate())
     with pytest.raises(StoreError, match="newer than this teaparty"):
         await Store.open(tmp_path / "s.db")
-    assert threading.active_count() == threads, "a failed open leaves no connection thread"
+    started = [t for t in threading.enumerate() if t not in before]
+    for thread in started:
+        thread.join(timeout=2)
+    assert not [t for t in started if t.is_alive()], "a failed open leaves no connection thread"
 
 
 async def test_a_second_engine_on_one_store_is_refused(tmp_path: Path) -> None:

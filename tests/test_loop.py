@@ -1,0 +1,176 @@
+"""The turn loop: pure step decisions, multi-turn runs with tools, limits, scripted models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
+
+from orchestrator.bus import Tail
+from orchestrator.engine import Engine
+from orchestrator.errors import BusError
+from orchestrator.loop import CallModel, Consume, Idle, Park, RunTools, Stop, next_step
+from orchestrator.messages import Message, ToolCall, ToolResult
+from orchestrator.ports import AgentSpec, Model
+from orchestrator.scripted import FunctionModel, ScriptedModel, ScriptError
+from orchestrator.tools import BUS_SPECS, ToolSpec
+
+
+def msg(seq: int, role: str, **content: Any) -> Message:
+    return Message("c", seq, "x", role, content)  # type: ignore[arg-type]
+
+
+REQUEST = msg(1, "user", text="do it", kind="request")
+TOOLS = msg(
+    2,
+    "assistant",
+    text="",
+    tool_calls=[
+        {"id": "a", "name": "read_file", "args": {}},
+        {"id": "b", "name": "send", "args": {}},
+    ],
+)
+IDLE = Tail(0, 0, False, True)
+
+
+@pytest.mark.parametrize(
+    ("transcript", "tail", "expected"),
+    [
+        ((), Tail(1, 0, False, True), Consume()),
+        ((), IDLE, Idle()),
+        ((REQUEST,), IDLE, CallModel()),
+        ((REQUEST, TOOLS), Tail(0, 1, False, True), RunTools((ToolCall("a", "read_file", {}),))),
+        ((REQUEST, TOOLS, msg(3, "tool", call_id="a", text="x")), Tail(0, 1, False, True), Park()),
+        (
+            (REQUEST, TOOLS, msg(3, "tool", call_id="a", text="x")),
+            Tail(1, 0, False, True),
+            Consume(),
+        ),
+        ((REQUEST, TOOLS, msg(3, "tool", call_id="a", text="x")), Tail(1, 0, True, True), Park()),
+        ((REQUEST, msg(2, "assistant", text="done")), IDLE, Idle()),
+        ((REQUEST, msg(2, "assistant", text="done")), Tail(1, 0, False, True), Consume()),
+        ((REQUEST,), Tail(1, 0, False, False), Idle()),
+    ],
+)
+def test_next_step_reads_only_the_persisted_state(
+    transcript: tuple[Message, ...], tail: Tail, expected: object
+) -> None:
+    assert next_step(transcript, tail, max_turns=10) == expected
+
+
+def test_waiting_on_replies_with_nothing_pending_is_a_broken_invariant() -> None:
+    transcript = (REQUEST, TOOLS, msg(3, "tool", call_id="a", text="x"))
+    with pytest.raises(BusError, match="waits on"):
+        next_step(transcript, IDLE, max_turns=10)
+
+
+def test_max_turns_counts_only_turns_since_the_request() -> None:
+    earlier = (REQUEST, msg(2, "assistant", text="done"))
+    again = (*earlier, msg(3, "user", text="more", kind="request"))
+    assert next_step(again, IDLE, max_turns=1) == CallModel()
+    working = (
+        *again,
+        msg(4, "assistant", text="", tool_calls=[{"id": "t", "name": "x"}]),
+        msg(5, "tool", call_id="t", text="ok"),
+    )
+    assert isinstance(next_step(working, IDLE, max_turns=1), Stop)
+
+
+@dataclass
+class RecordingTools:
+    """Runs any tool by echoing it; `fail` names tools that return an error."""
+
+    fail: set[str] = field(default_factory=set)
+    ran: list[ToolCall] = field(default_factory=list)
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        self.ran.append(call)
+        if call.name in self.fail:
+            return ToolResult(call.call_id, f"{call.name} failed: no such file", is_error=True)
+        return ToolResult(call.call_id, f"{call.name} ok {dict(call.args)}")
+
+
+@dataclass
+class Agents:
+    model: Model
+    max_turns: int = 40
+    tools: tuple[ToolSpec, ...] = tuple(BUS_SPECS.values())
+
+    def spec(self, address: str) -> AgentSpec:
+        return AgentSpec(address, f"You are {address}.", self.tools, self.model, self.max_turns)
+
+
+async def run_job(tmp_path: Path, agents: Agents, tools: RecordingTools) -> Engine:
+    engine = await Engine.open(tmp_path / "s.db", agents=agents, router=org_router(), tools=tools)
+    await engine.bus.start_job(job_key="k", project="w", title="t", agent=CODING_LEAD, brief="go")
+    await engine.scheduler.run_until_idle()
+    return engine
+
+
+async def test_multi_turn_with_several_tools_per_turn_and_a_tool_error_fed_back(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(
+        {
+            "coding-lead": [calls(send("s", "implementer", "fix the bug")), say("lead: shipped")],
+            "implementer": [
+                calls(
+                    ToolCall("r1", "read_file", {"path": "a.py"}),
+                    ToolCall("r2", "read_file", {"path": "missing.py"}),
+                    ToolCall("l1", "list_files", {}),
+                ),
+                calls(ToolCall("w1", "write_file", {"path": "a.py", "content": "x"})),
+                say("fixed a.py"),
+            ],
+        }
+    )
+    tools = RecordingTools(fail={"list_files"})
+    engine = await run_job(tmp_path, Agents(model), tools)
+    model.assert_done()
+    assert [c.call_id for c in tools.ran] == ["r1", "r2", "l1", "w1"]
+    second = [r for r in model.requests if r.agent == IMPLEMENTER][1]
+    results = {m.call_id: m for m in second.messages if m.role == "tool"}
+    assert results["l1"].content["is_error"] is True
+    assert results["l1"].text == "list_files failed: no such file"
+    assert results["r1"].text == "read_file ok {'path': 'a.py'}"
+    assert (await engine.bus.snapshot("job:1")).conversation.result == "lead: shipped"
+    await engine.close()
+
+
+async def test_max_turns_ends_the_turn_with_an_error_reply_the_lead_reads(tmp_path: Path) -> None:
+    def fn(request: Any) -> Any:
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(send("s", "implementer", "loop forever"))
+            reply = request.messages[-1]
+            return say(f"lead saw error={reply.content['is_error']}: {reply.text}")
+        return calls(ToolCall(f"t{len(request.messages)}", "search", {"pattern": "x"}))
+
+    tools = RecordingTools()
+    engine = await run_job(tmp_path, Agents(FunctionModel(fn), max_turns=3), tools)
+    assert len(tools.ran) == 3
+    result = (await engine.bus.snapshot("job:1")).conversation.result
+    assert result == (
+        "lead saw error=True: stopped before finishing (max_turns: 3 model turns without finishing)"
+    )
+    assert not engine.scheduler.failures
+    await engine.close()
+
+
+async def test_an_unscripted_call_fails_loudly(tmp_path: Path) -> None:
+    model = ScriptedModel({"coding-lead": [calls(send("s", "implementer", "go"))]})
+    engine = await run_job(tmp_path, Agents(model), RecordingTools())
+    failures = list(engine.scheduler.failures.values())
+    assert len(failures) == 1
+    assert isinstance(failures[0], ScriptError)
+    assert "no scripted turn left for 'widgets/coding/implementer'" in str(failures[0])
+    await engine.close()
+
+
+def test_unplayed_scripted_turns_are_reported() -> None:
+    model = ScriptedModel({"implementer": [say("a"), say("b")]})
+    with pytest.raises(ScriptError, match="never played: {'implementer': 2}"):
+        model.assert_done()
