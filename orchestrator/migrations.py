@@ -76,4 +76,53 @@ CREATE TABLE inbox (
 CREATE INDEX inbox_conversation ON inbox (conversation_id, item_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (INITIAL,)
+BOARD_AND_GATES = """
+CREATE TABLE tasks (
+    task_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER NOT NULL REFERENCES jobs (job_id),
+    number          INTEGER NOT NULL,
+    title           TEXT NOT NULL,
+    spec            TEXT NOT NULL,
+    workgroup       TEXT,
+    review          TEXT NOT NULL DEFAULT 'full' CHECK (review IN ('full', 'spec-only', 'none')),
+    state           TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'in_progress', 'in_review', 'done', 'blocked',
+                                     'cancelled')),
+    result          TEXT,
+    blocked_reason  TEXT,
+    created_by      TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL,
+    UNIQUE (job_id, number)
+);
+
+CREATE TABLE task_deps (
+    task_id     INTEGER NOT NULL REFERENCES tasks (task_id),
+    blocked_by  INTEGER NOT NULL REFERENCES tasks (task_id),
+    PRIMARY KEY (task_id, blocked_by),
+    CHECK (task_id != blocked_by)
+);
+
+CREATE TABLE gates (
+    gate_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER REFERENCES jobs (job_id),
+    conversation_id TEXT NOT NULL REFERENCES conversations (conversation_id),
+    call_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('plan', 'question', 'escalation', 'pull_request')),
+    question        TEXT NOT NULL,
+    options         TEXT,
+    asked_by        TEXT NOT NULL,
+    decider         TEXT,
+    comment_ref     TEXT,
+    answer          TEXT,
+    answered_by     TEXT,
+    answered_via    TEXT CHECK (answered_via IN ('human', 'proxy')),
+    asked_at        REAL NOT NULL,
+    answered_at     REAL,
+    UNIQUE (conversation_id, call_id)
+);
+CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES)

@@ -14,7 +14,16 @@ from orchestrator.errors import StoreError, StoreLockedError
 from orchestrator.migrations import MIGRATIONS
 from orchestrator.store import Store
 
-TABLES = {"jobs", "conversations", "messages", "agent_contexts", "inbox"}
+TABLES = {
+    "jobs",
+    "conversations",
+    "messages",
+    "agent_contexts",
+    "inbox",
+    "tasks",
+    "task_deps",
+    "gates",
+}
 
 
 async def test_migrates_an_empty_file_to_the_latest_schema(tmp_path: Path) -> None:
@@ -112,4 +121,25 @@ async def test_concurrent_writes_share_a_commit_and_a_failing_one_rolls_back_alo
     assert str(results[50]) == "bad write"
     stored = await store.read(lambda tx: {r[0] for r in tx.execute("SELECT job_key FROM jobs")})
     assert stored == set(keys) - {"bad"}
+    await store.close()
+
+
+async def test_a_version_1_store_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
+    from orchestrator.migrations import INITIAL
+
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.executescript(INITIAL)
+        conn.execute(
+            "INSERT INTO jobs (job_key, project, title, created_at, updated_at)"
+            " VALUES ('k', 'p', 't', 0, 0)"
+        )
+        conn.execute("PRAGMA user_version=1")
+    store = await Store.open(tmp_path / "s.db")
+    version, jobs = await store.read(
+        lambda tx: (
+            tx.execute("PRAGMA user_version").fetchone()[0],
+            tx.execute("SELECT job_key FROM jobs").fetchall(),
+        )
+    )
+    assert (version, jobs) == (len(MIGRATIONS), [("k",)])
     await store.close()
