@@ -2,10 +2,11 @@
 
 Used by test_crash.py as a real subprocess:
     python tests/crash_harness.py STORE [--kill METHOD:AGENT:N:WHEN]
-METHOD is consume | record_turn | finish | model; AGENT a short agent name; N the N-th such
-call in this process; WHEN is `inside` (the transaction ran but did not commit), `mid`
-(between its second and third write statement) or `after` (it committed). `model` kills
-inside the N-th model call of AGENT.
+METHOD is consume | record_turn | record_results | finish | model; AGENT a short agent
+name; N the N-th such call in this process; WHEN is `inside` (the transaction ran but did
+not commit), `mid` (between its second and third write statement) or `after` (it
+committed). `model` kills inside the N-th model call of AGENT. Every real run of the
+workers' tool is logged to STORE.tools.log.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fakes import OM, FunctionModel, StaticAgents, calls, org_router, replies, s
 from orchestrator.bus import ConversationBus, Step
 from orchestrator.events import EventBus
 from orchestrator.loop import Runner
-from orchestrator.messages import AssistantTurn
+from orchestrator.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.ports import ModelRequest
 from orchestrator.scheduler import Scheduler
 from orchestrator.store import Store, Tx
@@ -117,12 +118,37 @@ class CrashingBus(ConversationBus):
             lambda: super(CrashingBus, self).record_turn(conversation_id, turn, calls),
         )
 
-    async def finish(self, conversation_id: str, turn: AssistantTurn) -> Step:
+    async def finish(
+        self, conversation_id: str, turn: AssistantTurn, *, error: bool = False
+    ) -> Step:
         return await self._step(
             "finish",
             conversation_id,
-            lambda: super(CrashingBus, self).finish(conversation_id, turn),
+            lambda: super(CrashingBus, self).finish(conversation_id, turn, error=error),
         )
+
+    async def record_results(
+        self, conversation_id: str, sender: str, results: list[ToolResult]
+    ) -> Step:
+        return await self._step(
+            "record_results",
+            conversation_id,
+            lambda: super(CrashingBus, self).record_results(conversation_id, sender, results),
+        )
+
+
+class LoggingTools:
+    """A tool that leaves a durable trace each time it really runs."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        with self.log.open("a") as out:
+            out.write(f"{conversation_id} {call.call_id}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        return ToolResult(call.call_id, f"recorded {call.args['part']}")
 
 
 def agent_fn(plan: KillPlan | None) -> Callable[[ModelRequest], AssistantTurn]:
@@ -154,9 +180,18 @@ def agent_fn(plan: KillPlan | None) -> Callable[[ModelRequest], AssistantTurn]:
             if len(request.messages) == 1:
                 return calls(send("rl1", "researcher", "find prior art"))
             return say(f"research: {got[0].text}")
-        return say(f"{name} did [{request.messages[-1].text}]")
+        return worker(name, request)
 
     return fn
+
+
+def worker(name: str, request: ModelRequest) -> AssistantTurn:
+    """Runs the logging tool once per request, then answers."""
+    if name == "implementer" and request.messages[-1].role == "user":
+        part = request.messages[-1].text
+        return calls(ToolCall(f"t-{part}", "record", {"part": part}))
+    brief = [m for m in request.messages if m.role == "user"][-1].text
+    return say(f"{name} did [{brief}]")
 
 
 def coding_lead(request: ModelRequest, got: list[Any]) -> AssistantTurn:
@@ -174,7 +209,8 @@ async def main(store_path: Path, plan: KillPlan | None) -> None:
     events = EventBus()
     bus = CrashingBus(store, events, plan)
     model = FunctionModel(agent_fn(plan))
-    runner = Runner(bus, StaticAgents(model), org_router())
+    tools = LoggingTools(store_path.with_name(store_path.name + ".tools.log"))
+    runner = Runner(bus, StaticAgents(model), org_router(), tools=tools)
     scheduler = Scheduler(bus, runner, concurrency=4)
     await bus.start_job(job_key=JOB_KEY, project="widgets", title="t", agent=OM, brief="issue 7")
     await scheduler.run_until_idle()

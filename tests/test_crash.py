@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ KILLS = {
     "continuation queued to a worker": ["record_turn:coding-lead:2:after"],
     "between a worker's request and its reply": ["model:implementer:4:inside"],
     "the project lead's reply, before commit": ["finish:project-lead:1:inside"],
+    "a worker's tool result committed": ["record_results:implementer:2:after"],
+    "between a tool's result and the next model call": ["model:implementer:3:inside"],
     "three kills in a row": [
         "finish:implementer:1:after",
         "consume:coding-lead:1:inside",
@@ -101,9 +104,47 @@ def test_sigkill_then_restart_gives_the_uninterrupted_transcript(
     tmp_path: Path, kills: list[str], uninterrupted: dict[str, Any]
 ) -> None:
     store = tmp_path / "store.db"
+    persisted: set[str] = set()
     for kill in kills:
         died = run(store, kill)
         assert died.returncode == -signal.SIGKILL, f"{kill} was never reached: {died.stderr}"
+        persisted |= persisted_tool_results(store)
     finished = run(store, None)
     assert finished.returncode == 0, finished.stderr
     assert canonical(store) == uninterrupted
+    runs = Counter(store.with_name("store.db.tools.log").read_text().splitlines())
+    assert len(runs) == 6  # five parts and the polish
+    twice = {line for line, n in runs.items() if n > 1}
+    assert twice & persisted == set(), "a tool call whose result was persisted ran again"
+    assert max(runs.values()) <= 2
+
+
+def persisted_tool_results(store: Path) -> set[str]:
+    """The worker tool calls whose results the store holds, as the tool log writes them."""
+    if not store.exists():
+        return set()
+    with sqlite3.connect(store) as db:
+        rows = db.execute(
+            "SELECT conversation_id, json_extract(content, '$.call_id') FROM messages"
+            " WHERE role = 'tool' AND json_extract(content, '$.call_id') LIKE 't-%'"
+        ).fetchall()
+    return {f"{conversation} {call}" for conversation, call in rows}
+
+
+def test_a_tool_whose_result_was_not_committed_runs_again(tmp_path: Path) -> None:
+    """At-least-once is the honest promise for a tool killed before its result committed.
+
+    Results that shared the killed commit (group commit) are lost with it and their tools
+    run again too; a tool that never ran before the kill runs exactly once.
+    """
+    store = tmp_path / "store.db"
+    log = store.with_name("store.db.tools.log")
+    assert run(store, "record_results:implementer:1:inside").returncode == -signal.SIGKILL
+    before = set(log.read_text().splitlines())
+    assert run(store, None).returncode == 0
+    runs = Counter(log.read_text().splitlines())
+    rerun = {line for line, n in runs.items() if n > 1}
+    assert rerun, "the killed result's tool ran again"
+    assert rerun <= before
+    assert max(runs.values()) == 2
+    assert len(runs) == 6
