@@ -10,12 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import dispatch
+from orchestrator import dispatch, gates
 from orchestrator import transactions as txn
 from orchestrator.events import (
     DispatchCompleted,
     DispatchStarted,
     EventBus,
+    GateAnswered,
+    GateAsked,
     JobStarted,
     StateChanged,
     UsageRecorded,
@@ -149,6 +151,7 @@ class ConversationBus:
                 turn,
                 sends=calls.sends,
                 messages=calls.messages,
+                asks=calls.asks,
                 refusals=calls.refusals,
             ),
         )
@@ -160,7 +163,11 @@ class ConversationBus:
                     conversation_id, opened.conversation_id, agent, opened.recipient, opened.queued
                 )
             )
-        if tail.pending_count:
+        for gate_id, ask in zip(outcome.gates, calls.asks, strict=True):
+            self.events.publish(GateAsked(gate_id, conversation_id, ask.kind, ask.question))
+        if tail.awaiting_input:
+            self.events.publish(StateChanged(conversation_id, "awaiting_input"))
+        elif tail.pending_count:
             self.events.publish(StateChanged(conversation_id, "parked"))
         self.on_wake(outcome.woken)
         return Step(tuple(outcome.appended), tail)
@@ -212,6 +219,21 @@ class ConversationBus:
             )
         )
         self.on_wake([conversation_id])
+
+    async def open_gates(self, job_id: int | None = None) -> list[gates.Gate]:
+        """Unanswered gates, oldest first."""
+        return await self.store.read(lambda tx: gates.open_gates(tx, job_id))
+
+    async def answer_gate(
+        self, gate_id: int, *, text: str, answered_by: str, via: gates.AnsweredVia = "human"
+    ) -> gates.Gate:
+        """Record an answer and wake the conversation that asked."""
+        gate = await self.store.write(
+            lambda tx: gates.answer(tx, gate_id, text=text, answered_by=answered_by, via=via)
+        )
+        self.events.publish(GateAnswered(gate_id, gate.conversation_id, answered_by, via))
+        self.on_wake([gate.conversation_id])
+        return gate
 
     async def close(self, conversation_id: str) -> None:
         """Close a conversation; an unanswered Send to it is answered with an error."""

@@ -9,7 +9,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator import gates
 from orchestrator.errors import BusError
+from orchestrator.gates import AskIntent
 from orchestrator.messages import (
     AssistantTurn,
     ConversationKind,
@@ -61,12 +63,14 @@ def record_turn(
     *,
     sends: Iterable[SendIntent] = (),
     messages: Iterable[MessageIntent] = (),
+    asks: Iterable[AskIntent] = (),
     refusals: Iterable[ToolResult] = (),
 ) -> Outcome:
     """Persist an assistant turn that called tools, and carry out its bus tools at once.
 
     Sends open child conversations (or queue into open ones) and raise this context's
-    pending_count; teammate messages land in inboxes; refusals become error results the
+    pending_count; ask_human opens gates and parks the turn until they are answered;
+    teammate messages land in inboxes; refusals become error results the
     agent reads on its next step. All of it commits together with the turn.
     """
     row = conversation(tx, conversation_id)
@@ -84,6 +88,7 @@ def record_turn(
             results.append(refusal)
     for message in messages:
         results.append(_message(tx, row, message, outcome))
+    outcome.gates += [gates.ask(tx, row, intent) for intent in asks]
     order = {c.call_id: n for n, c in enumerate(turn.tool_calls)}
     results.sort(key=lambda r: order.get(r.call_id, len(order)))
     entries += [(row.agent, "tool", tool_content(r), None) for r in results]

@@ -53,8 +53,9 @@ class DispatchCompleted:
 class GateAsked:
     """A question went to a human."""
 
+    gate_id: int
     conversation_id: str
-    call_id: str
+    kind: str
     question: str
 
 
@@ -62,9 +63,10 @@ class GateAsked:
 class GateAnswered:
     """A human (or the proxy) answered a gate."""
 
+    gate_id: int
     conversation_id: str
-    call_id: str
     answered_by: str
+    via: str
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,16 @@ from typing import Any
 
 from orchestrator.dispatch import MessageIntent, SendIntent
 from orchestrator.errors import RoutingError, ToolError
+from orchestrator.gates import AskIntent
 from orchestrator.messages import InboxKind, ToolCall, ToolResult
 from orchestrator.routing import Router
 
 SEND = "send"
 MESSAGE = "message"
-BUS_TOOLS = frozenset({SEND, MESSAGE})
+ASK_HUMAN = "ask_human"
+BUS_TOOLS = frozenset({SEND, MESSAGE, ASK_HUMAN})
 # Calls whose result arrives later through the inbox, not from running the tool.
-ANSWERED_LATER = frozenset({SEND, "ask_human"})
+ANSWERED_LATER = frozenset({SEND, ASK_HUMAN})
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,27 @@ MESSAGE_SPEC = ToolSpec(
     },
 )
 
-BUS_SPECS: Mapping[str, ToolSpec] = {SEND: SEND_SPEC, MESSAGE: MESSAGE_SPEC}
+ASK_HUMAN_SPEC = ToolSpec(
+    ASK_HUMAN,
+    "Ask the person who decides for this work a question and wait for the answer. Use it "
+    "for decisions that are theirs (scope, trade-offs, anything irreversible), not for what "
+    "you can find out yourself. Offer options when the choice is between a few.",
+    {
+        "type": "object",
+        "properties": {
+            "question": {"type": "string"},
+            "options": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+)
+
+BUS_SPECS: Mapping[str, ToolSpec] = {
+    SEND: SEND_SPEC,
+    MESSAGE: MESSAGE_SPEC,
+    ASK_HUMAN: ASK_HUMAN_SPEC,
+}
 
 
 @dataclass
@@ -79,6 +101,7 @@ class BusCalls:
 
     sends: list[SendIntent] = field(default_factory=list)
     messages: list[MessageIntent] = field(default_factory=list)
+    asks: list[AskIntent] = field(default_factory=list)
     refusals: list[ToolResult] = field(default_factory=list)
 
 
@@ -91,6 +114,8 @@ def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router)
                 resolved.sends.append(_send_intent(call, sender=sender, router=router))
             elif call.name == MESSAGE:
                 resolved.messages.append(_message_intent(call))
+            elif call.name == ASK_HUMAN:
+                resolved.asks.append(_ask_intent(call))
         except ToolError as exc:
             resolved.refusals.append(ToolResult(call.call_id, str(exc), is_error=True))
     _refuse_double_sends(resolved)
@@ -124,6 +149,13 @@ def _message_intent(call: ToolCall) -> MessageIntent:
     return MessageIntent(
         call.call_id, _string(call, "to"), InboxKind(kind_name), _string(call, "content"), extra
     )
+
+
+def _ask_intent(call: ToolCall) -> AskIntent:
+    options = call.args.get("options", [])
+    if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
+        raise ToolError("ask_human: options must be a list of strings")
+    return AskIntent(call.call_id, _string(call, "question"), tuple(options))
 
 
 def _refuse_double_sends(resolved: BusCalls) -> None:

@@ -74,6 +74,7 @@ class Outcome:
     woken: list[str] = field(default_factory=list)
     replied_to: str | None = None
     closed: bool = False
+    gates: list[int] = field(default_factory=list)
 
 
 _CONVERSATION_SQL = """

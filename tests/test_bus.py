@@ -330,3 +330,45 @@ async def test_a_job_key_starts_one_job_however_often_it_is_started(
     await engine.scheduler.run_until_idle()
     assert [m.text for m in await engine.bus.transcript(first.conversation_id)] == ["b", "ok"]
     await engine.close()
+
+
+async def test_ask_human_parks_until_answered_and_the_answer_is_the_tool_result(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    def fn(request: ModelRequest) -> object:
+        last = request.messages[-1]
+        if len(request.messages) == 1:
+            return calls(
+                ToolCall(
+                    "q1", "ask_human", {"question": "Drop Python 3.10?", "options": ["yes", "no"]}
+                ),
+                ToolCall("q2", "ask_human", {"question": "Rename the flag?"}),
+            )
+        answers = [m.text for m in replies(request.messages)]
+        return say(f"{last.role}: " + " | ".join(answers))
+
+    model = FunctionModel(fn)  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+    asked = await engine.bus.open_gates()
+    assert [(g.question, g.options, g.kind) for g in asked] == [
+        ("Drop Python 3.10?", ("yes", "no"), "question"),
+        ("Rename the flag?", (), "question"),
+    ]
+    assert len(model.requests) == 1
+    await engine.bus.answer_gate(asked[0].gate_id, text="yes", answered_by="alice")
+    await engine.scheduler.run_until_idle()
+    assert len(model.requests) == 1, "one answer of two does not wake the agent"
+    await engine.bus.answer_gate(asked[1].gate_id, text="no", answered_by="proxy", via="proxy")
+    await engine.scheduler.run_until_idle()
+    result = (await engine.bus.snapshot(root)).conversation.result
+    assert result == "tool: alice answered: yes | the proxy for the decider answered: no"
+    assert await engine.bus.open_gates() == []
+    from orchestrator.errors import BusError
+
+    with pytest.raises(BusError, match="already answered by 'alice'"):
+        await engine.bus.answer_gate(asked[0].gate_id, text="no", answered_by="bob")
+    await engine.events.drain()
+    assert StateChanged(root, "awaiting_input") in events
+    await engine.close()
