@@ -29,6 +29,7 @@ from orchestrator.messages import (
     InboxKind,
     Message,
     ToolResult,
+    Usage,
     job_conversation_id,
 )
 from orchestrator.store import Store, Tx, now
@@ -180,6 +181,25 @@ class ConversationBus:
             conversation_id,
             lambda tx: dispatch.record_results(tx, conversation_id, sender, results),
         )
+        return Step(tuple(outcome.appended), tail)
+
+    async def record_compaction(
+        self, conversation_id: str, agent: str, summary: str, *, covers_through: int, usage: Usage
+    ) -> Step:
+        """Persist a compaction summary; the model sees it in place of what it covers."""
+        content: dict[str, Any] = {
+            "text": summary,
+            "kind": "compaction",
+            "covers_through": covers_through,
+        }
+
+        def compact(tx: Tx) -> txn.Outcome:
+            return txn.Outcome(
+                appended=txn.append(tx, conversation_id, [(agent, "user", content, usage)])
+            )
+
+        outcome, tail = await self._write(conversation_id, compact)
+        self.events.publish(UsageRecorded(conversation_id, agent, usage))
         return Step(tuple(outcome.appended), tail)
 
     async def finish(

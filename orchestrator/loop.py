@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from orchestrator.bus import ConversationBus, Step, Tail
+from orchestrator.context import COMPACT_INSTRUCTION, compaction_point, model_view
 from orchestrator.errors import BusError
 from orchestrator.messages import AssistantTurn, Message, ToolCall
-from orchestrator.ports import Agents, ModelRequest, NoTools, ToolRunner
+from orchestrator.ports import Agents, AgentSpec, ModelRequest, NoTools, ToolRunner
 from orchestrator.routing import Router
 from orchestrator.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
 
@@ -158,10 +159,31 @@ class Runner:
         self, agent: str, conversation_id: str, transcript: list[Message]
     ) -> Step:
         spec = self.agents.spec(agent)
-        request = ModelRequest(agent, spec.system, tuple(transcript), spec.tools)
+        view = model_view(transcript)
+        covers_through = compaction_point(view, bound=spec.context_tokens)
+        if covers_through is not None:
+            compacted = await self._compact(spec, conversation_id, view, covers_through)
+            transcript.extend(compacted.appended)
+            view = model_view(transcript)
+        request = ModelRequest(agent, spec.system, view, spec.tools)
         turn = await spec.model.complete(request)
         if not turn.tool_calls:
             return await self.bus.finish(conversation_id, turn)
         bus_calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS]
         resolved = resolve_bus_calls(bus_calls, sender=agent, router=self.router)
         return await self.bus.record_turn(conversation_id, turn, resolved)
+
+    async def _compact(
+        self, spec: AgentSpec, conversation_id: str, view: tuple[Message, ...], covers_through: int
+    ) -> Step:
+        covered = tuple(m for m in view if m.seq <= covers_through)
+        instruction = Message(conversation_id, 0, "engine", "user", {"text": COMPACT_INSTRUCTION})
+        request = ModelRequest(spec.address, spec.system, (*covered, instruction), ())
+        summary = await spec.model.complete(request)
+        return await self.bus.record_compaction(
+            conversation_id,
+            spec.address,
+            summary.text,
+            covers_through=covers_through,
+            usage=summary.usage,
+        )

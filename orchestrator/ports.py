@@ -44,6 +44,7 @@ class AgentSpec:
     tools: tuple[ToolSpec, ...]
     model: Model
     max_turns: int = 40
+    context_tokens: int = 100_000
 
 
 class Agents(Protocol):
