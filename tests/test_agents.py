@@ -104,4 +104,3 @@ async def test_a_child_sees_only_the_brief_never_the_senders_history(tmp_path: P
     assert "Issue #4" not in child.system
     assert child.system == agents.spec("widgets/coding/implementer").system
     await engine.close()
-
