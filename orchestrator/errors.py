@@ -6,7 +6,11 @@ OrchestratorError
  │    └── StoreLockedError   another engine holds the store
  ├── BusError         a conversation operation broke an invariant (no such conversation, closed)
  ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
- └── ToolError        a tool call the model can correct (goes back to the model as an error)
+ ├── ToolError        a tool call the model can correct (goes back to the model as an error)
+ └── ModelError       a model call failed (also: real requests are disabled in tests)
+      ├── ModelUnavailableError   overloaded, rate-limited or unreachable through every retry
+      ├── ModelAuthError          the API key is missing, rejected or lacks permission
+      └── ModelRequestError       the API refused the request (bad request, unknown model)
 """
 
 from __future__ import annotations
@@ -58,3 +62,23 @@ class RoutingError(OrchestratorError):
 
 class ToolError(OrchestratorError):
     """A tool call failed in a way the model can correct; it reads the message."""
+
+
+class ModelError(OrchestratorError):
+    """A model call failed; the message says why and never contains a secret."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ModelUnavailableError(ModelError):
+    """The model API stayed overloaded, rate-limited or unreachable through every retry."""
+
+
+class ModelAuthError(ModelError):
+    """The API key is missing, was rejected, or may not use the model."""
+
+
+class ModelRequestError(ModelError):
+    """The API refused the request itself: a bad request or an unknown model."""
