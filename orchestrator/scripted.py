@@ -6,7 +6,7 @@ import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import ModelError
 from orchestrator.messages import AssistantTurn
 from orchestrator.ports import ModelRequest
 from orchestrator.routing import short_name
@@ -14,7 +14,7 @@ from orchestrator.routing import short_name
 ReplyFn = Callable[[ModelRequest], AssistantTurn | Awaitable[AssistantTurn]]
 
 
-class ScriptError(OrchestratorError):
+class ScriptError(ModelError):
     """The scripted model was called for a turn nobody scripted, or left turns unplayed."""
 
 
