@@ -31,7 +31,39 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_config(commands)
+    _add_run(commands)
     return parser
+
+
+def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a job on a local repository (no GitHub)",
+        description="Plan and do one job on a local git repository: the result is a branch "
+        "teaparty/job-N-<slug> with the work merged into it. Gate questions are asked here.",
+    )
+    run.add_argument("--repo", type=Path, required=True, metavar="PATH")
+    run.add_argument("--title", required=True, metavar="TITLE")
+    run.add_argument("--body-file", type=Path, metavar="FILE", help="the issue text")
+    run.add_argument(
+        "--model",
+        choices=["scripted", "anthropic"],
+        help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
+    )
+    run.add_argument("--yes", action="store_true", help="answer yes to every gate")
+    run.add_argument(
+        "--home",
+        type=Path,
+        metavar="DIR",
+        help="state directory (default: $TEAPARTY_HOME, else ~/.teaparty)",
+    )
+    run.set_defaults(command=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bot.local import run_command
+
+    return run_command(args, os.environ)
 
 
 def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

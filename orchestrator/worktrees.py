@@ -96,12 +96,23 @@ class Merge:
     conflicts: tuple[str, ...] = ()
 
 
-async def merge(repo: Path, *, into: str, source: str, message: str) -> Merge:
-    """Merge `source` into branch `into` without a checkout (--no-ff); conflicts come back."""
+IDENTITY = ("teaparty", "teaparty@users.noreply.localhost")
+
+
+async def merge(
+    repo: Path, *, into: str, source: str, message: str, identity: tuple[str, str] = IDENTITY
+) -> Merge:
+    """Merge `source` into branch `into` without a checkout (--no-ff); conflicts come back.
+
+    Merging what is already merged changes nothing, so a retried merge is harmless.
+    """
     target = await rev(repo, f"refs/heads/{into}")
     head = await rev(repo, source)
     if target is None or head is None:
         raise GitError(f"cannot merge {source!r} into {into!r}: a branch is missing")
+    code, _ = await git(repo, "merge-base", "--is-ancestor", head, target, check=False)
+    if code == 0:
+        return Merge(target)
     code, out = await git(
         repo,
         "merge-tree",
@@ -117,6 +128,21 @@ async def merge(repo: Path, *, into: str, source: str, message: str) -> Merge:
         return Merge(None, tuple(line for line in lines[1:] if line))
     if code != 0:
         raise GitError(f"git merge-tree failed for {source!r} into {into!r}")
-    _, commit = await git(repo, "commit-tree", lines[0], "-p", target, "-p", head, "-m", message)
+    name, email = identity
+    _, commit = await git(
+        repo,
+        "-c",
+        f"user.name={name}",
+        "-c",
+        f"user.email={email}",
+        "commit-tree",
+        lines[0],
+        "-p",
+        target,
+        "-p",
+        head,
+        "-m",
+        message,
+    )
     await git(repo, "update-ref", f"refs/heads/{into}", commit.strip(), target)
     return Merge(commit.strip())

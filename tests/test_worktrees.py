@@ -68,6 +68,11 @@ async def test_a_task_branch_merges_into_the_job_branch_without_a_checkout(
     log = sh(repo, "git", "log", "--format=%s %p", "teaparty/job-1-x")
     assert log.splitlines()[0].startswith("Merge task 1 ")
     assert len(log.splitlines()[0].split()) == 5, "a merge commit with two parents (--no-ff)"
+    again = await merge(
+        repo, into="teaparty/job-1-x", source="teaparty/job-1-x--t1", message="Merge task 1"
+    )
+    assert again.commit == merged.commit, "merging what is merged changes nothing"
+    assert sh(repo, "git", "log", "-1", "--format=%an", "teaparty/job-1-x").strip() == "teaparty"
     _, files = await git(repo, "ls-tree", "--name-only", "teaparty/job-1-x")
     assert files.split() == ["a.txt", "b.txt"]
     assert sh(repo, "git", "status", "--porcelain") == "", "the main checkout is untouched"

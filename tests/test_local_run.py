@@ -1,0 +1,115 @@
+"""`teaparty run` end to end on a real repository with the scripted stand-in for the model."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from orchestrator.config import shipped_org_dir
+from orchestrator.gates import Gate
+from orchestrator.local_run import run_local
+
+ENV = {
+    "GIT_AUTHOR_NAME": "dev",
+    "GIT_AUTHOR_EMAIL": "dev@x",
+    "GIT_COMMITTER_NAME": "dev",
+    "GIT_COMMITTER_EMAIL": "dev@x",
+    "PATH": "/usr/bin:/bin",
+}
+BRANCH = "teaparty/job-1-add-a-verbose-flag"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=ENV
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "widgets"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("widgets\n")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "init")
+    return path
+
+
+def test_run_makes_a_job_branch_with_the_workers_commit_merged(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = tmp_path / "issue.md"
+    body.write_text("The CLI should accept --verbose.\n")
+    argv = [
+        "run",
+        "--repo",
+        str(repo),
+        "--title",
+        "Add a --verbose flag",
+        "--body-file",
+        str(body),
+        "--yes",
+        "--home",
+        str(tmp_path / "home"),
+        "--model",
+        "scripted",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "job 1 started: branch teaparty/job-1-add-a-verbose-flag" in out
+    assert "gate 1 (widgets/project-lead): Plan for 'Add a --verbose flag'" in out
+    assert "result: Done. The worker reported: Committed docs/requests/add-a-verbose-flag.md" in out
+    log = git(repo, "log", "--format=%an|%s|%P", BRANCH, "--not", "main").splitlines()
+    assert [entry.split("|")[:2] for entry in log] == [
+        ["teaparty", "Merge task 1: Add a --verbose flag"],
+        ["teaparty", "Record: Add a --verbose flag"],
+    ]
+    assert len(log[0].split("|")[2].split()) == 2, "a --no-ff merge of the task branch"
+    recorded = git(repo, "show", f"{BRANCH}:docs/requests/add-a-verbose-flag.md")
+    assert "The CLI should accept --verbose." in recorded
+    assert git(repo, "status", "--porcelain") == "", "the user's checkout is untouched"
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+
+    assert main(argv) == 0, "running it again resumes the finished job"
+    again = capsys.readouterr().out
+    assert "job 1 resumed" in again
+    assert "gate" not in again
+    assert git(repo, "log", "--format=%s", BRANCH, "--not", "main").splitlines() == [
+        "Merge task 1: Add a --verbose flag",
+        "Record: Add a --verbose flag",
+    ]
+
+
+async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path) -> None:
+    asked: list[Gate] = []
+
+    async def decline(gate: Gate) -> str:
+        asked.append(gate)
+        return "no, not this week"
+
+    job = await run_local(
+        repo,
+        title="Add a --verbose flag",
+        body="b",
+        home=tmp_path / "h",
+        org_dir=shipped_org_dir(),
+        model="scripted",
+        env=ENV,
+        approve=decline,
+        say=lambda line: None,
+    )
+    assert [g.options for g in asked] == [("yes", "no")]
+    assert job.result is not None
+    assert job.result.startswith("Stopped before any work")
+    assert job.commits == ()
+
+
+def test_run_refuses_a_directory_that_is_not_a_repository(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--repo", str(tmp_path), "--title", "t", "--model", "scripted"]) == 2
+    assert "is not a git repository" in capsys.readouterr().err
