@@ -8,7 +8,6 @@ blocks stay paired), or the new messages after a finished turn.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from orchestrator.messages import Message
@@ -41,7 +40,7 @@ def model_view(transcript: Sequence[Message]) -> tuple[Message, ...]:
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """A rough token count of messages (characters / 4)."""
-    return sum(len(json.dumps(m.content, ensure_ascii=False)) for m in messages) // CHARS_PER_TOKEN
+    return sum(m.size for m in messages) // CHARS_PER_TOKEN
 
 
 def kept_tail_start(view: Sequence[Message]) -> int:

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Literal
 
 Role = Literal["user", "assistant", "tool"]
@@ -111,6 +112,11 @@ class Message:
     role: Role
     content: JSONObject
     usage: Usage | None = None
+
+    @cached_property
+    def size(self) -> int:
+        """Characters of the stored content; computed once (compaction sums it per call)."""
+        return len(json.dumps(self.content, ensure_ascii=False))
 
     @property
     def text(self) -> str:
