@@ -8,7 +8,7 @@ from pathlib import Path
 from orchestrator.bus import ConversationBus
 from orchestrator.events import EventBus
 from orchestrator.loop import Runner
-from orchestrator.ports import Agents, ToolRunner
+from orchestrator.ports import Agents, Budget, ToolRunner
 from orchestrator.routing import Router
 from orchestrator.scheduler import Scheduler
 from orchestrator.store import Store, Synchronous
@@ -31,6 +31,7 @@ class Engine:
         agents: Agents,
         router: Router,
         tools: ToolRunner | None = None,
+        budget: Budget | None = None,
         concurrency: int = 8,
         synchronous: Synchronous = "FULL",
     ) -> Engine:
@@ -38,7 +39,7 @@ class Engine:
         store = await Store.open(path, synchronous=synchronous)
         events = EventBus()
         bus = ConversationBus(store, events)
-        runner = Runner(bus, agents, router, tools=tools)
+        runner = Runner(bus, agents, router, tools=tools, budget=budget)
         return cls(store, events, bus, Scheduler(bus, runner, concurrency=concurrency))
 
     async def close(self) -> None:

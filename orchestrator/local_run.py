@@ -16,6 +16,7 @@ from typing import Literal
 
 from orchestrator import board_tools, worktree_tools
 from orchestrator.agents import ConfigAgents
+from orchestrator.budget import JobBudget
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
 from orchestrator.demo import DemoModel
 from orchestrator.engine import Engine
@@ -81,6 +82,12 @@ async def run_local(
     agents = ConfigAgents(org, [cast.project], router=router, models=models, tool_specs=ALL_SPECS)
     toolbox = Toolbox({})
     engine = await Engine.open(home / "teaparty.db", agents=agents, router=router, tools=toolbox)
+    engine.scheduler.runner.budget = JobBudget(
+        engine.store,
+        max_usd=cast.project.budget.max_usd,
+        max_tokens=cast.project.budget.max_tokens,
+        price=lambda agent, usage: _price(cast, agent, usage),
+    )
     try:
         return await _run(
             engine,
@@ -206,20 +213,13 @@ def _models(
     return model_for
 
 
+def _price(cast: Cast, agent: str, usage: Usage) -> float:
+    definition = cast.agents.get(agent)
+    return 0.0 if definition is None else shipped_prices().cost_usd(definition.model, usage)
+
+
 async def _usage(engine: Engine, job_id: int, cast: Cast) -> tuple[Usage, float]:
-    rows = await engine.store.read(
-        lambda tx: tx.execute(
-            "SELECT c.agent, coalesce(sum(m.input_tokens), 0), coalesce(sum(m.output_tokens), 0),"
-            " coalesce(sum(m.cache_read_tokens), 0), coalesce(sum(m.cache_write_tokens), 0)"
-            " FROM messages m JOIN conversations c USING (conversation_id)"
-            " WHERE c.job_id = ? GROUP BY c.agent",
-            (job_id,),
-        ).fetchall()
-    )
-    total, cost, prices = Usage(), 0.0, shipped_prices()
-    for agent, *tokens in rows:
-        usage = Usage(*tokens)
-        total += usage
-        if usage != Usage() and agent in cast.agents:
-            cost += prices.cost_usd(cast.agents[agent].model, usage)
-    return total, cost
+    budget = engine.scheduler.runner.budget
+    assert isinstance(budget, JobBudget)
+    spent = await budget.spent(job_id)
+    return spent.usage, spent.usd

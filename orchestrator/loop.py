@@ -8,14 +8,15 @@ again: a step whose result was committed is never taken twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.bus import ConversationBus, Step, Tail
 from orchestrator.context import COMPACT_INSTRUCTION, compaction_point, model_view
 from orchestrator.errors import BusError
 from orchestrator.messages import AssistantTurn, Message, ToolCall
-from orchestrator.ports import Agents, AgentSpec, ModelRequest, NoTools, ToolRunner
+from orchestrator.ports import Agents, AgentSpec, Budget, ModelRequest, NoTools, ToolRunner
 from orchestrator.routing import Router
 from orchestrator.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
 
@@ -116,11 +117,15 @@ class Runner:
         router: Router,
         *,
         tools: ToolRunner | None = None,
+        budget: Budget | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bus = bus
         self.agents = agents
         self.router = router
         self.tools = tools or NoTools()
+        self.budget = budget
+        self.clock = clock
         # Transcripts of parked conversations, so a lead woken by fan-in reads only what
         # is new; only this runner appends to a transcript, and seqs are consecutive.
         self._parked: dict[str, list[Message]] = {}
@@ -136,8 +141,11 @@ class Runner:
         )
         agent = row.agent
         spec = self.agents.spec(agent)
+        started = self.clock()
         while True:
             step = next_step(transcript, tail, max_turns=spec.max_turns)
+            if isinstance(step, CallModel):
+                step = await self._limits(spec, row.job_id, started) or step
             if isinstance(step, Park):
                 self._parked[conversation_id] = transcript
             if isinstance(step, Park | Idle):
@@ -154,6 +162,16 @@ class Runner:
                 done = await self._call_model(agent, conversation_id, transcript)
             transcript.extend(done.appended)
             tail = done.tail
+
+    async def _limits(self, spec: AgentSpec, job_id: int | None, started: float) -> Stop | None:
+        """A Stop when this turn ran too long or its job spent its budget."""
+        if self.clock() - started > spec.wall_time_s:
+            return Stop(f"wall_time: over {spec.wall_time_s:.0f} s in one turn")
+        if self.budget is not None and job_id is not None:
+            reason = await self.budget.exhausted(job_id)
+            if reason is not None:
+                return Stop(reason)
+        return None
 
     async def _call_model(
         self, agent: str, conversation_id: str, transcript: list[Message]

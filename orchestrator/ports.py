@@ -45,6 +45,7 @@ class AgentSpec:
     model: Model
     max_turns: int = 40
     context_tokens: int = 100_000
+    wall_time_s: float = 3600.0
 
 
 class Agents(Protocol):
@@ -52,6 +53,14 @@ class Agents(Protocol):
 
     def spec(self, address: str) -> AgentSpec:
         """The agent at `address`."""
+        ...
+
+
+class Budget(Protocol):
+    """Says when a job has spent what it may."""
+
+    async def exhausted(self, job_id: int) -> str | None:
+        """Why the job may not make another model call, or None."""
         ...
 
 

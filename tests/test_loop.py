@@ -174,3 +174,67 @@ def test_unplayed_scripted_turns_are_reported() -> None:
     model = ScriptedModel({"implementer": [say("a"), say("b")]})
     with pytest.raises(ScriptError, match="never played: {'implementer': 2}"):
         model.assert_done()
+
+
+async def test_a_spent_budget_stops_every_turn_of_the_job_with_an_error_reply(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.budget import JobBudget
+    from orchestrator.messages import AssistantTurn, Usage
+
+    def fn(request: Any) -> AssistantTurn:
+        used = Usage(input_tokens=300, output_tokens=100)
+        if request.agent == CODING_LEAD and len(request.messages) == 1:
+            return AssistantTurn(tool_calls=(send("s", "implementer", "work"),), usage=used)
+        n = len(request.messages)
+        return AssistantTurn(tool_calls=(ToolCall(f"t{n}", "search", {}),), usage=used)
+
+    tools = RecordingTools()
+    engine = await Engine.open(
+        tmp_path / "s.db", agents=Agents(FunctionModel(fn)), router=org_router(), tools=tools
+    )
+    budget = JobBudget(engine.store, max_usd=None, max_tokens=1_000, price=lambda agent, usage: 0.0)
+    engine.scheduler.runner.budget = budget
+    await engine.bus.start_job(job_key="k", project="w", title="t", agent=CODING_LEAD, brief="go")
+    await engine.scheduler.run_until_idle()
+    assert len(tools.ran) == 2, "the worker stopped once the job had used its tokens"
+    result = (await engine.bus.snapshot("job:1")).conversation.result
+    assert result == ("stopped before finishing (budget: the job used 1,200 of its 1,000 tokens)")
+    assert (await budget.spent(1)).tokens == 1_200
+    priced = JobBudget(
+        engine.store,
+        max_usd=0.5,
+        max_tokens=None,
+        price=lambda agent, usage: usage.output_tokens / 100,
+    )
+    assert await priced.exhausted(1) == "budget: the job spent $3.00 of its $0.50"
+    await engine.close()
+
+
+async def test_a_turn_that_runs_past_its_wall_time_stops(tmp_path: Path) -> None:
+    from orchestrator.loop import Runner
+    from orchestrator.scheduler import Scheduler
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 100.0
+        return now[0]
+
+    @dataclass
+    class Slow(Agents):
+        def spec(self, address: str) -> AgentSpec:
+            return AgentSpec(address, "s", tuple(BUS_SPECS.values()), self.model, wall_time_s=250)
+
+    model = FunctionModel(lambda r: calls(ToolCall(f"t{len(r.messages)}", "search", {})))
+    engine = await Engine.open(tmp_path / "s.db", agents=Slow(model), router=org_router())
+    engine.scheduler = Scheduler(
+        engine.bus,
+        Runner(engine.bus, Slow(model), org_router(), tools=RecordingTools(), clock=clock),
+    )
+    await engine.bus.start_job(job_key="k", project="w", title="t", agent=CODING_LEAD, brief="go")
+    await engine.scheduler.run_until_idle()
+    result = (await engine.bus.snapshot("job:1")).conversation.result
+    assert result == "stopped before finishing (wall_time: over 250 s in one turn)"
+    assert len(model.requests) == 2
+    await engine.close()
