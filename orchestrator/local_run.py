@@ -3,7 +3,9 @@
 The job branch `teaparty/job-{id}-{slug}` is made from HEAD; the worker works in its own
 task worktree (under the state directory) on a branch from the job branch; the engine
 merges the task branch into the job branch when the job ends. Gates are asked through
-`approve`. Running it again with the same title resumes the same job from the store.
+`approve`. The repository's `.teaparty/project.yaml` and `.teaparty/learnings.md` (standing
+learnings every agent of the project reads) are taken from HEAD when present. Running it
+again with the same title resumes the same job from the store.
 """
 
 from __future__ import annotations
@@ -79,7 +81,17 @@ async def run_local(
     path = f"docs/requests/{slug(title)}.md"
     models = _models(model, env, title=title, body=body, path=path)
     router = Router([Team(cast.lead, (cast.worker,))])
-    agents = ConfigAgents(org, [cast.project], router=router, models=models, tool_specs=ALL_SPECS)
+    code, learnings = await git(repo, "show", "HEAD:.teaparty/learnings.md", check=False)
+    agents = ConfigAgents(
+        org,
+        [cast.project],
+        router=router,
+        models=models,
+        tool_specs=ALL_SPECS,
+        learnings={cast.project.name: learnings} if code == 0 else {},
+    )
+    if code == 0:
+        say(f"standing learnings: .teaparty/learnings.md ({len(learnings.splitlines())} lines)")
     toolbox = Toolbox({})
     engine = await Engine.open(home / "teaparty.db", agents=agents, router=router, tools=toolbox)
     engine.scheduler.runner.budget = JobBudget(

@@ -85,7 +85,14 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
 
 
 async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path) -> None:
+    """Also: the project's file and standing learnings come from HEAD."""
+    (repo / ".teaparty").mkdir()
+    (repo / ".teaparty" / "project.yaml").write_text("humans: {decider: carol}\n")
+    (repo / ".teaparty" / "learnings.md").write_text("Never touch the vendored code.\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "configure teaparty")
     asked: list[Gate] = []
+    lines: list[str] = []
 
     async def decline(gate: Gate) -> str:
         asked.append(gate)
@@ -100,9 +107,11 @@ async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path)
         model="scripted",
         env=ENV,
         approve=decline,
-        say=lambda line: None,
+        say=lines.append,
     )
     assert [g.options for g in asked] == [("yes", "no")]
+    assert "  carol answered: no, not this week" in lines
+    assert "standing learnings: .teaparty/learnings.md (1 lines)" in lines
     assert job.result is not None
     assert job.result.startswith("Stopped before any work")
     assert job.commits == ()
