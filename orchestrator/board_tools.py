@@ -8,21 +8,11 @@ from orchestrator.board import RESULT_MAX, REVIEWS, STATES, TITLE_MAX, Task, Tas
 from orchestrator.errors import ToolError
 from orchestrator.messages import JSONObject, ToolCall, ToolResult
 from orchestrator.store import Store
-from orchestrator.tools import ToolSpec
+from orchestrator.tools import ToolSpec, object_spec
 
 JobOf = Callable[[str], Awaitable[int | None]]
 Args = Mapping[str, object]
 READY = "ready"
-
-
-def _spec(name: str, description: str, required: list[str], **props: JSONObject) -> ToolSpec:
-    schema = {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-    return ToolSpec(name, description, schema)
 
 
 _NUMBER = {"type": "integer", "description": "the task's number on the board, e.g. 3"}
@@ -30,7 +20,7 @@ _NUMBERS = {"type": "array", "items": {"type": "integer"}}
 SPECS: Mapping[str, ToolSpec] = {
     spec.name: spec
     for spec in (
-        _spec(
+        object_spec(
             "task_create",
             "Add a task to this job's board; tasks are numbered 1, 2, ... in creation order. "
             "The spec is the whole brief for the mini-team that does the task (what to build, "
@@ -49,13 +39,13 @@ SPECS: Mapping[str, ToolSpec] = {
             },
             blocked_by={**_NUMBERS, "description": "numbers of tasks to wait for"},
         ),
-        _spec(
+        object_spec(
             "task_get",
             "Read one task: its spec, state, result or blocked reason, and what it waits for.",
             ["number"],
             number=_NUMBER,
         ),
-        _spec(
+        object_spec(
             "task_update",
             "Change a task. Set state in_progress when work starts, in_review when it goes to "
             f"review, done with a result (one paragraph of at most {RESULT_MAX:,} characters: "
@@ -70,7 +60,7 @@ SPECS: Mapping[str, ToolSpec] = {
             blocked_reason={"type": "string", "description": "required with state blocked"},
             add_blocked_by={**_NUMBERS, "description": "numbers of tasks to wait for as well"},
         ),
-        _spec(
+        object_spec(
             "task_list",
             "Show this job's board, one line per task: number, state, title, what it waits "
             "for, and its result or blocked reason. state filters it; 'ready' lists the "

@@ -33,6 +33,19 @@ class ToolSpec:
     input_schema: Mapping[str, Any] = field(default_factory=dict)
 
 
+def object_spec(
+    name: str, description: str, required: list[str], **props: Mapping[str, Any]
+) -> ToolSpec:
+    """A tool whose input is an object with these properties and nothing else."""
+    schema = {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
+    return ToolSpec(name, description, schema)
+
+
 SEND_SPEC = ToolSpec(
     SEND,
     "Send a self-contained brief to a member of your team and wait for their reply. The "

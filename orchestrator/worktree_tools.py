@@ -16,7 +16,7 @@ from typing import Any
 from orchestrator.errors import ToolError
 from orchestrator.messages import JSONObject, ToolCall, ToolResult
 from orchestrator.shell import SHELL_SPEC, WorktreeShell
-from orchestrator.tools import ToolSpec
+from orchestrator.tools import ToolSpec, object_spec
 
 _MAX_READ_BYTES = 20_000_000
 _SNIFF = 8192
@@ -24,21 +24,11 @@ _TEXT_ARGS = frozenset({"content", "old", "new"})
 _TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
 
-def _spec(name: str, description: str, required: list[str], **props: JSONObject) -> ToolSpec:
-    schema = {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-    return ToolSpec(name, description, schema)
-
-
 _PATH = {"type": "string", "description": "relative to the worktree root, e.g. src/app.py"}
 SPECS: Mapping[str, ToolSpec] = {
     spec.name: spec
     for spec in (
-        _spec(
+        object_spec(
             "read_file",
             "Read a UTF-8 text file of the worktree, one numbered line per line. Long files "
             "come back in parts: the result says how to read on with offset.",
@@ -47,7 +37,7 @@ SPECS: Mapping[str, ToolSpec] = {
             offset={"type": "integer", "minimum": 1, "description": "first line, from 1"},
             limit={"type": "integer", "minimum": 1, "description": "lines (default 2000)"},
         ),
-        _spec(
+        object_spec(
             "list_files",
             "List a directory of the worktree (paths relative to the root; directories end "
             "in /, symlinks in @). The .git directory is never listed.",
@@ -55,7 +45,7 @@ SPECS: Mapping[str, ToolSpec] = {
             path={**_PATH, "description": "directory to list (default: the root)"},
             recursive={"type": "boolean", "description": "include subdirectories"},
         ),
-        _spec(
+        object_spec(
             "search",
             "Search text files of the worktree for an extended regular expression; returns "
             "path:line:text for each matching line. Ignored files (.gitignore) are skipped.",
@@ -64,7 +54,7 @@ SPECS: Mapping[str, ToolSpec] = {
             path={**_PATH, "description": "file or directory to search (default: all)"},
             glob={"type": "string", "description": "only files matching, e.g. *.py"},
         ),
-        _spec(
+        object_spec(
             "write_file",
             "Create or overwrite a file of the worktree with `content`, creating missing "
             "parent directories. Prefer edit_file for changing part of a file.",
@@ -72,7 +62,7 @@ SPECS: Mapping[str, ToolSpec] = {
             path=_PATH,
             content={"type": "string", "description": "the whole new file"},
         ),
-        _spec(
+        object_spec(
             "edit_file",
             "Replace an exact piece of a file's text. `old` must appear exactly once (add "
             "surrounding lines to make it unique) unless replace_all is true.",
