@@ -62,6 +62,11 @@ class ConfigAgents:
                 f"a member of workgroup {workgroup.name} in project {project.name}",
             )
 
+    def definition(self, address: str) -> AgentDef | None:
+        """The configured agent at `address`, or None."""
+        found = self._agents.get(address)
+        return None if found is None else found[0]
+
     def spec(self, address: str) -> AgentSpec:
         """The agent at `address`, with its prompt, tools, model and turn limit."""
         if address not in self._specs:

@@ -40,11 +40,12 @@ class Task:
     blocked_reason: str | None
     blocked_by: tuple[int, ...]
     created_by: str
+    resolves: int | None = None  # a task whose merge conflict this one resolves
 
 
 _SELECT = (
     "SELECT task_id, number, title, spec, workgroup, review, state, result, blocked_reason,"
-    " created_by FROM tasks WHERE job_id = ?"
+    " created_by, resolves FROM tasks WHERE job_id = ?"
 )
 
 
@@ -58,8 +59,8 @@ def _load(tx: Tx, job_id: int, where: str = "", params: tuple[object, ...] = ())
         deps.setdefault(task_id, []).append(number)
     rows = tx.execute(f"{_SELECT} {where} ORDER BY number", (job_id, *params)).fetchall()
     return [
-        Task(n, title, spec, wg, review, state, result, reason, tuple(deps.get(tid, ())), by)
-        for tid, n, title, spec, wg, review, state, result, reason, by in rows
+        Task(n, title, spec, wg, review, state, result, reason, tuple(deps.get(t, ())), by, res)
+        for t, n, title, spec, wg, review, state, result, reason, by, res in rows
     ]
 
 
@@ -95,19 +96,26 @@ def create_task(
     workgroup: str | None = None,
     review: str = "full",
     blocked_by: Iterable[int] = (),
+    resolves: int | None = None,
 ) -> Task:
-    """Add the job's next task (numbered 1, 2, ...), waiting for existing tasks `blocked_by`."""
+    """Add the job's next task (numbered 1, 2, ...), waiting for existing tasks `blocked_by`.
+
+    A task that `resolves` another starts with that task's branch merged into its own,
+    conflict markers and all, for its worker to resolve.
+    """
     _text(title, "title", limit=TITLE_MAX)
     _text(spec, "spec")
     if review not in REVIEWS:
         raise ToolError(f"review: must be one of {list(REVIEWS)}, not {review!r}")
     blockers = {n: _row(tx, job_id, n, "blocked_by")[0] for n in dict.fromkeys(blocked_by)}
+    if resolves is not None:
+        _row(tx, job_id, resolves, "resolves")
     created = now()
     (task_id, number) = tx.execute(
         "INSERT INTO tasks (job_id, number, title, spec, workgroup, review, created_by,"
-        " created_at, updated_at) SELECT ?, coalesce(max(number), 0) + 1, ?, ?, ?, ?, ?, ?, ?"
-        " FROM tasks WHERE job_id = ? RETURNING task_id, number",
-        (job_id, title, spec, workgroup, review, created_by, created, created, job_id),
+        " created_at, updated_at, resolves) SELECT ?, coalesce(max(number), 0) + 1, ?, ?, ?, ?,"
+        " ?, ?, ?, ? FROM tasks WHERE job_id = ? RETURNING task_id, number",
+        (job_id, title, spec, workgroup, review, created_by, created, created, resolves, job_id),
     ).fetchone()
     tx.executemany(
         "INSERT INTO task_deps (task_id, blocked_by) VALUES (?, ?)",
@@ -220,6 +228,25 @@ def _numbers(numbers: Iterable[int]) -> str:
     return ", ".join(f"#{n}" for n in numbers)
 
 
+def log_event(tx: Tx, job_id: int, number: int | None, event: str, detail: str = "") -> None:
+    """Record a step of a task's life (team started, review round, merged, ...), in order."""
+    tx.execute(
+        "INSERT INTO task_log (job_id, task_number, event, detail, at) VALUES (?, ?, ?, ?, ?)",
+        (job_id, number, event, detail, now()),
+    )
+
+
+def task_log(tx: Tx, job_id: int) -> list[tuple[int | None, str, str]]:
+    """The job's task log in order: (task number, event, detail)."""
+    return [
+        (number, event, detail)
+        for number, event, detail in tx.execute(
+            "SELECT task_number, event, detail FROM task_log WHERE job_id = ? ORDER BY entry_id",
+            (job_id,),
+        )
+    ]
+
+
 def board_line(task: Task) -> str:
     """One line of the board: `#n [state] title (blocked by #a) — result or blocked reason`."""
     line = f"#{task.number} [{task.state}] {task.title}"
@@ -257,12 +284,13 @@ class TaskBoard:
         workgroup: str | None = None,
         review: str = "full",
         blocked_by: Iterable[int] = (),
+        resolves: int | None = None,
     ) -> Task:
         """Add a task to the job's board."""
         blockers = tuple(blocked_by)  # taken here: the write runs in the store's thread
         fn = partial(create_task, title=title, spec=spec, created_by=created_by, review=review)
         return await self._store.write(
-            lambda tx: fn(tx, job_id, workgroup=workgroup, blocked_by=blockers)
+            lambda tx: fn(tx, job_id, workgroup=workgroup, blocked_by=blockers, resolves=resolves)
         )
 
     async def get(self, job_id: int, number: int) -> Task:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from orchestrator.board import RESULT_MAX, REVIEWS, STATES, TITLE_MAX, Task, TaskBoard, board_line
 from orchestrator.errors import ToolError
@@ -38,6 +38,12 @@ SPECS: Mapping[str, ToolSpec] = {
                 "none for mechanical changes such as moving files",
             },
             blocked_by={**_NUMBERS, "description": "numbers of tasks to wait for"},
+            resolves={
+                "type": "integer",
+                "description": "for a merge-conflict resolution task: the number of the task "
+                "whose branch conflicted; its branch is merged into this task's worktree with "
+                "the conflict markers left for the worker to resolve",
+            },
         ),
         object_spec(
             "task_get",
@@ -147,11 +153,32 @@ def describe(task: Task) -> str:
 
 
 class BoardTools:
-    """A ToolRunner for the task-board tools, on the board of the caller's job."""
+    """A ToolRunner for the task-board tools, on the board of the caller's job.
 
-    def __init__(self, store: Store, job_of: JobOf) -> None:
+    `workgroups` maps each project to its workgroups' names, the default first: a task
+    names one of them, or gets the default.
+    """
+
+    def __init__(
+        self, store: Store, job_of: JobOf, workgroups: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.board = TaskBoard(store)
+        self._store = store
         self._job_of = job_of
+        self._workgroups = workgroups or {}
+
+    async def _workgroup(self, job_id: int, named: str | None) -> str | None:
+        row = await self._store.read(
+            lambda tx: tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        )
+        known = self._workgroups.get(row[0]) if row else None
+        if not known:
+            return named
+        if named is None:
+            return known[0]
+        if named not in known:
+            raise ToolError(f"workgroup: this project has {list(known)}, not {named!r}")
+        return named
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
         """Run one board tool; every refusal the model can fix comes back as an error result."""
@@ -186,9 +213,10 @@ class BoardTools:
             title=_str(args, "title") or "",
             spec=_str(args, "spec") or "",
             created_by=agent,
-            workgroup=_str(args, "workgroup"),
+            workgroup=await self._workgroup(job_id, _str(args, "workgroup")),
             review=_str(args, "review") or "full",
             blocked_by=_ints(args, "blocked_by"),
+            resolves=_int(args, "resolves") if "resolves" in args else None,
         )
         return f"created {board_line(task)}"
 

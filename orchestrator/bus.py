@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import dispatch, gates
+from orchestrator import dispatch, gates, team_tx
 from orchestrator import transactions as txn
 from orchestrator.events import (
     DispatchCompleted,
@@ -83,7 +83,14 @@ class ConversationBus:
         self.on_wake: Callable[[Iterable[str]], None] = lambda ids: None
 
     async def start_job(
-        self, *, job_key: str, project: str, title: str, agent: str, brief: str
+        self,
+        *,
+        job_key: str,
+        project: str,
+        title: str,
+        agent: str,
+        brief: str,
+        max_parallel: int = 3,
     ) -> JobStart:
         """Create a job and its root conversation once per key; later calls find it."""
 
@@ -93,9 +100,9 @@ class ConversationBus:
                 return JobStart(found[0], job_conversation_id(found[0]), created=False)
             stamp = now()
             (job_id,) = tx.execute(
-                "INSERT INTO jobs (job_key, project, title, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?) RETURNING job_id",
-                (job_key, project, title, stamp, stamp),
+                "INSERT INTO jobs (job_key, project, title, created_at, updated_at, max_parallel)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING job_id",
+                (job_key, project, title, stamp, stamp, max_parallel),
             ).fetchone()
             root = job_conversation_id(job_id)
             txn.create_conversation(
@@ -135,11 +142,20 @@ class ConversationBus:
         return await self.store.read(txn.runnable)
 
     async def consume(self, conversation_id: str) -> Step:
-        """Take the whole inbox into the transcript (receive-and-clear)."""
-        outcome, tail = await self._write(
-            conversation_id, lambda tx: txn.consume(tx, conversation_id)
-        )
-        self.events.publish(StateChanged(conversation_id, "running"))
+        """Take the whole inbox into the transcript (receive-and-clear).
+
+        A mini-team that would exceed its job's bound takes nothing: the step appends no
+        message, and the team is woken again when another of its job's teams ends.
+        """
+
+        def consume(tx: Tx) -> txn.Outcome:
+            if not team_tx.may_start(tx, txn.conversation(tx, conversation_id)):
+                return txn.Outcome()  # a mini-team over its job's bound waits
+            return txn.consume(tx, conversation_id)
+
+        outcome, tail = await self._write(conversation_id, consume)
+        if outcome.appended:
+            self.events.publish(StateChanged(conversation_id, "running"))
         return Step(tuple(outcome.appended), tail)
 
     async def record_turn(self, conversation_id: str, turn: AssistantTurn, calls: BusCalls) -> Step:
@@ -154,6 +170,7 @@ class ConversationBus:
                 messages=calls.messages,
                 asks=calls.asks,
                 refusals=calls.refusals,
+                dispatches=calls.dispatches,
             ),
         )
         agent = outcome.appended[0].sender

@@ -47,6 +47,7 @@ class Resolver:
         lead = self.agent(raw.lead, doc, (*at, "lead"))
         members = [self.agent(name, doc, (*at, "members", i)) for i, name in enumerate(raw.members)]
         found = tuple(member for member in members if member is not None)
+        self.issues.extend(_role_issues(raw, doc, at))
         if lead is None or len(found) != len(members):
             return None
         return Workgroup(
@@ -56,7 +57,23 @@ class Resolver:
             members=found,
             humans=raw.humans,
             review_rounds=raw.review_rounds,
+            worker=raw.worker,
+            spec_reviewer=raw.spec_reviewer,
+            quality_reviewer=raw.quality_reviewer,
+            phase_reviewer=raw.phase_reviewer,
         )
+
+
+ROLES = ("worker", "spec_reviewer", "quality_reviewer", "phase_reviewer")
+
+
+def _role_issues(raw: WorkgroupFile, doc: Document, at: KeyPath) -> Iterable[ConfigIssue]:
+    """An issue for each mini-team role that names someone who is not a member."""
+    for role in ROLES:
+        name = getattr(raw, role)
+        if name is not None and name not in raw.members:
+            members = ", ".join(raw.members)
+            yield doc.issue((*at, role), f"{name!r} is not a member; members: {members}")
 
 
 def roster_issues(raw: WorkgroupFile, doc: Document, at: KeyPath) -> Iterable[ConfigIssue]:

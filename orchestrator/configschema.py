@@ -13,6 +13,7 @@ KNOWN_TOOLS: frozenset[str] = frozenset(
     {
         *("read_file", "list_files", "search", "write_file", "edit_file", "shell"),
         *("send", "message", "task_create", "task_get", "task_update", "task_list", "ask_human"),
+        "dispatch",
     }
 )
 GateKind = Literal["plan", "question", "escalation", "pull_request"]
@@ -101,6 +102,25 @@ class Workgroup(_Model):
     members: tuple[AgentDef, ...]
     humans: Humans | None = None
     review_rounds: int = 3
+    worker: str | None = None
+    spec_reviewer: str | None = None
+    quality_reviewer: str | None = None
+    phase_reviewer: str | None = None
+
+    def worker_name(self) -> str:
+        """Who implements a task: the named worker, else the first member that can write."""
+        if self.worker is not None:
+            return self.worker
+        writers = [m.name for m in self.members if {"write_file", "edit_file"} & set(m.tools)]
+        return (writers or [self.members[0].name])[0]
+
+    def reviewers(self, review: str) -> tuple[str, ...]:
+        """The reviewers a task's review level asks for, as far as this workgroup has them."""
+        wanted = {
+            "full": (self.spec_reviewer, self.quality_reviewer),
+            "spec-only": (self.spec_reviewer or self.quality_reviewer,),
+        }.get(review, ())
+        return tuple(name for name in wanted if name is not None)
 
     @property
     def roster(self) -> tuple[AgentDef, ...]:
@@ -146,6 +166,7 @@ class Project(_Model):
     trigger_label: str
     budget: Budget
     gates: Mapping[GateKind, GateMode]
+    parallel: int = 3
 
 
 class AgentFile(_Model):
@@ -179,6 +200,11 @@ class WorkgroupFile(_Model):
     members: tuple[Text, ...] = Field(min_length=1)
     humans: Humans | None = None
     review_rounds: Count = 3
+    # The mini-team: member names; the worker defaults to the first member that can write.
+    worker: Text | None = None
+    spec_reviewer: Text | None = None
+    quality_reviewer: Text | None = None
+    phase_reviewer: Text | None = None
 
 
 class OrgFile(_Model):
@@ -239,3 +265,4 @@ class ProjectFile(_Model):
     trigger_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty"
     budget: Budget = Budget()
     gates: GatesFile = GatesFile()
+    parallel: Count = 3

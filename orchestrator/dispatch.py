@@ -24,6 +24,7 @@ from orchestrator.messages import (
     tool_content,
 )
 from orchestrator.store import Tx, now
+from orchestrator.team_tx import DispatchIntent, dispatch_task, waiting_teams
 from orchestrator.transactions import (
     ConversationRow,
     Opened,
@@ -65,6 +66,7 @@ def record_turn(
     messages: Iterable[MessageIntent] = (),
     asks: Iterable[AskIntent] = (),
     refusals: Iterable[ToolResult] = (),
+    dispatches: Iterable[DispatchIntent] = (),
 ) -> Outcome:
     """Persist an assistant turn that called tools, and carry out its bus tools at once.
 
@@ -82,6 +84,12 @@ def record_turn(
     pending = 0
     for send in sends:
         refusal = _send(tx, row, send, outcome)
+        if refusal is None:
+            pending += 1
+        else:
+            results.append(refusal)
+    for intent in dispatches:
+        refusal = dispatch_task(tx, row, intent, outcome)
         if refusal is None:
             pending += 1
         else:
@@ -231,7 +239,22 @@ def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = F
         )
     if row.shutdown_requested_by is not None:
         _shut_down(tx, row, turn.text, outcome)
+    if row.kind == ConversationKind.TASK:
+        _end_team(tx, row, outcome)
     return outcome
+
+
+def _end_team(tx: Tx, row: ConversationRow, outcome: Outcome) -> None:
+    """A mini-team's members exit with it, and a waiting mini-team of the job may start."""
+    members = tx.execute(
+        "SELECT conversation_id FROM conversations WHERE parent_id = ? AND state = 'active'",
+        (row.conversation_id,),
+    ).fetchall()
+    for (member,) in members:
+        close(tx, member)
+    close(tx, row.conversation_id)
+    outcome.closed = True
+    outcome.woken += waiting_teams(tx, row.job_id)
 
 
 def _reply(

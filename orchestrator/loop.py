@@ -152,6 +152,8 @@ class Runner:
                 return step
             if isinstance(step, Consume):
                 done = await self.bus.consume(conversation_id)
+                if not done.appended:  # a mini-team waiting for a free place in its job
+                    return Idle()
             elif isinstance(step, Stop):
                 turn = AssistantTurn(text=f"stopped before finishing ({step.reason})")
                 done = await self.bus.finish(conversation_id, turn, error=True)

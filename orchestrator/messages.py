@@ -21,6 +21,7 @@ class ConversationKind(StrEnum):
     JOB = "job"
     DISPATCH = "agent"
     PROXY = "proxy"
+    TASK = "task"
 
 
 class InboxKind(StrEnum):
@@ -50,6 +51,11 @@ TEAMMATE_KINDS = frozenset(
 def dispatch_id(initiator: str, recipient: str) -> str:
     """A fresh dispatch conversation id: parallel Sends to one role never share a context."""
     return f"{ConversationKind.DISPATCH}:{initiator}:{recipient}:{uuid.uuid4()}"
+
+
+def task_conversation_id(job_id: int, number: int) -> str:
+    """A fresh id for one mini-team run of a task (a task may be dispatched again)."""
+    return f"{ConversationKind.TASK}:{job_id}:{number}:{uuid.uuid4()}"
 
 
 def job_conversation_id(job_id: int) -> str:

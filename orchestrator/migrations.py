@@ -125,4 +125,37 @@ CREATE TABLE gates (
 CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES)
+TEAMS = """
+ALTER TABLE jobs ADD COLUMN max_parallel INTEGER NOT NULL DEFAULT 3 CHECK (max_parallel >= 1);
+ALTER TABLE conversations ADD COLUMN task_id INTEGER REFERENCES tasks (task_id);
+CREATE INDEX conversations_task ON conversations (task_id) WHERE task_id IS NOT NULL;
+ALTER TABLE tasks ADD COLUMN resolves INTEGER;
+
+CREATE TABLE job_workspaces (
+    job_id      INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    mirror      TEXT NOT NULL,
+    branch      TEXT NOT NULL UNIQUE,
+    base        TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    removed     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE worktree_slots (
+    path        TEXT PRIMARY KEY,
+    mirror      TEXT NOT NULL,
+    task_id     INTEGER UNIQUE REFERENCES tasks (task_id),
+    leased_at   REAL
+);
+
+CREATE TABLE task_log (
+    entry_id    INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    task_number INTEGER,
+    event       TEXT NOT NULL,
+    detail      TEXT NOT NULL DEFAULT '',
+    at          REAL NOT NULL
+);
+CREATE INDEX task_log_job ON task_log (job_id, entry_id);
+"""
+
+MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.config import Organisation, Project
 from orchestrator.errors import RoutingError
+from orchestrator.team_tx import MINI_TEAM
 
 
 def short_name(address: str) -> str:
@@ -30,6 +31,7 @@ class Team:
     members: tuple[str, ...]
     mesh: bool = False
     aliases: Mapping[str, str] = field(default_factory=dict)
+    answerable: bool = True  # members reach the lead (False: the engine's mini-team)
 
 
 class Router:
@@ -45,6 +47,8 @@ class Router:
         lead_routes = self._routes.setdefault(team.lead, {})
         for member in team.members:
             self._name(lead_routes, short_name(member), member)
+            if not team.answerable:
+                continue
             self._lead_of[member] = team.lead
             member_routes = self._routes.setdefault(member, {})
             self._name(member_routes, short_name(team.lead), team.lead)
@@ -94,7 +98,8 @@ def organisation_teams(org: Organisation, projects: Sequence[Project]) -> list[T
 
     The office manager leads the project leads and the proxy; a project lead leads its
     workgroups' leads (reachable by workgroup name too); a workgroup lead leads its
-    members, who reach each other.
+    members, who reach each other. Each workgroup's mini-team coordinator (the engine)
+    reaches the members too, who answer it only by their replies.
     """
     om = org.office_manager.name
     leads = {project.name: f"{project.name}/{project.lead.name}" for project in projects}
@@ -107,4 +112,6 @@ def organisation_teams(org: Organisation, projects: Sequence[Project]) -> list[T
         for wg in project.workgroups:
             members = tuple(f"{project.name}/{wg.name}/{m.name}" for m in wg.members)
             teams.append(Team(wg_leads[wg.name], members, mesh=True))
+            coordinator = f"{project.name}/{wg.name}/{MINI_TEAM}"
+            teams.append(Team(coordinator, members, answerable=False))
     return teams

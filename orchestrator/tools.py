@@ -15,13 +15,15 @@ from orchestrator.errors import RoutingError, ToolError
 from orchestrator.gates import AskIntent
 from orchestrator.messages import InboxKind, ToolCall, ToolResult
 from orchestrator.routing import Router
+from orchestrator.team_tx import DispatchIntent
 
 SEND = "send"
 MESSAGE = "message"
 ASK_HUMAN = "ask_human"
-BUS_TOOLS = frozenset({SEND, MESSAGE, ASK_HUMAN})
+DISPATCH = "dispatch"
+BUS_TOOLS = frozenset({SEND, MESSAGE, ASK_HUMAN, DISPATCH})
 # Calls whose result arrives later through the inbox, not from running the tool.
-ANSWERED_LATER = frozenset({SEND, ASK_HUMAN})
+ANSWERED_LATER = frozenset({SEND, ASK_HUMAN, DISPATCH})
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,25 @@ ASK_HUMAN_SPEC = ToolSpec(
     },
 )
 
+DISPATCH_SPEC = object_spec(
+    DISPATCH,
+    "Start a fresh mini-team on a task of the board: a worker in the task's own git worktree "
+    "and the reviewers its review level asks for. The task must be pending (or blocked, to try "
+    "again) with every task it waits for done. The engine gives the worker the task's spec; "
+    "your brief adds what the spec does not say: relevant files, facts found, guidance after "
+    "an escalation. You get one reply when the task ends: merged (with its result), blocked, "
+    "escalated after its review rounds, or a merge conflict with the files and hunks. "
+    "Dispatch independent tasks in the same turn so they run at once.",
+    ["task", "brief"],
+    task={"type": "integer", "description": "the task's number on the board"},
+    brief={"type": "string", "description": "operational context for the mini-team"},
+)
+
 BUS_SPECS: Mapping[str, ToolSpec] = {
     SEND: SEND_SPEC,
     MESSAGE: MESSAGE_SPEC,
     ASK_HUMAN: ASK_HUMAN_SPEC,
+    DISPATCH: DISPATCH_SPEC,
 }
 
 
@@ -116,6 +133,7 @@ class BusCalls:
     messages: list[MessageIntent] = field(default_factory=list)
     asks: list[AskIntent] = field(default_factory=list)
     refusals: list[ToolResult] = field(default_factory=list)
+    dispatches: list[DispatchIntent] = field(default_factory=list)
 
 
 def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router) -> BusCalls:
@@ -129,6 +147,8 @@ def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router)
                 resolved.messages.append(_message_intent(call))
             elif call.name == ASK_HUMAN:
                 resolved.asks.append(_ask_intent(call))
+            elif call.name == DISPATCH:
+                resolved.dispatches.append(_dispatch_intent(call))
         except ToolError as exc:
             resolved.refusals.append(ToolResult(call.call_id, str(exc), is_error=True))
     _refuse_double_sends(resolved)
@@ -169,6 +189,13 @@ def _ask_intent(call: ToolCall) -> AskIntent:
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ToolError("ask_human: options must be a list of strings")
     return AskIntent(call.call_id, _string(call, "question"), tuple(options))
+
+
+def _dispatch_intent(call: ToolCall) -> DispatchIntent:
+    task = call.args.get("task")
+    if not isinstance(task, int) or isinstance(task, bool):
+        raise ToolError(f"dispatch: task must be a task number (an integer), not {task!r}")
+    return DispatchIntent(call.call_id, task, _string(call, "brief"))
 
 
 def _refuse_double_sends(resolved: BusCalls) -> None:

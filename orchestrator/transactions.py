@@ -149,13 +149,25 @@ def create_conversation(
     parent_id: str | None,
     job_id: int | None,
     request_call_id: str | None = None,
+    task_id: int | None = None,
 ) -> None:
-    """Insert a conversation and its agent context."""
+    """Insert a conversation and its agent context; it works on its parent's task by default."""
     created = now()
     tx.execute(
         "INSERT INTO conversations (conversation_id, kind, agent, initiator, parent_id, job_id,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (conversation_id, kind.value, agent, initiator, parent_id, job_id, created),
+        " created_at, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, (SELECT task_id FROM"
+        " conversations WHERE conversation_id = ?)))",
+        (
+            conversation_id,
+            kind.value,
+            agent,
+            initiator,
+            parent_id,
+            job_id,
+            created,
+            task_id,
+            parent_id,
+        ),
     )
     tx.execute(
         "INSERT INTO agent_contexts (context_id, parent_context_id, initiator, recipient,"

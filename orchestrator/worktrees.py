@@ -94,6 +94,7 @@ class Merge:
 
     commit: str | None
     conflicts: tuple[str, ...] = ()
+    tree: str | None = None  # on a conflict: the merged tree, with conflict markers in files
 
 
 IDENTITY = ("teaparty", "teaparty@users.noreply.localhost")
@@ -125,7 +126,7 @@ async def merge(
     )
     lines = out.splitlines()
     if code == 1:
-        return Merge(None, tuple(line for line in lines[1:] if line))
+        return Merge(None, tuple(line for line in lines[1:] if line), lines[0])
     if code != 0:
         raise GitError(f"git merge-tree failed for {source!r} into {into!r}")
     name, email = identity

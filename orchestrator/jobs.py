@@ -1,0 +1,202 @@
+"""The organisation at work on one machine: engine, workspace, agents and tools, wired once.
+
+A job enters at the office manager, who hands it to the project lead; the lead plans it on
+the task board and dispatches tasks to mini-teams (directly, or through a workgroup lead);
+the engine merges approved task branches into the job branch. `Office` is what the CLI,
+the App and the tests drive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import board_tools, worktree_tools
+from orchestrator.agents import ConfigAgents
+from orchestrator.budget import JobBudget
+from orchestrator.config import AgentDef, Organisation, Project
+from orchestrator.engine import Engine
+from orchestrator.gates import Gate
+from orchestrator.messages import Usage
+from orchestrator.ports import Model
+from orchestrator.pricing import shipped_prices
+from orchestrator.routing import Router, organisation_teams
+from orchestrator.store import now
+from orchestrator.team import TeamAgents
+from orchestrator.team_tools import TEAM_TOOLS, TeamTools
+from orchestrator.toolbox import ALL_SPECS, Toolbox
+from orchestrator.workspace import JobSpace, Workspace
+from orchestrator.workspace_tools import WorkspaceTools
+
+Approver = Callable[[Gate], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """A started (or found) job and its workspace."""
+
+    job_id: int
+    conversation_id: str
+    space: JobSpace
+    created: bool
+
+
+class JobFailedError(RuntimeError):
+    """A conversation of the job raised; the job stays in the store for a restart."""
+
+
+def workgroup_order(project: Project) -> list[str]:
+    """The project's workgroups, the default for a task first (the first that can write)."""
+    names = [w.name for w in project.workgroups]
+    writers = [
+        w.name
+        for w in project.workgroups
+        if any({"write_file", "edit_file"} & set(m.tools) for m in w.members)
+    ]
+    return writers[:1] + [n for n in names if n not in writers[:1]]
+
+
+class Office:
+    """One engine over one state directory, with every project it serves."""
+
+    def __init__(
+        self, engine: Engine, workspace: Workspace, org: Organisation, projects: Sequence[Project]
+    ) -> None:
+        self.engine = engine
+        self.workspace = workspace
+        self.org = org
+        self.projects = {p.name: p for p in projects}
+
+    @classmethod
+    async def open(
+        cls,
+        home: Path,
+        *,
+        org: Organisation,
+        projects: Sequence[Project],
+        models: Callable[[AgentDef], Model],
+        env: Mapping[str, str],
+        learnings: Mapping[str, str] | None = None,
+        concurrency: int = 8,
+    ) -> Office:
+        """Open the store under `home`, wire the organisation, and clean up after a crash."""
+        router = Router(organisation_teams(org, projects))
+        configured = ConfigAgents(
+            org, projects, router=router, models=models, tool_specs=ALL_SPECS, learnings=learnings
+        )
+        toolbox = Toolbox({})
+        engine = await Engine.open(
+            home / "teaparty.db",
+            agents=TeamAgents(configured),
+            router=router,
+            tools=toolbox,
+            concurrency=concurrency,
+        )
+        workspace = Workspace(home, engine.store)
+        store = engine.store
+        board = board_tools.BoardTools(
+            store,
+            lambda cid: board_tools.job_of_conversation(store, cid),
+            {p.name: workgroup_order(p) for p in projects},
+        )
+        files = WorkspaceTools(store, workspace, parent_env=env)
+        team = TeamTools(store, workspace, {p.name: p for p in projects})
+        toolbox.runners.update(
+            Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS)).runners
+        )
+        toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
+        office = cls(engine, workspace, org, projects)
+        engine.scheduler.runner.budget = office._budget(configured)
+        await workspace.recover()
+        return office
+
+    def _budget(self, agents: ConfigAgents) -> JobBudget | None:
+        if len(self.projects) != 1:
+            return None
+        (project,) = self.projects.values()
+        prices = shipped_prices()
+
+        def price(address: str, usage: Usage) -> float:
+            definition = agents.definition(address)
+            return 0.0 if definition is None else prices.cost_usd(definition.model, usage)
+
+        return JobBudget(
+            self.engine.store,
+            max_usd=project.budget.max_usd,
+            max_tokens=project.budget.max_tokens,
+            price=price,
+        )
+
+    async def start_job(
+        self,
+        *,
+        project: str,
+        key: str,
+        title: str,
+        brief: str,
+        repo: str,
+        source: str,
+        start: str,
+        branch: Callable[[int], str],
+        slug: str,
+    ) -> JobHandle:
+        """Start a job once per key at the office manager, with its branch and worktree.
+
+        `repo` names the mirror, `source` is where it is fetched from, `start` the commit
+        the job branch starts at, `branch(job_id)` the job branch's name.
+        """
+        job = await self.engine.bus.start_job(
+            job_key=key,
+            project=project,
+            title=title,
+            agent=self.org.office_manager.name,
+            brief=brief,
+            max_parallel=self.projects[project].parallel,
+        )
+        mirror = await self.workspace.mirror(repo, source)
+        space = await self.workspace.open_job(
+            job.job_id, mirror=mirror, branch=branch(job.job_id), start=start, slug=slug
+        )
+        return JobHandle(job.job_id, job.conversation_id, space, job.created)
+
+    async def run(self, job: JobHandle, approve: Approver) -> str | None:
+        """Run the job until it ends, asking `approve` at each gate; its final reply."""
+        scheduler = self.engine.scheduler
+        while True:
+            await scheduler.run_until_idle()
+            if scheduler.failures:
+                failed = "; ".join(f"{c}: {e}" for c, e in scheduler.failures.items())
+                raise JobFailedError(f"job {job.job_id} stopped: {failed}")
+            gates = await self.engine.bus.open_gates(job.job_id)
+            if not gates:
+                break
+            for gate in gates:
+                project = self.projects[await self._project(job.job_id)]
+                answer = await approve(gate)
+                await self.engine.bus.answer_gate(
+                    gate.gate_id, text=answer, answered_by=project.humans.decider
+                )
+        snapshot = await self.engine.bus.snapshot(job.conversation_id)
+        return snapshot.conversation.result
+
+    async def finish_job(self, job: JobHandle, result: str | None) -> None:
+        """Record the job complete and give back its worktrees (its branches stay)."""
+        await self.engine.store.write(
+            lambda tx: tx.execute(
+                "UPDATE jobs SET state = 'complete', result = ?, updated_at = ?"
+                " WHERE job_id = ? AND state = 'active'",
+                (result, now(), job.job_id),
+            )
+        )
+        await self.workspace.close_job(job.space)
+
+    async def _project(self, job_id: int) -> str:
+        row = await self.engine.store.read(
+            lambda tx: tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        )
+        return str(row[0])
+
+    async def close(self) -> None:
+        """Close the engine (the store is flushed)."""
+        await self.engine.close()

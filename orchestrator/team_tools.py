@@ -1,0 +1,272 @@
+"""The engine's side of a mini-team: its worktree, review rounds, the merge, the ending.
+
+The coordinator (team.py) calls these as tools, so each step's result is a committed
+row before the next step is decided, and a restarted engine repeats at most the step it
+was in. Every step is idempotent for that reason: leasing returns the task's own slot,
+merging what is merged is a no-op, board updates set what is already set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.board import RESULT_MAX, TaskBoard, log_event
+from orchestrator.config import Project, Workgroup
+from orchestrator.errors import ToolError
+from orchestrator.messages import ToolCall, ToolResult
+from orchestrator.store import Store, Tx
+from orchestrator.workspace import JobSpace, TaskSpace, Workspace, task_branch
+from orchestrator.worktrees import git, rev
+
+PREPARE, REVIEW, MERGE, PHASE, FINISH = (
+    "team_prepare",
+    "team_review",
+    "team_merge",
+    "team_phase",
+    "team_finish",
+)
+TEAM_TOOLS = frozenset({PREPARE, REVIEW, MERGE, PHASE, FINISH})
+REQUEST_MAX = 4_000
+_POINT = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
+
+
+@dataclass(frozen=True)
+class TeamRef:
+    """Which task a mini-team conversation works on."""
+
+    job_id: int
+    number: int
+    project: str
+    workgroup: str
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TeamTools:
+    """A ToolRunner for the coordinator's team_* tools."""
+
+    def __init__(self, store: Store, workspace: Workspace, projects: Mapping[str, Project]) -> None:
+        self.store = store
+        self.board = TaskBoard(store)
+        self.workspace = workspace
+        self.projects = projects
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        """Run one step; a failure comes back as an error result the coordinator acts on."""
+        try:
+            ref = await self._ref(conversation_id)
+            job = await self.workspace.job(ref.job_id)
+            if job is None:
+                raise ToolError(f"job {ref.job_id} has no workspace")
+            output = await self._step(call.name, ref, job, call.args)
+        except ToolError as exc:
+            return ToolResult(call.call_id, f"{call.name}: {exc}", is_error=True)
+        return ToolResult(call.call_id, json.dumps(output))
+
+    async def _ref(self, conversation_id: str) -> TeamRef:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT t.job_id, t.number, j.project, t.workgroup FROM conversations c"
+                " JOIN tasks t ON t.task_id = c.task_id JOIN jobs j ON j.job_id = t.job_id"
+                " WHERE c.conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+        )
+        if row is None:
+            raise ToolError(f"{conversation_id!r} is not a mini-team of a task")
+        return TeamRef(*row)
+
+    def _workgroup(self, ref: TeamRef) -> Workgroup:
+        project = self.projects.get(ref.project)
+        found = [w for w in project.workgroups if w.name == ref.workgroup] if project else []
+        if not found:
+            raise ToolError(f"project {ref.project!r} has no workgroup {ref.workgroup!r}")
+        return found[0]
+
+    async def _step(
+        self, name: str, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        if name == PREPARE:
+            return await self._prepare(ref, job)
+        if name == REVIEW:
+            return await self._review(ref, job)
+        if name == MERGE:
+            return await self._merge(ref, job, str(args.get("result", "")))
+        if name == PHASE:
+            return await self._phase(ref, str(args.get("verdict", "")))
+        if name == FINISH:
+            return await self._finish(ref, job, args)
+        raise ToolError(f"unknown step; the steps are {sorted(TEAM_TOOLS)}")
+
+    async def _prepare(self, ref: TeamRef, job: JobSpace) -> dict[str, Any]:
+        task = await self.board.get(ref.job_id, ref.number)
+        workgroup = self._workgroup(ref)
+        space = await self.workspace.lease(job, ref.number)
+        conflicts: list[str] = []
+        if task.resolves is not None:
+            conflicts = await _merge_in(space, task_branch(job, task.resolves))
+        if task.state != "in_progress":
+            await self.board.update(ref.job_id, ref.number, state="in_progress")
+        await self._log(ref, "started", space.path.name)
+        return {
+            "task": task.number,
+            "title": task.title,
+            "spec": task.spec,
+            "review": task.review,
+            "rounds": workgroup.review_rounds,
+            "worker": workgroup.worker_name(),
+            "reviewers": list(workgroup.reviewers(task.review)),
+            "fallback_reviewers": list(workgroup.reviewers("full")),
+            "phase_reviewer": workgroup.phase_reviewer,
+            "branch": space.branch,
+            "job_branch": job.branch,
+            "resolves": task.resolves,
+            "conflicts": conflicts,
+        }
+
+    async def _review(self, ref: TeamRef, job: JobSpace) -> dict[str, Any]:
+        branch = task_branch(job, ref.number)
+        head = await rev(job.mirror, f"refs/heads/{branch}")
+        _, base = await git(job.mirror, "merge-base", job.branch, branch)
+        _, count = await git(job.mirror, "rev-list", "--count", f"{base.strip()}..{head}")
+        await self.board.update(ref.job_id, ref.number, state="in_review")
+        await self._log(ref, "review", f"{base.strip()[:12]}..{(head or '')[:12]}")
+        return {"base": base.strip(), "head": head, "commits": int(count.strip() or 0)}
+
+    async def _merge(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+        task = await self.board.get(ref.job_id, ref.number)
+        merged = await self.workspace.merge_task(job, ref.number, task.title)
+        if merged.commit is None:
+            hunks = await self.workspace.conflict_hunks(job, merged)
+            return {"conflicts": list(merged.conflicts), "hunks": hunks}
+        summary = _clip(" ".join(result.split()) or "done", RESULT_MAX)
+        last = await self.store.write(lambda tx: _mark_merged(tx, ref, summary, merged.commit))
+        out: dict[str, Any] = {"merged": merged.commit, "last": last}
+        if last:
+            space = await self.workspace.task(job, ref.number)
+            if space is not None:  # the phase reviewer reads the whole job in this slot
+                await git(space.path, "checkout", "--quiet", "--detach", job.branch)
+            out |= {"base": job.base, "request": await self._request(ref)}
+            out["board"] = await self.board.summary(ref.job_id)
+            out["phase_reviews"] = await self._count(ref, "phase review")
+        return out
+
+    async def _phase(self, ref: TeamRef, verdict: str) -> dict[str, Any]:
+        workgroup = self._workgroup(ref)
+        points = _points(verdict)
+        created = []
+        for point in points:
+            title = _clip(point.splitlines()[0], 70)
+            spec = f"The phase review of the whole job asked for this change:\n\n{point}"
+            task = await self.board.create(
+                ref.job_id,
+                title=title,
+                spec=spec,
+                created_by=f"{ref.project}/{ref.workgroup}/{workgroup.phase_reviewer}",
+                workgroup=ref.workgroup,
+            )
+            created.append(task.number)
+        await self._log(ref, "phase review", f"changes: {created}" if created else "approve")
+        return {"created": created}
+
+    async def _finish(self, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]) -> dict[str, Any]:
+        outcome = str(args.get("outcome", "merged"))
+        reason = str(args.get("reason", ""))
+        if outcome != "merged":
+            task = await self.board.get(ref.job_id, ref.number)
+            if task.state != "blocked":
+                why = _clip(f"{outcome}: {' '.join(reason.split())}", RESULT_MAX)
+                await self.board.update(ref.job_id, ref.number, state="blocked", blocked_reason=why)
+        await self.workspace.release(job, ref.number)
+        await self._log(ref, "ended", outcome)
+        return {"outcome": outcome}
+
+    async def _log(self, ref: TeamRef, event: str, detail: str) -> None:
+        await self.store.write(lambda tx: log_event(tx, ref.job_id, ref.number, event, detail))
+
+    async def _count(self, ref: TeamRef, event: str) -> int:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT count(*) FROM task_log WHERE job_id = ? AND event = ?", (ref.job_id, event)
+            ).fetchone()
+        )
+        return int(row[0])
+
+    async def _request(self, ref: TeamRef) -> str:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT m.content FROM messages m JOIN conversations c"
+                " ON c.conversation_id = m.conversation_id WHERE c.job_id = ?"
+                " AND c.parent_id IS NULL AND m.role = 'user' ORDER BY m.seq LIMIT 1",
+                (ref.job_id,),
+            ).fetchone()
+        )
+        text = str(json.loads(row[0]).get("text", "")) if row else ""
+        return _clip(text, REQUEST_MAX)
+
+
+def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool:
+    """Mark the task (and a task it resolved) done; return whether the board is now all done."""
+    tx.execute(
+        "UPDATE tasks SET state = 'done', result = ?, blocked_reason = NULL WHERE job_id = ?"
+        " AND number = ?",
+        (summary, ref.job_id, ref.number),
+    )
+    tx.execute(
+        "UPDATE tasks SET state = 'done', blocked_reason = NULL, result = ? WHERE job_id = ?"
+        " AND state != 'done' AND number = (SELECT resolves FROM tasks WHERE job_id = ?"
+        " AND number = ?)",
+        (f"merged through task #{ref.number}", ref.job_id, ref.job_id, ref.number),
+    )
+    log_event(tx, ref.job_id, ref.number, "merged", commit or "")
+    (open_tasks,) = tx.execute(
+        "SELECT count(*) FROM tasks WHERE job_id = ? AND state NOT IN ('done', 'cancelled')",
+        (ref.job_id,),
+    ).fetchone()
+    return int(open_tasks) == 0
+
+
+async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
+    """Start merging `branch` into the slot, leaving conflict markers; the conflicting files."""
+    code, _ = await git(space.path, "merge-base", "--is-ancestor", branch, "HEAD", check=False)
+    if code != 0 and not (await _git_dir(space.path) / "MERGE_HEAD").exists():
+        await git(
+            space.path,
+            "-c",
+            "user.name=teaparty",
+            "-c",
+            "user.email=teaparty@users.noreply.localhost",
+            "merge",
+            "--no-ff",
+            "--no-commit",
+            branch,
+            check=False,
+        )
+    _, out = await git(space.path, "diff", "--name-only", "--diff-filter=U")
+    return out.split()
+
+
+async def _git_dir(path: Path) -> Path:
+    _, out = await git(path, "rev-parse", "--absolute-git-dir")
+    return Path(out.strip())
+
+
+def _points(verdict: str) -> list[str]:
+    """The numbered points of a `request changes` verdict (the whole text if it has none)."""
+    body = verdict.split("\n", 1)[1] if "\n" in verdict else ""
+    points: list[list[str]] = []
+    for line in body.splitlines():
+        match = _POINT.match(line)
+        if match:
+            points.append([match.group(2)])
+        elif points and line.strip():
+            points[-1].append(line.strip())
+    found = ["\n".join(p) for p in points]
+    return found or ([body.strip()] if body.strip() else ["Address the phase review: " + verdict])

@@ -1,0 +1,60 @@
+"""File and shell tools for every agent of a job, each confined to its own place.
+
+A mini-team's members (and the phase reviewer) work in their task's slot; everyone else
+of the job (the leads, the office manager) reads the job worktree. Which place is a
+conversation's follows from the store: its task, else its job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from orchestrator.messages import ToolCall, ToolResult
+from orchestrator.store import Store
+from orchestrator.workspace import Workspace
+from orchestrator.worktree_tools import WorktreeTools
+
+
+class WorkspaceTools:
+    """A ToolRunner that runs each file or shell call in the caller's task slot or job worktree."""
+
+    def __init__(
+        self, store: Store, workspace: Workspace, *, parent_env: Mapping[str, str]
+    ) -> None:
+        self.store = store
+        self.workspace = workspace
+        self.parent_env = dict(parent_env)
+        self._tools: dict[tuple[Path, Path], WorktreeTools] = {}
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        """Run `call` where the conversation belongs; without a place, an error the agent reads."""
+        place = await self._place(conversation_id)
+        if isinstance(place, str):
+            return ToolResult(call.call_id, f"{call.name}: {place}", is_error=True)
+        return await place.run(agent, conversation_id, call)
+
+    async def _place(self, conversation_id: str) -> WorktreeTools | str:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT c.job_id, t.number FROM conversations c LEFT JOIN tasks t"
+                " ON t.task_id = c.task_id WHERE c.conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+        )
+        if row is None or row[0] is None:
+            return "this conversation belongs to no job, so it has no worktree"
+        job = await self.workspace.job(row[0])
+        if job is None:
+            return f"job {row[0]} has no workspace yet"
+        root, home = job.path, job.path.parent / "home"
+        if row[1] is not None:
+            task = await self.workspace.task(job, row[1])
+            if task is None:
+                return f"task #{row[1]} has ended; its worktree is gone"
+            root, home = task.path, job.path.parent / "homes" / f"task-{row[1]}"
+        key = (root, home)
+        if key not in self._tools:
+            home.parent.mkdir(parents=True, exist_ok=True)
+            self._tools[key] = WorktreeTools(root, parent_env=self.parent_env, home=home)
+        return self._tools[key]
