@@ -136,9 +136,8 @@ def _after_replies(
     replies = [(step.call.args.get("member", ""), _reply_text(step)) for step in last]
     if member == info.get("phase_reviewer") and len(turns) > 2 and turns[-2][0].call.name == MERGE:
         verdict = replies[0][1]
-        if _first_line(verdict).startswith(APPROVE):
-            return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
-        return AssistantTurn(tool_calls=(call(PHASE, verdict=verdict),))
+        approved = _first_line(verdict).startswith(APPROVE)
+        return AssistantTurn(tool_calls=(call(PHASE, verdict=verdict, approved=approved),))
     if member == info["worker"]:
         text = replies[0][1]
         if last[0].results[0].get("is_error") or _first_line(text).startswith(BLOCKED):
@@ -296,15 +295,18 @@ def _final_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
         if rounds:
             text += f"\nReview: approved after {rounds} round(s)."
         phase = [t for t in turns if t[0].call.name == PHASE]
-        if phase:
-            created = _json(phase[-1][0]).get("created", [])
+        created = _json(phase[-1][0]).get("created", []) if phase else []
+        if created:
             listed = ", ".join(f"#{c}" for c in created)
             text += (
                 f"\nThis was the last task; the phase reviewer asked for changes, now tasks "
                 f"{listed} on the board: dispatch them."
             )
-        elif merge.get("last"):
+        elif phase:
             text += "\nThis was the last task; the phase review approved the whole job."
+        elif merge.get("last"):
+            text += "\nThis was the last task; no phase review ran (none configured, or its "
+            text += "rounds are spent)."
         return text
     if outcome == "escalated":
         return (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board import RESULT_MAX, TaskBoard, log_event
+from orchestrator.board import RESULT_MAX, TaskBoard, create_task, log_event
 from orchestrator.config import Project, Workgroup
 from orchestrator.errors import ToolError
 from orchestrator.messages import ToolCall, ToolResult
@@ -32,6 +32,7 @@ PREPARE, REVIEW, MERGE, PHASE, FINISH = (
 )
 TEAM_TOOLS = frozenset({PREPARE, REVIEW, MERGE, PHASE, FINISH})
 REQUEST_MAX = 4_000
+PHASE_EVENT = "phase review"
 _POINT = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
 
 
@@ -100,7 +101,8 @@ class TeamTools:
         if name == MERGE:
             return await self._merge(ref, job, str(args.get("result", "")))
         if name == PHASE:
-            return await self._phase(ref, str(args.get("verdict", "")))
+            verdict = "" if args.get("approved") else str(args.get("verdict", ""))
+            return await self._phase(ref, verdict)
         if name == FINISH:
             return await self._finish(ref, job, args)
         raise ToolError(f"unknown step; the steps are {sorted(TEAM_TOOLS)}")
@@ -155,25 +157,12 @@ class TeamTools:
                 await git(space.path, "checkout", "--quiet", "--detach", job.branch)
             out |= {"base": job.base, "request": await self._request(ref)}
             out["board"] = await self.board.summary(ref.job_id)
-            out["phase_reviews"] = await self._count(ref, "phase review")
+            out["phase_reviews"] = await self._count(ref, PHASE_EVENT)
         return out
 
     async def _phase(self, ref: TeamRef, verdict: str) -> dict[str, Any]:
-        workgroup = self._workgroup(ref)
-        points = _points(verdict)
-        created = []
-        for point in points:
-            title = _clip(point.splitlines()[0], 70)
-            spec = f"The phase review of the whole job asked for this change:\n\n{point}"
-            task = await self.board.create(
-                ref.job_id,
-                title=title,
-                spec=spec,
-                created_by=f"{ref.project}/{ref.workgroup}/{workgroup.phase_reviewer}",
-                workgroup=ref.workgroup,
-            )
-            created.append(task.number)
-        await self._log(ref, "phase review", f"changes: {created}" if created else "approve")
+        reviewer = f"{ref.project}/{ref.workgroup}/{self._workgroup(ref).phase_reviewer}"
+        created = await self.store.write(lambda tx: _phase_tasks(tx, ref, reviewer, verdict))
         return {"created": created}
 
     async def _finish(self, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -210,6 +199,35 @@ class TeamTools:
         )
         text = str(json.loads(row[0]).get("text", "")) if row else ""
         return _clip(text, REQUEST_MAX)
+
+
+def _phase_tasks(tx: Tx, ref: TeamRef, reviewer: str, verdict: str) -> list[int]:
+    """Create a task per point of the phase review, once per mini-team run (a retry finds them)."""
+    recorded = tx.execute(
+        "SELECT detail FROM task_log WHERE job_id = ? AND task_number = ? AND event = ?"
+        " AND entry_id > (SELECT max(entry_id) FROM task_log WHERE job_id = ? AND"
+        " task_number = ? AND event = 'started')",
+        (ref.job_id, ref.number, PHASE_EVENT, ref.job_id, ref.number),
+    ).fetchone()
+    if recorded is not None:
+        return [int(n) for n in recorded[0].split(",") if n]
+    created = (
+        []
+        if not verdict
+        else [
+            create_task(
+                tx,
+                ref.job_id,
+                title=_clip(point.splitlines()[0], 70),
+                spec=f"The phase review of the whole job asked for this change:\n\n{point}",
+                created_by=reviewer,
+                workgroup=ref.workgroup,
+            ).number
+            for point in _points(verdict)
+        ]
+    )
+    log_event(tx, ref.job_id, ref.number, PHASE_EVENT, ",".join(map(str, created)))
+    return created
 
 
 def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool:

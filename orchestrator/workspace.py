@@ -14,6 +14,7 @@ so a restarted engine finds the worker's uncommitted files where it left them.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,12 @@ class Workspace:
     def __init__(self, home: Path, store: Store) -> None:
         self.home = home
         self.store = store
+        # Per mirror: git's worktree bookkeeping is not safe under concurrent add/prune,
+        # and two merges into one job branch must not race on its ref.
+        self._locks: dict[Path, asyncio.Lock] = {}
+
+    def _lock(self, mirror: Path) -> asyncio.Lock:
+        return self._locks.setdefault(mirror, asyncio.Lock())
 
     def repo_dir(self, name: str) -> Path:
         """The directory of one repository's mirror, jobs and slots."""
@@ -98,7 +105,8 @@ class Workspace:
         """The job's branch (made at `start` when new) and worktree; idempotent."""
         stored = await self.job(job_id)
         if stored is not None:
-            await ensure_worktree(stored.mirror, stored.path, stored.branch, stored.base)
+            async with self._lock(stored.mirror):
+                await ensure_worktree(stored.mirror, stored.path, stored.branch, stored.base)
             return stored
         start_commit = await rev(mirror, start)
         if start_commit is None:
@@ -106,7 +114,8 @@ class Workspace:
         await ensure_branch(mirror, branch, start_commit)
         _, base = await git(mirror, "merge-base", branch, start_commit)
         path = mirror.parent / "jobs" / f"job-{job_id}--{slug}" / "worktree"
-        await ensure_worktree(mirror, path, branch, start_commit)
+        async with self._lock(mirror):
+            await ensure_worktree(mirror, path, branch, start_commit)
         space = JobSpace(job_id, mirror, branch, base.strip(), path)
         await self.store.write(
             lambda tx: tx.execute(
@@ -141,8 +150,11 @@ class Workspace:
         if not (path / ".git").exists():
             shutil.rmtree(path, ignore_errors=True)
             path.parent.mkdir(parents=True, exist_ok=True)
-            await git(job.mirror, "worktree", "prune")
-            await git(job.mirror, "worktree", "add", "--quiet", "--detach", str(path), job.branch)
+            async with self._lock(job.mirror):
+                await git(job.mirror, "worktree", "prune")
+                await git(
+                    job.mirror, "worktree", "add", "--quiet", "--detach", str(path), job.branch
+                )
         _, head = await git(path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         if head.strip() == branch:
             return space
@@ -175,15 +187,16 @@ class Workspace:
 
     async def merge_task(self, job: JobSpace, number: int, title: str) -> Merge:
         """Merge the task's branch into the job branch (--no-ff, no checkout), then sync."""
-        merged = await merge(
-            job.mirror,
-            into=job.branch,
-            source=f"refs/heads/{task_branch(job, number)}",
-            message=f"Merge task #{number}: {title}",
-            identity=IDENTITY,
-        )
-        if merged.commit is not None:
-            await self.sync(job)
+        async with self._lock(job.mirror):
+            merged = await merge(
+                job.mirror,
+                into=job.branch,
+                source=f"refs/heads/{task_branch(job, number)}",
+                message=f"Merge task #{number}: {title}",
+                identity=IDENTITY,
+            )
+            if merged.commit is not None:
+                await self.sync(job)
         return merged
 
     async def sync(self, job: JobSpace) -> None:
@@ -226,7 +239,8 @@ class Workspace:
         )
         for number in numbers:
             await self.release(job, number)
-        await remove_worktree(job.mirror, job.path)
+        async with self._lock(job.mirror):
+            await remove_worktree(job.mirror, job.path)
         shutil.rmtree(job.path.parent, ignore_errors=True)
         await self.store.write(
             lambda tx: tx.execute(

@@ -49,3 +49,58 @@ def test_the_independent_tasks_ran_at_once(finished: dict[str, object]) -> None:
     first_end = min(i for i, (n, e) in enumerate(order) if e == "ended")
     started_before = {n for n, e in order[:first_end] if e == "started"}
     assert {1, 2, 4} <= started_before
+
+
+def _texts(finished: dict[str, object], role: str) -> str:
+    requests = finished["requests"]
+    assert isinstance(requests, dict)
+    return "\n".join(
+        m.text
+        for agent, reqs in requests.items()
+        if agent.endswith(role)
+        for req in reqs
+        for m in req.messages
+    )
+
+
+def test_a_review_round_asked_for_a_change_that_the_worker_made(
+    finished: dict[str, object],
+) -> None:
+    log = finished["log"]
+    assert [e for n, e, _ in log if n == 1].count("review") == 2  # type: ignore[attr-defined]
+    tree = script.git(finished["mirror"], "ls-tree", "-r", "--name-only", finished["branch"])  # type: ignore[arg-type]
+    assert "fix-1.txt" in tree.split()
+    reviewers = _texts(finished, "spec-reviewer")
+    assert "alpha.py" in reviewers  # the reviewer read the diff in the task's worktree
+
+
+def test_the_conflict_reached_the_lead_with_its_hunks_and_was_resolved(
+    finished: dict[str, object],
+) -> None:
+    lead = _texts(finished, "coding-lead")
+    assert "conflicts with the job branch" in lead
+    for expected in ("README.md", "<<<<<<<", ">>>>>>>"):
+        assert expected in lead
+    tasks = finished["tasks"]
+    assert tasks[4].resolves in (1, 2)  # type: ignore[index]
+    resolved = tasks[tasks[4].resolves - 1]  # type: ignore[index]
+    assert resolved.result == "merged through task #5"
+    readme = script.git(finished["mirror"], "show", f"{finished['branch']}:README.md")
+    assert readme == "widgets: alpha and beta\n"
+
+
+def test_the_phase_reviewer_turned_its_changes_into_a_task(finished: dict[str, object]) -> None:
+    tasks = finished["tasks"]
+    assert tasks[5].created_by.endswith("phase-reviewer")  # type: ignore[index]
+    assert "CHANGELOG" in tasks[5].title  # type: ignore[index]
+    phases = [d for _, e, d in finished["log"] if e == "phase review"]  # type: ignore[attr-defined]
+    assert phases == ["6", ""]
+
+
+def test_worker_and_reviewer_contexts_hold_one_task(finished: dict[str, object]) -> None:
+    requests = finished["requests"]
+    assert isinstance(requests, dict)
+    for agent in ("implementer", "spec-reviewer", "quality-reviewer"):
+        for request in requests[f"widgets/coding/{agent}"]:
+            seen = {m.text.split(":")[0] for m in request.messages if "ask #" in m.text[:20]}
+            assert len(seen) == 1, seen  # its own task's brief, never another task's

@@ -1,0 +1,84 @@
+"""How a mini-team ends when it does not merge: escalation, blocked tasks, refused dispatches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import teams_script as script
+
+from orchestrator.board import list_tasks, task_log
+from orchestrator.messages import AssistantTurn
+from orchestrator.ports import ModelRequest
+from orchestrator.scripted import FunctionModel
+
+Role = Callable[[ModelRequest], AssistantTurn]
+
+
+def lead_of_two(request: ModelRequest) -> AssistantTurn:
+    """Plans #1 and #2 (waiting for #1), dispatches #1, then tries #2, then reports."""
+    done = script.results(request.messages)
+    if not done:
+        return script.turn(
+            script.call("c1", "task_create", title="Add alpha", spec="alpha.py holds ALPHA."),
+            script.call("c2", "task_create", title="Use alpha", spec="uses it", blocked_by=[1]),
+        )
+    if len(done) == 2:
+        return script.turn(script.call("d1", "dispatch", task=1, brief="go"))
+    if len(done) == 3:
+        return script.turn(script.call("d2", "dispatch", task=2, brief="go"))
+    return AssistantTurn(text="Stopped: " + " | ".join(done[2:]))
+
+
+def picky(request: ModelRequest) -> AssistantTurn:
+    text, after = script.last_request(request.messages)
+    return AssistantTurn(text=f"request changes\n1. Still wrong (review {text[:40]!r}).")
+
+
+def gives_up(request: ModelRequest) -> AssistantTurn:
+    return AssistantTurn(text="blocked: the spec names a module that does not exist")
+
+
+async def run(tmp_path: Path, **roles: Role) -> dict[str, object]:
+    table = {**script.ROLES, "project-lead": lead_of_two, **roles}
+    model = FunctionModel(lambda r: table[r.agent.rsplit("/", 1)[-1]](r))
+    repo = script.make_repo(tmp_path / "widgets")
+    office = await script.open_office(tmp_path / "home", model)
+    try:
+        job = await script.start(office, repo)
+        await office.run(job, script.never)
+        store = office.engine.store
+        tasks = await store.read(lambda tx: list_tasks(tx, job.job_id))
+        log = await store.read(lambda tx: task_log(tx, job.job_id))
+        lead = [r for r in model.requests if r.agent.endswith("project-lead")][-1]
+    finally:
+        await office.close()
+    return {"tasks": tasks, "log": log, "lead": lead, "model": model}
+
+
+async def test_three_failed_review_rounds_escalate_to_the_lead(tmp_path: Path) -> None:
+    out = await run(tmp_path, **{"spec-reviewer": picky})
+    tasks = out["tasks"]
+    assert tasks[0].state == "blocked"  # type: ignore[index]
+    assert tasks[0].blocked_reason.startswith("escalated")  # type: ignore[index]
+    reviews = [e for n, e, _ in out["log"] if n == 1 and e == "review"]  # type: ignore[attr-defined]
+    assert len(reviews) == 3
+    model: FunctionModel = out["model"]  # type: ignore[assignment]
+    worker_briefs = [r for r in model.requests if r.agent.endswith("implementer")]
+    feedback = {m.text for r in worker_briefs for m in r.messages if m.text.startswith("Review")}
+    assert len(feedback) == 2  # rounds 1 and 2 went back to the worker; round 3 escalated
+    lead_view = "\n".join(m.text for m in out["lead"].messages)  # type: ignore[attr-defined]
+    assert "Task #1 escalated: no approval after 3 review round(s)" in lead_view
+    assert "Still wrong" in lead_view
+
+
+async def test_a_blocked_tasks_dependents_never_start(tmp_path: Path) -> None:
+    out = await run(tmp_path, implementer=gives_up)
+    tasks = out["tasks"]
+    assert [t.state for t in tasks] == ["blocked", "pending"]  # type: ignore[attr-defined]
+    assert "does not exist" in (tasks[0].blocked_reason or "")  # type: ignore[index]
+    assert all(n != 2 for n, _, _ in out["log"])  # type: ignore[attr-defined]
+    lead_view = "\n".join(m.text for m in out["lead"].messages)  # type: ignore[attr-defined]
+    assert "task #2 waits for #1 (blocked)" in lead_view
+    model: FunctionModel = out["model"]  # type: ignore[assignment]
+    assert not [r for r in model.requests if "reviewer" in r.agent]
