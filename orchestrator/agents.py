@@ -83,7 +83,14 @@ class ConfigAgents:
             raise OrchestratorError(f"agent {agent.name!r}: no implementation of tools {missing}")
         tools = tuple(self.tool_specs[t] for t in agent.tools)
         system = self.system_prompt(address, agent, position)
-        return AgentSpec(address, system, tools, self.models(agent), agent.max_turns)
+        return AgentSpec(
+            address,
+            system,
+            tools,
+            self.models(agent),
+            agent.max_turns,
+            context_tokens=agent.context_tokens,
+        )
 
     def system_prompt(self, address: str, agent: AgentDef, position: str) -> str:
         """Role prompt, position, reachable members, and the project's standing learnings."""

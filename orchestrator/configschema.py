@@ -91,6 +91,7 @@ class AgentDef(_Model):
     model: str
     tools: tuple[str, ...]
     max_turns: int
+    context_tokens: int = 100_000
 
 
 class Workgroup(_Model):
@@ -178,6 +179,7 @@ class AgentFile(_Model):
     model: Text | None = None
     tools: tuple[Tool, ...] = ()
     max_turns: Count | None = None
+    context_tokens: Annotated[int, Field(strict=True, ge=1_000)] | None = None
 
     def resolve(self, defaults: AgentDefaults) -> AgentDef:
         """Apply the organisation's defaults."""
@@ -188,6 +190,7 @@ class AgentFile(_Model):
             model=self.model or defaults.model,
             tools=self.tools,
             max_turns=self.max_turns or defaults.max_turns,
+            context_tokens=self.context_tokens or 100_000,
         )
 
 

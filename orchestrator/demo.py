@@ -1,21 +1,26 @@
 """The scripted organisation `teaparty run` uses with no ANTHROPIC_API_KEY.
 
-It plays a lead and a worker deterministically, and everything it does is real: the lead
-asks the decider to approve its plan (a gate), then Sends a brief; the worker writes a
-file in its task worktree and commits it with the shell tool. It says in the file and in
-its replies that it is the scripted stand-in for a model.
+It plays every role deterministically, and everything it does is real: the office
+manager hands the job to the project lead; the lead asks the decider to approve its plan
+(a gate), puts one task on the board and dispatches it (a one-task job flattens to one
+mini-team); the worker writes a file in its task worktree and commits it with the shell
+tool; the reviewers read the diff with git and approve; the engine merges. It says in
+the file and in its replies that it is the scripted stand-in for a model.
 """
 
 from __future__ import annotations
 
-from orchestrator.messages import AssistantTurn, ToolCall
+import re
+
+from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import ModelRequest
 
 SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
+_SPAN = re.compile(r"`git diff (\S+)`")
 
 
 class DemoModel:
-    """A model for the demo lead and worker; the reply depends on the transcript alone."""
+    """A model for every demo role; the reply depends on the transcript alone."""
 
     def __init__(self, *, title: str, body: str, path: str) -> None:
         self.title = title
@@ -23,28 +28,46 @@ class DemoModel:
         self.path = path
 
     async def complete(self, request: ModelRequest) -> AssistantTurn:
-        """The lead's or the worker's next turn."""
-        if "send" in {tool.name for tool in request.tools}:  # only leads can send
+        """The next turn of whichever role is asking (told apart by its tools)."""
+        tools = {tool.name for tool in request.tools}
+        if "dispatch" in tools:
             return self._lead(request)
-        return self._worker(request)
+        if "send" in tools:
+            return self._office_manager(request)
+        if "write_file" in tools:
+            return self._worker(request)
+        return self._reviewer(request)
+
+    def _office_manager(self, request: ModelRequest) -> AssistantTurn:
+        answers = _results(request.messages)
+        if not answers:
+            brief = (
+                f"Job: {self.title}\n\n<issue>\n{self.body}\n</issue>\nPlan it and have it done."
+            )
+            return _call("job", "send", member=_lead_name(request), message=brief)
+        return AssistantTurn(text=answers[-1])
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
         last = request.messages[-1]
         if len(request.messages) == 1:
             question = (
-                f"Plan for {self.title!r}: one worker records the request in {self.path} "
-                "and commits it on the job branch. Proceed?"
+                f"Plan for {self.title!r}: one task, reviewed: record the request in "
+                f"{self.path} and commit it on the job branch. Proceed?"
             )
             return _call("plan", "ask_human", question=question, options=["yes", "no"])
         if last.call_id == "plan":
             if not last.text.lower().rstrip(".").endswith("yes"):
                 return AssistantTurn(text=f"Stopped before any work: {last.text}")
-            brief = (
-                f"Task: record this request in {self.path} and commit it.\n"
-                f"Title: {self.title}\n\n{self.body}"
+            spec = (
+                f"Record this request in {self.path} and commit it.\nTitle: {self.title}\n\n"
+                f"{self.body}\n\nAcceptance: {self.path} exists and quotes the request."
             )
-            return _call("task-1", "send", member=self._member(request), message=brief)
-        return AssistantTurn(text=f"Done. The worker reported: {last.text}")
+            return _call(
+                "task", "task_create", title=self.title[:70], spec=spec, review="spec-only"
+            )
+        if last.call_id == "task":
+            return _call("run", "dispatch", task=1, brief=f"Write {self.path}.")
+        return AssistantTurn(text=f"Done. {last.text}")
 
     def _worker(self, request: ModelRequest) -> AssistantTurn:
         done = {m.call_id for m in request.messages if m.role == "tool"}
@@ -56,12 +79,23 @@ class DemoModel:
             return _call("commit", "shell", command=command)
         return AssistantTurn(text=f"Committed {self.path}. ({SCRIPTED_NOTE})")
 
-    @staticmethod
-    def _member(request: ModelRequest) -> str:
-        for line in request.system.splitlines():
-            if line.startswith("You can send to: "):
-                return line.removeprefix("You can send to: ").rstrip(".").split(", ")[0]
-        raise LookupError("the demo lead has nobody to send to")
+    def _reviewer(self, request: ModelRequest) -> AssistantTurn:
+        span = _SPAN.search(request.messages[0].text)
+        if "diff" not in {m.call_id for m in request.messages} and span:
+            return _call("diff", "shell", command=f"git diff --stat {span.group(1)}")
+        return AssistantTurn(text="approve\nThe scripted reviewer read the diff.")
+
+
+def _results(messages: tuple[Message, ...]) -> list[str]:
+    return [m.text for m in messages if m.role == "tool"]
+
+
+def _lead_name(request: ModelRequest) -> str:
+    for line in request.system.splitlines():
+        if line.startswith("You can send to: "):
+            names = line.removeprefix("You can send to: ").rstrip(".").split(", ")
+            return next(name for name in names if name != "proxy")
+    raise LookupError("the demo office manager has nobody to send to")
 
 
 def _call(call_id: str, name: str, **args: object) -> AssistantTurn:

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from orchestrator import board_tools, worktree_tools
 from orchestrator.agents import ConfigAgents
+from orchestrator.board import summarize
 from orchestrator.budget import JobBudget
 from orchestrator.config import AgentDef, Organisation, Project
 from orchestrator.engine import Engine
 from orchestrator.gates import Gate
 from orchestrator.messages import Usage
-from orchestrator.ports import Model
+from orchestrator.ports import AgentSpec, Model
 from orchestrator.pricing import shipped_prices
 from orchestrator.routing import Router, organisation_teams
 from orchestrator.store import now
@@ -108,8 +109,19 @@ class Office:
         toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
         office = cls(engine, workspace, org, projects)
         engine.scheduler.runner.budget = office._budget(configured)
+        engine.scheduler.runner.checkpoint = office._checkpoint
         await workspace.recover()
         return office
+
+    async def _checkpoint(self, conversation_id: str, spec: AgentSpec) -> str | None:
+        """A lead's checkpoint carries the board as the engine has it, not as remembered."""
+        if "task_list" not in {tool.name for tool in spec.tools}:
+            return None
+        job_id = await board_tools.job_of_conversation(self.engine.store, conversation_id)
+        if job_id is None:
+            return None
+        board = await self.engine.store.read(lambda tx: summarize(tx, job_id))
+        return f"The task board at this checkpoint:\n{board}"
 
     def _budget(self, agents: ConfigAgents) -> JobBudget | None:
         if len(self.projects) != 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.bus import ConversationBus, Step, Tail
@@ -129,6 +129,8 @@ class Runner:
         # Transcripts of parked conversations, so a lead woken by fan-in reads only what
         # is new; only this runner appends to a transcript, and seqs are consecutive.
         self._parked: dict[str, list[Message]] = {}
+        # What the engine adds to a compaction, e.g. a lead's task board (its checkpoint).
+        self.checkpoint: Callable[[str, AgentSpec], Awaitable[str | None]] | None = None
 
     async def run(self, conversation_id: str) -> NextStep:
         """Run `conversation_id` from its stored state; return why it stopped (Park or Idle)."""
@@ -200,10 +202,13 @@ class Runner:
         instruction = Message(conversation_id, 0, "engine", "user", {"text": COMPACT_INSTRUCTION})
         request = ModelRequest(spec.address, spec.system, (*covered, instruction), ())
         summary = await spec.model.complete(request)
+        text = summary.text
+        if self.checkpoint is not None and (state := await self.checkpoint(conversation_id, spec)):
+            text = f"{text}\n\n{state}"
         return await self.bus.record_compaction(
             conversation_id,
             spec.address,
-            summary.text,
+            text,
             covers_through=covers_through,
             usage=summary.usage,
         )

@@ -62,10 +62,11 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
     out = capsys.readouterr().out
     assert "job 1 started: branch teaparty/job-1-add-a-verbose-flag" in out
     assert "gate 1 (widgets/project-lead): Plan for 'Add a --verbose flag'" in out
-    assert "result: Done. The worker reported: Committed docs/requests/add-a-verbose-flag.md" in out
+    assert f"result: Done. Task #1 merged into {BRANCH}" in out
+    assert "task #1 [done] Add a --verbose flag" in out
     log = git(repo, "log", "--format=%an|%s|%P", BRANCH, "--not", "main").splitlines()
     assert [entry.split("|")[:2] for entry in log] == [
-        ["teaparty", "Merge task 1: Add a --verbose flag"],
+        ["teaparty", "Merge task #1: Add a --verbose flag"],
         ["teaparty", "Record: Add a --verbose flag"],
     ]
     assert len(log[0].split("|")[2].split()) == 2, "a --no-ff merge of the task branch"
@@ -79,7 +80,7 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
     assert "job 1 resumed" in again
     assert "gate" not in again
     assert git(repo, "log", "--format=%s", BRANCH, "--not", "main").splitlines() == [
-        "Merge task 1: Add a --verbose flag",
+        "Merge task #1: Add a --verbose flag",
         "Record: Add a --verbose flag",
     ]
 
