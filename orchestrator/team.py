@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.board import RESULT_MAX
 from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import Agents, AgentSpec, ModelRequest
 from orchestrator.team_tools import FINISH, MERGE, PHASE, PREPARE, REVIEW
@@ -52,6 +53,10 @@ def _steps(messages: Sequence[Message]) -> tuple[Mapping[str, Any], list[list[St
         elif message.role == "tool" and message.call_id in by_id:
             by_id[message.call_id].results.append(message.content)
     return request, turns
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _first_line(text: str) -> str:
@@ -290,7 +295,7 @@ def _final_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
     if outcome == "merged":
         merge = next(_json(t[0]) for t in reversed(turns) if t[0].call.name == MERGE)
         text = f"Task #{n} merged into {info['job_branch']} ({str(merge['merged'])[:12]}). "
-        text += _worker_reply(info, turns)
+        text += _clip(_worker_reply(info, turns), RESULT_MAX)
         rounds = _review_rounds(turns)
         if rounds:
             text += f"\nReview: approved after {rounds} round(s)."

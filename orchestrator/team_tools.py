@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from orchestrator.board import RESULT_MAX, TaskBoard, create_task, log_event
@@ -20,7 +19,7 @@ from orchestrator.config import Project, Workgroup
 from orchestrator.errors import ToolError
 from orchestrator.messages import ToolCall, ToolResult
 from orchestrator.store import Store, Tx
-from orchestrator.workspace import JobSpace, TaskSpace, Workspace, task_branch
+from orchestrator.workspace import JobSpace, TaskSpace, Workspace, git_dir, task_branch
 from orchestrator.worktrees import git, rev
 
 PREPARE, REVIEW, MERGE, PHASE, FINISH = (
@@ -254,7 +253,7 @@ def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool
 async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
     """Start merging `branch` into the slot, leaving conflict markers; the conflicting files."""
     code, _ = await git(space.path, "merge-base", "--is-ancestor", branch, "HEAD", check=False)
-    if code != 0 and not (await _git_dir(space.path) / "MERGE_HEAD").exists():
+    if code != 0 and not (await git_dir(space.path) / "MERGE_HEAD").exists():
         await git(
             space.path,
             "-c",
@@ -269,11 +268,6 @@ async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
         )
     _, out = await git(space.path, "diff", "--name-only", "--diff-filter=U")
     return out.split()
-
-
-async def _git_dir(path: Path) -> Path:
-    _, out = await git(path, "rev-parse", "--absolute-git-dir")
-    return Path(out.strip())
 
 
 def _points(verdict: str) -> list[str]:

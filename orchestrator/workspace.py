@@ -158,8 +158,9 @@ class Workspace:
         _, head = await git(path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         if head.strip() == branch:
             return space
-        await git(path, "reset", "--quiet", "--hard")
-        await git(path, "clean", "-q", "-fdx")
+        if (await git_dir(path) / "MERGE_HEAD").exists():  # a resolution left unfinished
+            await git(path, "merge", "--abort")
+        await git(path, "clean", "-q", "-fdx")  # checkout -f below discards tracked changes
         if await rev(job.mirror, f"refs/heads/{branch}") is None:
             await git(path, "checkout", "--quiet", "-f", "-b", branch, job.branch)
         else:
@@ -176,8 +177,9 @@ class Workspace:
         path = await self.store.read(lambda tx: _slot_of(tx, job.job_id, number))
         if path is None:
             return
-        if (Path(path) / ".git").exists():
-            await git(Path(path), "checkout", "--quiet", "--detach")
+        if (Path(path) / ".git").exists():  # detach without re-reading every file
+            _, head = await git(Path(path), "rev-parse", "HEAD")
+            await git(Path(path), "update-ref", "--no-deref", "HEAD", head.strip())
         await self.store.write(
             lambda tx: tx.execute(
                 "UPDATE worktree_slots SET task_id = NULL, leased_at = NULL WHERE path = ?",
@@ -268,6 +270,12 @@ class Workspace:
         for mirror in mirrors:
             await git(Path(mirror), "worktree", "prune", check=False)  # gone: nothing to prune
         return cleaned
+
+
+async def git_dir(path: Path) -> Path:
+    """The git directory of a worktree."""
+    _, out = await git(path, "rev-parse", "--absolute-git-dir")
+    return Path(out.strip())
 
 
 def _lease(tx: Tx, job: JobSpace, number: int, slots: Path) -> str:
