@@ -213,14 +213,18 @@ def _add_blockers(tx: Tx, job_id: int, number: int, task_id: int, numbers: Itera
     )
 
 
-def _check_blockers_done(tx: Tx, number: int, task_id: int, state: str) -> None:
+def unfinished_blockers(tx: Tx, task_id: int) -> str:
+    """The tasks `task_id` waits for that are not done, as `#n (state), ...`; empty if none."""
     pending = tx.execute(
         "SELECT b.number, b.state FROM task_deps d JOIN tasks b ON b.task_id = d.blocked_by"
         " WHERE d.task_id = ? AND b.state != 'done' ORDER BY b.number",
         (task_id,),
     ).fetchall()
-    if pending:
-        waits = ", ".join(f"#{n} ({s})" for n, s in pending)
+    return ", ".join(f"#{n} ({s})" for n, s in pending)
+
+
+def _check_blockers_done(tx: Tx, number: int, task_id: int, state: str) -> None:
+    if waits := unfinished_blockers(tx, task_id):
         raise ToolError(f"state: #{number} cannot be {state!r} while it waits for {waits}")
 
 

@@ -81,19 +81,10 @@ def record_turn(
     entries: list[tuple[str, Role, dict[str, Any], Usage | None]] = [
         (row.agent, "assistant", assistant_content(turn), turn.usage)
     ]
-    pending = 0
-    for send in sends:
-        refusal = _send(tx, row, send, outcome)
-        if refusal is None:
-            pending += 1
-        else:
-            results.append(refusal)
-    for intent in dispatches:
-        refusal = dispatch_task(tx, row, intent, outcome)
-        if refusal is None:
-            pending += 1
-        else:
-            results.append(refusal)
+    opened = [_send(tx, row, send, outcome) for send in sends]
+    opened += [dispatch_task(tx, row, intent, outcome) for intent in dispatches]
+    results += [refusal for refusal in opened if refusal is not None]
+    pending = opened.count(None)  # each Send or dispatch that opened awaits one reply
     for message in messages:
         results.append(_message(tx, row, message, outcome))
     outcome.gates += [gates.ask(tx, row, intent) for intent in asks]

@@ -18,7 +18,7 @@ from orchestrator.board import RESULT_MAX, TaskBoard, create_task, log_event
 from orchestrator.config import Project, Workgroup
 from orchestrator.errors import ToolError
 from orchestrator.messages import ToolCall, ToolResult
-from orchestrator.store import Store, Tx
+from orchestrator.store import Store, Tx, now
 from orchestrator.workspace import JobSpace, TaskSpace, Workspace, git_dir, task_branch
 from orchestrator.worktrees import git, rev
 
@@ -231,16 +231,17 @@ def _phase_tasks(tx: Tx, ref: TeamRef, reviewer: str, verdict: str) -> list[int]
 
 def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool:
     """Mark the task (and a task it resolved) done; return whether the board is now all done."""
+    stamp = now()
     tx.execute(
-        "UPDATE tasks SET state = 'done', result = ?, blocked_reason = NULL WHERE job_id = ?"
-        " AND number = ?",
-        (summary, ref.job_id, ref.number),
+        "UPDATE tasks SET state = 'done', result = ?, blocked_reason = NULL, updated_at = ?"
+        " WHERE job_id = ? AND number = ?",
+        (summary, stamp, ref.job_id, ref.number),
     )
     tx.execute(
-        "UPDATE tasks SET state = 'done', blocked_reason = NULL, result = ? WHERE job_id = ?"
-        " AND state != 'done' AND number = (SELECT resolves FROM tasks WHERE job_id = ?"
-        " AND number = ?)",
-        (f"merged through task #{ref.number}", ref.job_id, ref.job_id, ref.number),
+        "UPDATE tasks SET state = 'done', blocked_reason = NULL, result = ?, updated_at = ?"
+        " WHERE job_id = ? AND state != 'done' AND number = (SELECT resolves FROM tasks"
+        " WHERE job_id = ? AND number = ?)",
+        (f"merged through task #{ref.number}", stamp, ref.job_id, ref.job_id, ref.number),
     )
     log_event(tx, ref.job_id, ref.number, "merged", commit or "")
     (open_tasks,) = tx.execute(

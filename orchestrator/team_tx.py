@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.board import log_event
+from orchestrator.board import log_event, unfinished_blockers
 from orchestrator.messages import ConversationKind, InboxKind, ToolResult, task_conversation_id
 from orchestrator.store import Tx
 from orchestrator.transactions import ConversationRow, Opened, Outcome, create_conversation, deliver
@@ -78,14 +78,8 @@ def _refusal(tx: Tx, row: ConversationRow, intent: DispatchIntent) -> str | tupl
     task_id, state, workgroup, project = task
     if state not in DISPATCHABLE:
         return f"task #{intent.task} is {state}; only a pending or blocked task can be dispatched"
-    waits = tx.execute(
-        "SELECT b.number, b.state FROM task_deps d JOIN tasks b ON b.task_id = d.blocked_by"
-        " WHERE d.task_id = ? AND b.state != 'done' ORDER BY b.number",
-        (task_id,),
-    ).fetchall()
-    if waits:
-        listed = ", ".join(f"#{n} ({s})" for n, s in waits)
-        return f"task #{intent.task} waits for {listed}; dispatch it once they are done"
+    if waits := unfinished_blockers(tx, task_id):
+        return f"task #{intent.task} waits for {waits}; dispatch it once they are done"
     if tx.execute(
         "SELECT 1 FROM conversations WHERE task_id = ? AND kind = 'task' AND state = 'active'",
         (task_id,),

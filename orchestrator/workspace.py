@@ -104,9 +104,14 @@ class Workspace:
     ) -> JobSpace:
         """The job's branch (made at `start` when new) and worktree; idempotent."""
         stored = await self.job(job_id)
-        if stored is not None:
+        if stored is not None:  # resumed (or reopened after it ended): the worktree is back
             async with self._lock(stored.mirror):
                 await ensure_worktree(stored.mirror, stored.path, stored.branch, stored.base)
+            await self.store.write(
+                lambda tx: tx.execute(
+                    "UPDATE job_workspaces SET removed = 0 WHERE job_id = ?", (job_id,)
+                )
+            )
             return stored
         start_commit = await rev(mirror, start)
         if start_commit is None:
