@@ -134,7 +134,7 @@ def coding_lead(request: ModelRequest) -> AssistantTurn:
 
 
 def task_number(text: str) -> int:
-    match = re.search(r"Task #(\d+)", text)
+    match = re.search(r"task #(\d+)", text, re.IGNORECASE)
     assert match, text
     return int(match.group(1))
 
@@ -198,9 +198,9 @@ def model() -> FunctionModel:
     return FunctionModel(lambda request: ROLES[request.agent.rsplit("/", 1)[-1]](request))
 
 
-async def open_office(home: Path, the_model: Model) -> Office:
+async def open_office(home: Path, the_model: Model, project_text: str = PROJECT) -> Office:
     org = load_organisation(shipped_org_dir())
-    project = load_project(PROJECT, org=org, source="project.yaml", default_name="widgets")
+    project = load_project(project_text, org=org, source="project.yaml", default_name="widgets")
     return await Office.open(home, org=org, projects=[project], models=lambda _: the_model, env=ENV)
 
 

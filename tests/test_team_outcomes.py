@@ -39,11 +39,11 @@ def gives_up(request: ModelRequest) -> AssistantTurn:
     return AssistantTurn(text="blocked: the spec names a module that does not exist")
 
 
-async def run(tmp_path: Path, **roles: Role) -> dict[str, object]:
+async def run(tmp_path: Path, project: str = script.PROJECT, **roles: Role) -> dict[str, object]:
     table = {**script.ROLES, "project-lead": lead_of_two, **roles}
     model = FunctionModel(lambda r: table[r.agent.rsplit("/", 1)[-1]](r))
     repo = script.make_repo(tmp_path / "widgets")
-    office = await script.open_office(tmp_path / "home", model)
+    office = await script.open_office(tmp_path / "home", model, project)
     try:
         job = await script.start(office, repo)
         await office.run(job, script.never)
@@ -82,3 +82,65 @@ async def test_a_blocked_tasks_dependents_never_start(tmp_path: Path) -> None:
     assert "task #2 waits for #1 (blocked)" in lead_view
     model: FunctionModel = out["model"]  # type: ignore[assignment]
     assert not [r for r in model.requests if "reviewer" in r.agent]
+
+
+def lead_of_four(request: ModelRequest) -> AssistantTurn:
+    """Plans four independent tasks (task 1 planned without review) and dispatches all."""
+    done = script.results(request.messages)
+    if not done:
+        return script.turn(
+            *(
+                script.call(f"c{n}", "task_create", title=f"File {n}", spec=f"f{n}", review="none")
+                for n in range(1, 5)
+            )
+        )
+    if len(done) == 4:
+        return script.turn(
+            *(script.call(f"d{n}", "dispatch", task=n, brief="go") for n in range(1, 5))
+        )
+    return AssistantTurn(text="done")
+
+
+def worker_of_four(request: ModelRequest) -> AssistantTurn:
+    number = script.task_number(request.messages[0].text)
+    text, after = script.last_request(request.messages)
+    if after == 0:
+        return script.turn(script.call("w", "write_file", path=f"f{number}.txt", content=text[:9]))
+    if after == 1:
+        return script.turn(
+            script.call("c", "shell", command=f"git add -A && git commit -qm f{number}")
+        )
+    if number == 1 and not text.startswith("Review"):
+        return AssistantTurn(text="request review: this touched more than planned")
+    return AssistantTurn(text=f"Committed f{number}.txt")
+
+
+async def test_a_job_runs_no_more_mini_teams_at_once_than_its_bound(tmp_path: Path) -> None:
+    approve = {"phase-reviewer": lambda r: AssistantTurn(text="approve")}
+    out = await run(
+        tmp_path,
+        project="humans: {decider: alice}\nparallel: 2\n",
+        **{"project-lead": lead_of_four, "implementer": worker_of_four, **approve},
+    )
+    assert [t.state for t in out["tasks"]] == ["done"] * 4  # type: ignore[attr-defined]
+    running, peak = set(), 0
+    for number, event, _ in out["log"]:  # type: ignore[attr-defined]
+        if event == "started":
+            running.add(number)
+        elif event == "ended":
+            running.discard(number)
+        peak = max(peak, len(running))
+    assert peak == 2
+
+
+async def test_a_worker_may_ask_for_review_of_a_task_planned_without(tmp_path: Path) -> None:
+    out = await run(tmp_path, **{"project-lead": lead_of_four, "implementer": worker_of_four})
+    model: FunctionModel = out["model"]  # type: ignore[assignment]
+    reviewed = {
+        script.task_number(r.messages[0].text)
+        for r in model.requests
+        if r.agent.endswith(("spec-reviewer", "quality-reviewer"))
+    }
+    assert reviewed == {1}  # only the task whose worker asked
+    # the scripted spec reviewer asks task #1 for one change, so two rounds
+    assert [e for n, e, _ in out["log"] if n == 1].count("review") == 2  # type: ignore[attr-defined]
