@@ -41,14 +41,21 @@ class ConfigAgents:
             org.office_manager.name: (org.office_manager, "the office manager"),
             org.proxy.name: (org.proxy, "the human proxy of the management team"),
         }
-        for project in projects:
-            self._agents[f"{project.name}/{project.lead.name}"] = (
-                project.lead,
-                f"the project lead of project {project.name}",
-            )
-            for workgroup in project.workgroups:
-                self._add_workgroup(project, workgroup)
         self._specs: dict[str, AgentSpec] = {}
+        for project in projects:
+            self.add_project(project)
+
+    def add_project(self, project: Project, *, learnings: str | None = None) -> None:
+        """Add (or replace) a project's agents; every spec is rebuilt, as routes changed."""
+        self._agents[f"{project.name}/{project.lead.name}"] = (
+            project.lead,
+            f"the project lead of project {project.name}",
+        )
+        for workgroup in project.workgroups:
+            self._add_workgroup(project, workgroup)
+        if learnings is not None:
+            self.learnings[project.name] = learnings
+        self._specs.clear()
 
     def _add_workgroup(self, project: Project, workgroup: Workgroup) -> None:
         base = f"{project.name}/{workgroup.name}"

@@ -165,13 +165,13 @@ class BoardTools:
         self.board = TaskBoard(store)
         self._store = store
         self._job_of = job_of
-        self._workgroups = workgroups or {}
+        self.workgroups: dict[str, Sequence[str]] = dict(workgroups or {})
 
     async def _workgroup(self, job_id: int, named: str | None) -> str | None:
         row = await self._store.read(
             lambda tx: tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         )
-        known = self._workgroups.get(row[0]) if row else None
+        known = self.workgroups.get(row[0]) if row else None
         if not known:
             return named
         if named is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.messages import Usage
@@ -14,6 +14,8 @@ SELECT c.agent, coalesce(sum(m.input_tokens), 0), coalesce(sum(m.output_tokens),
 FROM messages m JOIN conversations c USING (conversation_id)
 WHERE c.job_id = ? GROUP BY c.agent
 """
+
+Limits = tuple[float | None, int | None]
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,13 @@ class JobBudget:
         max_usd: float | None,
         max_tokens: int | None,
         price: Callable[[str, Usage], float],
+        per_project: Mapping[str, Limits] | None = None,
     ) -> None:
         self.store = store
         self.max_usd = max_usd
         self.max_tokens = max_tokens
         self.price = price
+        self.per_project = per_project if per_project is not None else {}
 
     async def spent(self, job_id: int) -> Spent:
         """Tokens and dollars the job's conversations have used."""
@@ -58,9 +62,22 @@ class JobBudget:
 
     async def exhausted(self, job_id: int) -> str | None:
         """Why the job may not make another model call, or None."""
+        max_usd, max_tokens = await self.limits(job_id)
         spent = await self.spent(job_id)
-        if self.max_usd is not None and spent.usd >= self.max_usd:
-            return f"budget: the job spent ${spent.usd:.2f} of its ${self.max_usd:.2f}"
-        if self.max_tokens is not None and spent.tokens >= self.max_tokens:
-            return f"budget: the job used {spent.tokens:,} of its {self.max_tokens:,} tokens"
+        if max_usd is not None and spent.usd >= max_usd:
+            return f"budget: the job spent ${spent.usd:.2f} of its ${max_usd:.2f}"
+        if max_tokens is not None and spent.tokens >= max_tokens:
+            return f"budget: the job used {spent.tokens:,} of its {max_tokens:,} tokens"
         return None
+
+    async def limits(self, job_id: int) -> Limits:
+        """The job's (max_usd, max_tokens): its project's, else the defaults."""
+        if self.per_project:
+            row = await self.store.read(
+                lambda tx: tx.execute(
+                    "SELECT project FROM jobs WHERE job_id = ?", (job_id,)
+                ).fetchone()
+            )
+            if row is not None and row[0] in self.per_project:
+                return self.per_project[row[0]]
+        return self.max_usd, self.max_tokens

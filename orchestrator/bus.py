@@ -91,8 +91,13 @@ class ConversationBus:
         agent: str,
         brief: str,
         max_parallel: int = 3,
+        wake: bool = True,
     ) -> JobStart:
-        """Create a job and its root conversation once per key; later calls find it."""
+        """Create a job and its root conversation once per key; later calls find it.
+
+        With `wake=False` the job waits until its conversation is woken (`on_wake`), so its
+        workspace can be made first.
+        """
 
         def start(tx: Tx) -> JobStart:
             found = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
@@ -120,7 +125,8 @@ class ConversationBus:
         started = await self.store.write(start)
         if started.created:
             self.events.publish(JobStarted(started.job_id, title))
-            self.on_wake([started.conversation_id])
+            if wake:
+                self.on_wake([started.conversation_id])
         return started
 
     async def snapshot(self, conversation_id: str, *, after_seq: int = 0) -> txn.Snapshot:

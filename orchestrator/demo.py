@@ -11,21 +11,41 @@ the file and in its replies that it is the scripted stand-in for a model.
 from __future__ import annotations
 
 import re
+import shlex
 
 from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import ModelRequest
+from orchestrator.worktrees import slug
 
 SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
 _SPAN = re.compile(r"`git diff (\S+)`")
+_TITLE = re.compile(r"^(?:Job[^:\n]*): (.+)$", re.MULTILINE)
+_ISSUE = re.compile(r"<issue>\n(.*?)\n</issue>", re.DOTALL)
+_SPEC = re.compile(
+    r"Record this request in (\S+) and commit it\.\nTitle: (.*)\n\n<issue>\n(.*?)\n</issue>",
+    re.DOTALL,
+)
 
 
 class DemoModel:
     """A model for every demo role; the reply depends on the transcript alone."""
 
-    def __init__(self, *, title: str, body: str, path: str) -> None:
+    def __init__(
+        self, *, title: str | None = None, body: str | None = None, path: str | None = None
+    ) -> None:
         self.title = title
         self.body = body
         self.path = path
+
+    def _job(self, request: ModelRequest) -> tuple[str, str, str]:
+        """The job's title, text and file: as given, or read from the brief (many jobs)."""
+        if self.title is not None and self.body is not None and self.path is not None:
+            return self.title, self.body, self.path
+        first = request.messages[0].text if request.messages else ""
+        title = _TITLE.search(first)
+        body = _ISSUE.search(first)
+        name = title.group(1).strip() if title else "the request"
+        return name, body.group(1).strip() if body else name, f"docs/requests/{slug(name)}.md"
 
     async def complete(self, request: ModelRequest) -> AssistantTurn:
         """The next turn of whichever role is asking (told apart by its tools)."""
@@ -41,43 +61,48 @@ class DemoModel:
     def _office_manager(self, request: ModelRequest) -> AssistantTurn:
         answers = _results(request.messages)
         if not answers:
-            brief = (
-                f"Job: {self.title}\n\n<issue>\n{self.body}\n</issue>\nPlan it and have it done."
-            )
+            title, body, _ = self._job(request)
+            brief = f"Job: {title}\n\n<issue>\n{body}\n</issue>\nPlan it and have it done."
             return _call("job", "send", member=_lead_name(request), message=brief)
         return AssistantTurn(text=answers[-1])
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
         last = request.messages[-1]
+        title, body, path = self._job(request)
         if len(request.messages) == 1:
             question = (
-                f"Plan for {self.title!r}: one task, reviewed: record the request in "
-                f"{self.path} and commit it on the job branch. Proceed?"
+                f"Plan for {title!r}: one task, reviewed: record the request in "
+                f"{path} and commit it on the job branch. Proceed?"
             )
             return _call("plan", "ask_human", question=question, options=["yes", "no"])
         if last.call_id == "plan":
             if not last.text.lower().rstrip(".").endswith("yes"):
                 return AssistantTurn(text=f"Stopped before any work: {last.text}")
             spec = (
-                f"Record this request in {self.path} and commit it.\nTitle: {self.title}\n\n"
-                f"{self.body}\n\nAcceptance: {self.path} exists and quotes the request."
+                f"Record this request in {path} and commit it.\nTitle: {title}\n\n"
+                f"<issue>\n{body}\n</issue>\n\nAcceptance: {path} exists and quotes the request."
             )
-            return _call(
-                "task", "task_create", title=self.title[:70], spec=spec, review="spec-only"
-            )
+            return _call("task", "task_create", title=title[:70], spec=spec, review="spec-only")
         if last.call_id == "task":
-            return _call("run", "dispatch", task=1, brief=f"Write {self.path}.")
+            return _call("run", "dispatch", task=1, brief=f"Write {path}.")
         return AssistantTurn(text=f"Done. {last.text}")
 
     def _worker(self, request: ModelRequest) -> AssistantTurn:
         done = {m.call_id for m in request.messages if m.role == "tool"}
+        spec = request.messages[0].text if request.messages else ""
+        found = _SPEC.search(spec)
+        title, body, path = (
+            (found.group(2), found.group(3).strip(), found.group(1))
+            if found
+            else self._job(request)
+        )
         if "write" not in done:
-            content = f"# {self.title}\n\n{self.body}\n\n_{SCRIPTED_NOTE}_\n"
-            return _call("write", "write_file", path=self.path, content=content)
+            content = f"# {title}\n\n{body}\n\n_{SCRIPTED_NOTE}_\n"
+            return _call("write", "write_file", path=path, content=content)
         if "commit" not in done:
-            command = f"git add -- {self.path} && git commit -q -m 'Record: {self.title}'"
+            command = f"git add -- {path} && git commit -q -m {shlex.quote('Record: ' + title)}"
             return _call("commit", "shell", command=command)
-        return AssistantTurn(text=f"Committed {self.path}. ({SCRIPTED_NOTE})")
+        return AssistantTurn(text=f"Committed {path}. ({SCRIPTED_NOTE})")
 
     def _reviewer(self, request: ModelRequest) -> AssistantTurn:
         span = _SPAN.search(request.messages[0].text)
@@ -91,6 +116,10 @@ def _results(messages: tuple[Message, ...]) -> list[str]:
 
 
 def _lead_name(request: ModelRequest) -> str:
+    first = request.messages[0].text if request.messages else ""
+    project = re.search(r"\(project ([\w.-]+)\)", first)
+    if project:  # the project's name is an alias for its lead, unique among many projects
+        return project.group(1)
     for line in request.system.splitlines():
         if line.startswith("You can send to: "):
             names = line.removeprefix("You can send to: ").rstrip(".").split(", ")

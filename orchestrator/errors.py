@@ -7,6 +7,7 @@ OrchestratorError
  ├── BusError         a conversation operation broke an invariant (no such conversation, closed)
  ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
  ├── ToolError        a tool call the model can correct (goes back to the model as an error)
+ ├── ForgeError       the forge (GitHub, a local remote) failed an action of a job
  └── ModelError       a model call failed (also: real requests are disabled in tests)
       ├── ModelUnavailableError   overloaded, rate-limited or unreachable through every retry
       ├── ModelAuthError          the API key is missing, rejected or lacks permission
@@ -82,3 +83,7 @@ class ModelAuthError(ModelError):
 
 class ModelRequestError(ModelError):
     """The API refused the request itself: a bad request or an unknown model."""
+
+
+class ForgeError(OrchestratorError):
+    """The forge (GitHub, a local remote) refused or failed an action; the message says which."""

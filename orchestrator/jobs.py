@@ -15,14 +15,14 @@ from pathlib import Path
 from orchestrator import board_tools, worktree_tools
 from orchestrator.agents import ConfigAgents
 from orchestrator.board import summarize
-from orchestrator.budget import JobBudget
+from orchestrator.budget import JobBudget, Limits
 from orchestrator.config import AgentDef, Organisation, Project
 from orchestrator.engine import Engine
 from orchestrator.gates import Gate
 from orchestrator.messages import Usage
 from orchestrator.ports import AgentSpec, Model
 from orchestrator.pricing import shipped_prices
-from orchestrator.routing import Router, organisation_teams
+from orchestrator.routing import Router, organisation_teams, project_teams
 from orchestrator.store import now
 from orchestrator.team import TeamAgents
 from orchestrator.team_tools import TEAM_TOOLS, TeamTools
@@ -62,12 +62,24 @@ class Office:
     """One engine over one state directory, with every project it serves."""
 
     def __init__(
-        self, engine: Engine, workspace: Workspace, org: Organisation, projects: Sequence[Project]
+        self,
+        engine: Engine,
+        workspace: Workspace,
+        org: Organisation,
+        projects: Sequence[Project],
+        *,
+        agents: ConfigAgents,
+        board: board_tools.BoardTools,
     ) -> None:
         self.engine = engine
         self.workspace = workspace
         self.org = org
         self.projects = {p.name: p for p in projects}
+        self.agents = agents
+        self.board = board
+        self.limits: dict[str, Limits] = {
+            p.name: (p.budget.max_usd, p.budget.max_tokens) for p in projects
+        }
 
     @classmethod
     async def open(
@@ -102,16 +114,26 @@ class Office:
             {p.name: workgroup_order(p) for p in projects},
         )
         files = WorkspaceTools(store, workspace, parent_env=env)
-        team = TeamTools(store, workspace, {p.name: p for p in projects})
+        office = cls(engine, workspace, org, projects, agents=configured, board=board)
+        team = TeamTools(store, workspace, office.projects)
         toolbox.runners.update(
             Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS)).runners
         )
         toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
-        office = cls(engine, workspace, org, projects)
         engine.scheduler.runner.budget = office._budget(configured)
         engine.scheduler.runner.checkpoint = office._checkpoint
         await workspace.recover()
         return office
+
+    def add_project(self, project: Project, *, learnings: str | None = None) -> None:
+        """Serve one more project (or a changed one) from now on: routes, agents, budget."""
+        known = self.projects.get(project.name)
+        self.projects[project.name] = project
+        self.limits[project.name] = (project.budget.max_usd, project.budget.max_tokens)
+        self.board.workgroups[project.name] = workgroup_order(project)
+        if known != project:
+            self.engine.scheduler.runner.router.extend(project_teams(self.org, project))
+        self.agents.add_project(project, learnings=learnings)
 
     async def _checkpoint(self, conversation_id: str, spec: AgentSpec) -> str | None:
         """A lead's checkpoint carries the board as the engine has it, not as remembered."""
@@ -123,10 +145,7 @@ class Office:
         board = await self.engine.store.read(lambda tx: summarize(tx, job_id))
         return f"The task board at this checkpoint:\n{board}"
 
-    def _budget(self, agents: ConfigAgents) -> JobBudget | None:
-        if len(self.projects) != 1:
-            return None
-        (project,) = self.projects.values()
+    def _budget(self, agents: ConfigAgents) -> JobBudget:
         prices = shipped_prices()
 
         def price(address: str, usage: Usage) -> float:
@@ -134,10 +153,7 @@ class Office:
             return 0.0 if definition is None else prices.cost_usd(definition.model, usage)
 
         return JobBudget(
-            self.engine.store,
-            max_usd=project.budget.max_usd,
-            max_tokens=project.budget.max_tokens,
-            price=price,
+            self.engine.store, max_usd=None, max_tokens=None, price=price, per_project=self.limits
         )
 
     async def start_job(
@@ -152,11 +168,14 @@ class Office:
         start: str,
         branch: Callable[[int], str],
         slug: str,
+        git_env: Mapping[str, str] | None = None,
     ) -> JobHandle:
         """Start a job once per key at the office manager, with its branch and worktree.
 
-        `repo` names the mirror, `source` is where it is fetched from, `start` the commit
-        the job branch starts at, `branch(job_id)` the job branch's name.
+        `repo` names the mirror, `source` is where it is fetched from (with `git_env`
+        carrying any credentials), `start` the commit the job branch starts at,
+        `branch(job_id)` the job branch's name. The job's first turn waits until its
+        workspace exists.
         """
         job = await self.engine.bus.start_job(
             job_key=key,
@@ -165,11 +184,13 @@ class Office:
             agent=self.org.office_manager.name,
             brief=brief,
             max_parallel=self.projects[project].parallel,
+            wake=False,
         )
-        mirror = await self.workspace.mirror(repo, source)
+        mirror = await self.workspace.mirror(repo, source, env=git_env)
         space = await self.workspace.open_job(
             job.job_id, mirror=mirror, branch=branch(job.job_id), start=start, slug=slug
         )
+        self.engine.scheduler.wake([job.conversation_id])
         return JobHandle(job.job_id, job.conversation_id, space, job.created)
 
     async def run(self, job: JobHandle, approve: Approver) -> str | None:

@@ -158,4 +158,37 @@ CREATE TABLE task_log (
 CREATE INDEX task_log_job ON task_log (job_id, entry_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS)
+FORGE = """
+CREATE TABLE deliveries (
+    delivery_id     TEXT PRIMARY KEY,
+    event           TEXT NOT NULL,
+    action          TEXT NOT NULL DEFAULT '',
+    body            BLOB NOT NULL,
+    received_at     REAL NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'done', 'failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL,
+    outcome         TEXT,
+    error           TEXT,
+    finished_at     REAL
+);
+CREATE INDEX deliveries_due ON deliveries (state, next_attempt_at);
+
+CREATE TABLE job_links (
+    job_id      INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    forge       TEXT NOT NULL,
+    subject     TEXT NOT NULL
+);
+
+CREATE TABLE forge_objects (
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    key         TEXT NOT NULL,
+    external_id TEXT NOT NULL,
+    digest      TEXT NOT NULL DEFAULT '',
+    updated_at  REAL NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS, FORGE)

@@ -43,6 +43,11 @@ class Router:
         for team in teams:
             self._add(team)
 
+    def extend(self, teams: Iterable[Team]) -> None:
+        """Add teams (a project joining a running engine); existing routes stay."""
+        for team in teams:
+            self._add(team)
+
     def _add(self, team: Team) -> None:
         lead_routes = self._routes.setdefault(team.lead, {})
         for member in team.members:
@@ -105,13 +110,23 @@ def organisation_teams(org: Organisation, projects: Sequence[Project]) -> list[T
     leads = {project.name: f"{project.name}/{project.lead.name}" for project in projects}
     teams = [Team(om, (*leads.values(), org.proxy.name), aliases=leads)]
     for project in projects:
-        wg_leads = {
-            wg.name: f"{project.name}/{wg.name}/{wg.lead.name}" for wg in project.workgroups
-        }
-        teams.append(Team(leads[project.name], tuple(wg_leads.values()), aliases=wg_leads))
-        for wg in project.workgroups:
-            members = tuple(f"{project.name}/{wg.name}/{m.name}" for m in wg.members)
-            teams.append(Team(wg_leads[wg.name], members, mesh=True))
-            coordinator = f"{project.name}/{wg.name}/{MINI_TEAM}"
-            teams.append(Team(coordinator, members, answerable=False))
+        teams.extend(_project_teams(project, leads[project.name]))
+    return teams
+
+
+def project_teams(org: Organisation, project: Project) -> list[Team]:
+    """The teams one more project adds to a running organisation (its lead joins the OM's)."""
+    lead = f"{project.name}/{project.lead.name}"
+    om_team = Team(org.office_manager.name, (lead,), aliases={project.name: lead})
+    return [om_team, *_project_teams(project, lead)]
+
+
+def _project_teams(project: Project, lead: str) -> list[Team]:
+    wg_leads = {wg.name: f"{project.name}/{wg.name}/{wg.lead.name}" for wg in project.workgroups}
+    teams = [Team(lead, tuple(wg_leads.values()), aliases=wg_leads)]
+    for wg in project.workgroups:
+        members = tuple(f"{project.name}/{wg.name}/{m.name}" for m in wg.members)
+        teams.append(Team(wg_leads[wg.name], members, mesh=True))
+        coordinator = f"{project.name}/{wg.name}/{MINI_TEAM}"
+        teams.append(Team(coordinator, members, answerable=False))
     return teams

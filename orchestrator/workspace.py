@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +80,7 @@ class Workspace:
         """The directory of one repository's mirror, jobs and slots."""
         return self.home / "repos" / name
 
-    async def mirror(self, name: str, source: str) -> Path:
+    async def mirror(self, name: str, source: str, *, env: Mapping[str, str] | None = None) -> Path:
         """The bare mirror of `source` (a URL or path), cloned once and fetched each time.
 
         The mirror fetches the repository's branches into refs/remotes/origin/*, so its own
@@ -90,13 +91,13 @@ class Workspace:
             partial = path.with_name("mirror.git.partial")
             shutil.rmtree(partial, ignore_errors=True)
             partial.parent.mkdir(parents=True, exist_ok=True)
-            await git(partial.parent, "clone", "--bare", "--quiet", source, str(partial))
+            await git(partial.parent, "clone", "--bare", "--quiet", source, str(partial), env=env)
             await git(
                 partial, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"
             )
             await git(partial, "config", "gc.auto", "0")
             partial.rename(path)  # a crash before this leaves only a .partial to redo
-        await git(path, "fetch", "--quiet", "--prune", "origin")
+        await git(path, "fetch", "--quiet", "--prune", "origin", env=env)
         return path
 
     async def open_job(
@@ -227,10 +228,12 @@ class Workspace:
             joined = joined[:HUNKS_MAX_CHARS] + "\n… (more conflicts; see the files)"
         return joined
 
-    async def publish(self, job: JobSpace, remote: str) -> None:
+    async def publish(
+        self, job: JobSpace, remote: str, *, env: Mapping[str, str] | None = None
+    ) -> None:
         """Push the job branch to `remote` (a URL or path) under the same name."""
         ref = f"refs/heads/{job.branch}"
-        await git(job.mirror, "push", "--quiet", remote, f"{ref}:{ref}")
+        await git(job.mirror, "push", "--quiet", remote, f"{ref}:{ref}", env=env)
 
     async def close_job(self, job: JobSpace) -> None:
         """Remove the job worktree and give back its tasks' slots; the branches stay."""

@@ -8,7 +8,9 @@ repository size (docs/performance.md). A conflict is returned, never resolved si
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +21,14 @@ class GitError(OrchestratorError):
     """A git command failed; the message has the command and git's own words."""
 
 
-async def git(repo: Path, *args: str, check: bool = True) -> tuple[int, str]:
-    """Run git in `repo`; return (exit code, stdout). Raises GitError when `check` and it fails."""
+async def git(
+    repo: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+) -> tuple[int, str]:
+    """Run git in `repo`; return (exit code, stdout). Raises GitError when `check` and it fails.
+
+    `env` adds to the environment (credentials travel this way, never in arguments, which
+    appear in error messages).
+    """
     process = await asyncio.create_subprocess_exec(
         "git",
         "-C",
@@ -29,6 +37,7 @@ async def git(repo: Path, *args: str, check: bool = True) -> tuple[int, str]:
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env=None if env is None else {**os.environ, "GIT_TERMINAL_PROMPT": "0", **env},
     )
     out, err = await process.communicate()
     code = process.returncode if process.returncode is not None else -1

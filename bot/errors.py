@@ -1,0 +1,44 @@
+"""The GitHub edge's errors.
+
+BotError
+ ├── SettingsError      the environment does not describe a working App
+ ├── DeliveryError      a webhook delivery refused (carries the HTTP status to answer)
+ ├── PayloadError       (bot.events) a payload lacks or mistypes a field we need
+ └── GitHubError        a GitHub API call failed for good
+      └── RateLimitedError   GitHub asked us to wait longer than we wait in one call
+"""
+
+from __future__ import annotations
+
+
+class BotError(Exception):
+    """Root of the GitHub edge's errors."""
+
+
+class SettingsError(BotError):
+    """A setting is missing or unusable; the message names it."""
+
+
+class DeliveryError(BotError):
+    """A delivery is refused with `status`; the message says why."""
+
+    def __init__(self, status: int, message: str, *, delivery_id: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.delivery_id = delivery_id
+
+
+class GitHubError(BotError):
+    """A GitHub API call failed after its retries."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RateLimitedError(GitHubError):
+    """GitHub's rate limit holds until `retry_at` (epoch seconds)."""
+
+    def __init__(self, message: str, *, retry_at: float, status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_at = retry_at

@@ -1,0 +1,286 @@
+"""The GitHub REST adapter: App auth, cached installation tokens, retries, polite writes.
+
+githubkit does the HTTP and the JWT; its own retries are off so that rate limits and 5xx
+are handled here with an injected sleep: a 5xx or a dropped connection is retried with
+backoff, a rate limit waits for `retry-after` or `x-ratelimit-reset` when that is short and
+otherwise raises RateLimitedError so the delivery is retried after the reset. Responses are
+read as plain JSON (githubkit's strict models reject real responses; see GITHUBKIT.md),
+and mutating requests are spaced by `write_interval_s`, as GitHub asks of integrations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
+from githubkit.exception import RateLimitExceeded, RequestError, RequestFailed
+from githubkit.response import Response
+
+from bot.errors import GitHubError, RateLimitedError
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "teaparty-github/0.1"
+TOKEN_MARGIN_S = 300.0  # a token is renewed this long before GitHub says it expires
+PERMISSION_TTL_S = 60.0
+MAX_WAIT_S = 60.0  # longer waits go back to the delivery queue instead of holding a worker
+RETRIES = 4
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+Json = Any
+Call = Callable[[GitHub[Any]], Awaitable[Response[Any]]]
+
+
+@dataclass
+class _Token:
+    value: str
+    expires_at: float
+
+
+class GitHubApp:
+    """One GitHub App: its JWT client, its installations' tokens and clients."""
+
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        private_key: str,
+        api_url: str,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
+        write_interval_s: float = 1.0,
+    ) -> None:
+        self.api_url = api_url.rstrip("/") + "/"
+        self._transport = transport
+        self._app = self._client(AppAuthStrategy(app_id, private_key))
+        self._sleep = sleep
+        self._clock = clock
+        self._write_interval_s = write_interval_s
+        self._last_write = 0.0
+        self._write_lock = asyncio.Lock()
+        self._tokens: dict[int, _Token] = {}
+        self._token_locks: dict[int, asyncio.Lock] = {}
+        self._clients: dict[int, tuple[str, GitHub[Any]]] = {}
+        self._login: str | None = None
+        self.calls = 0
+
+    def _client(self, auth: Any) -> GitHub[Any]:
+        return GitHub(
+            auth,
+            base_url=self.api_url,
+            user_agent=USER_AGENT,
+            async_transport=self._transport,
+            http_cache=False,
+            auto_retry=False,
+            timeout=30.0,
+        )
+
+    async def login(self) -> str:
+        """The app's bot login, `{slug}[bot]`: what its comments are authored as."""
+        if self._login is None:
+            app = await self.call(self._app, lambda gh: gh.rest.apps.async_get_authenticated())
+            self._login = f"{app['slug']}[bot]"
+        return self._login
+
+    async def token(self, installation_id: int) -> str:
+        """An installation token, minted once and reused until shortly before it expires."""
+        lock = self._token_locks.setdefault(installation_id, asyncio.Lock())
+        async with lock:
+            cached = self._tokens.get(installation_id)
+            if cached is None or cached.expires_at - TOKEN_MARGIN_S <= self._clock():
+                minted = await self.call(
+                    self._app,
+                    lambda gh: gh.rest.apps.async_create_installation_access_token(installation_id),
+                    write=True,
+                )
+                cached = _Token(str(minted["token"]), _epoch(str(minted["expires_at"])))
+                self._tokens[installation_id] = cached
+            return cached.value
+
+    async def installation(self, installation_id: int) -> Installation:
+        """A client acting as one installation."""
+        token = await self.token(installation_id)
+        known = self._clients.get(installation_id)
+        if known is None or known[0] != token:
+            known = (token, self._client(TokenAuthStrategy(token)))
+            self._clients[installation_id] = known
+        return Installation(self, known[1], installation_id)
+
+    async def call(self, gh: GitHub[Any], call: Call, *, write: bool = False) -> Json:
+        """Run one request with retries; its JSON body (None for an empty one)."""
+        for attempt in range(RETRIES + 1):
+            if write:
+                await self._pace()
+            self.calls += 1
+            try:
+                response = await call(gh)
+                return response.json() if response.content else None
+            except RateLimitExceeded as exc:
+                wait = exc.retry_after.total_seconds()
+                if wait > MAX_WAIT_S or attempt == RETRIES:
+                    raise RateLimitedError(
+                        f"GitHub rate limit ({exc.response.status_code}) for {wait:.0f}s",
+                        retry_at=self._clock() + wait,
+                        status=exc.response.status_code,
+                    ) from None
+                log.warning("GitHub rate limit: waiting %.1fs before retrying", wait)
+                await self._sleep(max(wait, 1.0))
+                continue
+            except RequestFailed as exc:
+                status = exc.response.status_code
+                if status < 500 or attempt == RETRIES:
+                    raise _failed(exc) from None
+                log.warning("GitHub answered %d; retry %d of %d", status, attempt + 1, RETRIES)
+            except RequestError as exc:
+                if attempt == RETRIES:
+                    raise GitHubError(f"GitHub unreachable: {exc}") from None
+                log.warning("GitHub unreachable (%s); retry %d of %d", exc, attempt + 1, RETRIES)
+            await self._sleep(float(2**attempt))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _pace(self) -> None:
+        async with self._write_lock:
+            wait = self._last_write + self._write_interval_s - self._clock()
+            if wait > 0:
+                await self._sleep(wait)
+            self._last_write = self._clock()
+
+    async def aclose(self) -> None:
+        """Forget clients (githubkit opens a connection per call outside a context)."""
+        self._clients.clear()
+
+
+def _failed(exc: RequestFailed) -> GitHubError:
+    request = exc.response.raw_request
+    message = ""
+    try:
+        body = exc.response.json()
+        message = str(body.get("message", "")) if isinstance(body, dict) else ""
+        errors = body.get("errors") if isinstance(body, dict) else None
+        if isinstance(errors, list) and errors:
+            message += ": " + "; ".join(str(e.get("message", e)) for e in errors if e)
+    except ValueError:
+        message = exc.response.text[:200]
+    return GitHubError(
+        f"GitHub {request.method} {request.url.path} answered "
+        f"{exc.response.status_code}: {message}",
+        status=exc.response.status_code,
+    )
+
+
+def _comments_page(owner: str, repo: str, number: int, page: int) -> Call:
+    def call(gh: GitHub[Any]) -> Awaitable[Response[Any]]:
+        return gh.rest.issues.async_list_comments(owner, repo, number, per_page=100, page=page)
+
+    return call
+
+
+def _epoch(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+class Installation:
+    """The calls the bot makes as one installation."""
+
+    def __init__(self, app: GitHubApp, gh: GitHub[Any], installation_id: int) -> None:
+        self.app = app
+        self.gh = gh
+        self.installation_id = installation_id
+
+    async def _get(self, call: Call) -> Json:
+        return await self.app.call(self.gh, call)
+
+    async def _write(self, call: Call) -> Json:
+        return await self.app.call(self.gh, call, write=True)
+
+    async def permission(self, owner: str, repo: str, login: str) -> str:
+        """`admin`, `write`, `read` or `none`: GitHub maps `maintain` to `write` (custom
+        roles to their base), so write access is `admin` or `write`."""
+        try:
+            body = await self._get(
+                lambda gh: gh.rest.repos.async_get_collaborator_permission_level(owner, repo, login)
+            )
+        except GitHubError as exc:
+            if exc.status == 404:
+                return "none"
+            raise
+        return str(body.get("permission") or "none")
+
+    async def file(self, owner: str, repo: str, path: str, *, ref: str) -> str | None:
+        """A file's text on `ref`, or None when it is not there."""
+        try:
+            body = await self._get(
+                lambda gh: gh.rest.repos.async_get_content(owner, repo, path, ref=ref)
+            )
+        except GitHubError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if not isinstance(body, dict) or body.get("type") != "file":
+            return None
+        return base64.b64decode(str(body.get("content", ""))).decode("utf-8", "replace")
+
+    async def react_eyes(self, owner: str, repo: str, number: int) -> None:
+        """React 👀 to an issue (GitHub answers 200 for a reaction that exists: idempotent)."""
+        await self._write(
+            lambda gh: gh.rest.reactions.async_create_for_issue(owner, repo, number, content="eyes")
+        )
+
+    async def comments(self, owner: str, repo: str, number: int) -> list[Json]:
+        """Every comment on an issue, oldest first (all pages)."""
+        found: list[Json] = []
+        page = 1
+        while True:
+            batch = await self._get(_comments_page(owner, repo, number, page))
+            found.extend(batch)
+            if len(batch) < 100:
+                return found
+            page += 1
+
+    async def comment(self, owner: str, repo: str, number: int, body: str) -> Json:
+        """Post a new comment; the created comment."""
+        return await self._write(
+            lambda gh: gh.rest.issues.async_create_comment(owner, repo, number, body=body)
+        )
+
+    async def edit_comment(self, owner: str, repo: str, comment_id: int, body: str) -> Json:
+        """Replace a comment's body."""
+        return await self._write(
+            lambda gh: gh.rest.issues.async_update_comment(owner, repo, comment_id, body=body)
+        )
+
+    async def open_pulls(self, owner: str, repo: str, *, head: str) -> list[Json]:
+        """Open pull requests from `head` (`owner:branch`)."""
+        pulls = await self._get(
+            lambda gh: gh.rest.pulls.async_list(owner, repo, state="open", head=head)
+        )
+        return list(pulls)
+
+    async def create_pull(
+        self, owner: str, repo: str, *, title: str, head: str, base: str, body: str
+    ) -> Json:
+        """Open a pull request."""
+        return await self._write(
+            lambda gh: gh.rest.pulls.async_create(
+                owner, repo, title=title, head=head, base=base, body=body
+            )
+        )
+
+    async def update_pull(
+        self, owner: str, repo: str, number: int, *, title: str, body: str
+    ) -> Json:
+        """Rewrite a pull request's title and body."""
+        return await self._write(
+            lambda gh: gh.rest.pulls.async_update(owner, repo, number, title=title, body=body)
+        )

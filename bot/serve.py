@@ -1,0 +1,67 @@
+"""`teaparty serve`: the GitHub App server, configured from the environment."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable, Mapping
+
+from bot.errors import SettingsError
+from bot.runtime import Runtime, server
+from bot.settings import Settings
+from orchestrator.config import AgentDef
+from orchestrator.demo import DemoModel
+from orchestrator.errors import OrchestratorError
+from orchestrator.ports import Model
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def serve_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Run the App until interrupted."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = Settings.from_env(env, home=args.home)
+    except SettingsError as exc:
+        print(f"teaparty serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        asyncio.run(_serve(settings, env, host=args.host, port=args.port, model=args.model))
+    except (OrchestratorError, SettingsError) as exc:
+        print(f"teaparty serve: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _serve(
+    settings: Settings, env: Mapping[str, str], *, host: str, port: int, model: str | None
+) -> None:
+    runtime = await Runtime.open(settings, models=models(model, env), env=env)
+    try:
+        await runtime.run(server(runtime.app, host=host, port=port))
+    finally:
+        await runtime.close()
+
+
+def models(kind: str | None, env: Mapping[str, str]) -> Callable[[AgentDef], Model]:
+    """The model each agent runs on: Anthropic with a key, else the scripted stand-in."""
+    if (kind or ("anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted")) == "scripted":
+        logging.getLogger(__name__).warning(
+            "no ANTHROPIC_API_KEY: agents are played by the scripted stand-in"
+        )
+        demo = DemoModel()
+        return lambda agent: demo
+    from orchestrator.anthropic_model import AnthropicModel
+
+    cache: dict[str, Model] = {}
+
+    def model_for(agent: AgentDef) -> Model:
+        if agent.model not in cache:
+            cache[agent.model] = AnthropicModel.from_env(env, model=agent.model)
+        return cache[agent.model]
+
+    return model_for

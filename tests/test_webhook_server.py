@@ -1,0 +1,237 @@
+"""POST /webhook: verified, stored once before 202, refused clearly; the worker's retries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.errors import DeliveryError, GitHubError, RateLimitedError
+from bot.events import HANDLED_EVENTS, PayloadError
+from bot.server import create_app
+from bot.webhooks import parse_delivery, signature
+from bot.worker import DeliveryWorker
+from orchestrator import inbox
+from orchestrator.store import Store
+
+PAYLOADS = Path(__file__).parent / "payloads"
+SECRET = "It's a Secret to Everybody"
+
+
+def test_signature_matches_githubs_published_vector() -> None:
+    assert signature(SECRET, b"Hello, World!") == (
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    )
+
+
+def headers(body: bytes, *, event: str = "issues", delivery: str = "d-1") -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": signature(SECRET, body),
+        "Content-Type": "application/json",
+    }
+
+
+def lower(h: dict[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in h.items()}
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "words"),
+    [
+        ({"x-hub-signature-256": "sha256=" + "0" * 64}, 401, "does not match"),
+        ({"x-hub-signature-256": ""}, 401, "no X-Hub-Signature-256"),
+        ({"x-github-delivery": ""}, 400, "X-GitHub-Delivery"),
+        ({"x-github-event": ""}, 400, "X-GitHub-Event"),
+        ({"x-github-event": "deployment"}, 400, "'deployment' is not one this app subscribes"),
+    ],
+)
+def test_parse_delivery_refuses_with_a_reason(
+    change: dict[str, str], status: int, words: str
+) -> None:
+    body = (PAYLOADS / "issues.labeled.json").read_bytes()
+    given = lower(headers(body)) | change
+    with pytest.raises(DeliveryError, match=words) as caught:
+        parse_delivery(given, body, secret=SECRET, events=HANDLED_EVENTS)
+    assert caught.value.status == status
+
+
+def test_malformed_json_is_refused_after_the_signature_holds() -> None:
+    body = b'{"action": "labeled",'
+    with pytest.raises(DeliveryError, match="not JSON") as caught:
+        parse_delivery(lower(headers(body)), body, secret=SECRET, events=HANDLED_EVENTS)
+    assert caught.value.status == 400
+    array = b"[1, 2]"
+    with pytest.raises(DeliveryError, match="not a JSON object"):
+        parse_delivery(lower(headers(array)), array, secret=SECRET, events=HANDLED_EVENTS)
+
+
+def test_unsigned_is_accepted_only_without_a_secret() -> None:
+    body = (PAYLOADS / "ping.json").read_bytes()
+    given = lower(headers(body, event="ping")) | {"x-hub-signature-256": ""}
+    assert parse_delivery(given, body, secret=None, events=HANDLED_EVENTS).event == "ping"
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "teaparty.db")
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(store, secret=SECRET, events=HANDLED_EVENTS)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+        yield http
+
+
+async def stored(store: Store) -> list[tuple[str, str, str]]:
+    return await store.read(
+        lambda tx: tx.execute("SELECT delivery_id, event, action FROM deliveries").fetchall()
+    )
+
+
+async def test_a_delivery_is_stored_once_and_redelivery_does_nothing(
+    client: httpx.AsyncClient, store: Store
+) -> None:
+    body = (PAYLOADS / "issues.labeled.json").read_bytes()
+    first = await client.post("/webhook", content=body, headers=headers(body))
+    assert first.status_code == 202
+    assert first.json() == {"delivery_id": "d-1", "status": "queued"}
+    for _ in range(3):
+        again = await client.post("/webhook", content=body, headers=headers(body))
+        assert again.status_code == 202
+        assert again.json()["status"] == "duplicate"
+    assert await stored(store) == [("d-1", "issues", "labeled")]
+    health = await client.get("/healthz")
+    assert health.json() == {"ok": True, "pending_deliveries": 1}
+
+
+@pytest.mark.parametrize(
+    ("body", "change", "status"),
+    [
+        (b'{"zen": ', {}, 400),
+        (b"{}", {"X-Hub-Signature-256": "sha256=" + "1" * 64}, 401),
+        (b"{}", {"X-Hub-Signature-256": ""}, 401),
+        (b"{}", {"X-GitHub-Delivery": ""}, 400),
+        (b"{}", {"Content-Type": "application/x-www-form-urlencoded"}, 415),
+    ],
+)
+async def test_bad_deliveries_get_4xx_and_are_not_stored(
+    client: httpx.AsyncClient, store: Store, body: bytes, change: dict[str, str], status: int
+) -> None:
+    given = headers(body, event="ping") | change
+    response = await client.post("/webhook", content=body, headers=given)
+    assert response.status_code == status
+    assert response.json()["message"]
+    assert await stored(store) == []
+
+
+async def test_a_30_mb_body_is_refused_with_413(client: httpx.AsyncClient, store: Store) -> None:
+    body = b'{"pad": "' + b"x" * (30 * 1024 * 1024) + b'"}'
+    response = await client.post("/webhook", content=body, headers=headers(body))
+    assert response.status_code == 413
+
+    async def stream() -> AsyncIterator[bytes]:  # no Content-Length: counted while read
+        for _ in range(31):
+            yield b"x" * (1024 * 1024)
+
+    chunked = headers(b"") | {"X-GitHub-Delivery": "d-2"}
+    response = await client.post("/webhook", content=stream(), headers=chunked)
+    assert response.status_code == 413
+    assert await stored(store) == []
+
+
+class Flaky:
+    """A handler failing as told, then succeeding."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.seen: list[str] = []
+
+    async def __call__(self, delivery: inbox.Delivery) -> tuple[str, int | None]:
+        self.seen.append(delivery.delivery_id)
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok", None
+
+
+async def put(store: Store, delivery_id: str, body: bytes = b"{}") -> None:
+    await store.write(
+        lambda tx: inbox.record(
+            tx, delivery_id=delivery_id, event="issues", action="labeled", body=body, at=0.0
+        )
+    )
+
+
+async def make_due(store: Store) -> None:
+    await store.write(lambda tx: tx.execute("UPDATE deliveries SET next_attempt_at = 0"))
+
+
+async def test_a_failing_delivery_is_retried_with_backoff_then_succeeds(store: Store) -> None:
+    handler = Flaky(GitHubError("GitHub answered 502", status=502))
+    worker = DeliveryWorker(store, handler)
+    await put(store, "d-1")
+    await worker.drain()
+    record = await store.read(lambda tx: inbox.get(tx, "d-1"))
+    assert record is not None
+    assert (record.state, record.attempts, record.error) == ("pending", 1, "GitHub answered 502")
+    assert await worker.drain() == 0  # not due yet: the backoff holds
+    await make_due(store)
+    await worker.drain()
+    record = await store.read(lambda tx: inbox.get(tx, "d-1"))
+    assert record is not None
+    assert (record.state, record.outcome) == ("done", "ok")
+
+
+async def test_a_delivery_failing_every_attempt_is_kept_failed_with_its_error(
+    store: Store,
+) -> None:
+    handler = Flaky(*[GitHubError(f"boom {n}") for n in range(inbox.MAX_ATTEMPTS)])
+    worker = DeliveryWorker(store, handler)
+    await put(store, "d-1")
+    for _ in range(inbox.MAX_ATTEMPTS):
+        await make_due(store)
+        await worker.drain()
+    record = await store.read(lambda tx: inbox.get(tx, "d-1"))
+    assert record is not None
+    assert (record.state, record.attempts) == ("failed", inbox.MAX_ATTEMPTS)
+    assert record.error == f"boom {inbox.MAX_ATTEMPTS - 1}"
+    body = await store.read(
+        lambda tx: tx.execute("SELECT body FROM deliveries WHERE delivery_id = 'd-1'").fetchone()
+    )
+    assert body == (b"{}",)  # nothing lost: the delivery can be replayed
+
+
+async def test_a_bad_payload_fails_at_once_and_a_rate_limit_waits_without_an_attempt(
+    store: Store,
+) -> None:
+    handler = Flaky(PayloadError("issue.number", "issue.number: expected an integer"))
+    worker = DeliveryWorker(store, handler)
+    await put(store, "bad")
+    await worker.drain()
+    bad = await store.read(lambda tx: inbox.get(tx, "bad"))
+    assert bad is not None
+    assert (bad.state, bad.attempts) == ("failed", 1)
+    assert "issue.number" in (bad.error or "")
+
+    limited = Flaky(RateLimitedError("rate limit", retry_at=4e9))
+    worker = DeliveryWorker(store, limited)
+    await put(store, "slow")
+    await worker.drain()
+    slow = await store.read(lambda tx: inbox.get(tx, "slow"))
+    assert slow is not None
+    assert (slow.state, slow.attempts) == ("pending", 0)
+    due_at = await store.read(inbox.next_due_at)
+    assert due_at == 4e9
+
+
+def test_payloads_used_here_are_real() -> None:
+    labeled = json.loads((PAYLOADS / "issues.labeled.json").read_text())
+    assert labeled["action"] == "labeled"
