@@ -32,7 +32,64 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_config(commands)
     _add_run(commands)
+    _add_serve(commands)
+    _add_app_manifest(commands)
     return parser
+
+
+def _add_app_manifest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    manifest = commands.add_parser(
+        "app-manifest",
+        help="register the GitHub App from a manifest, then turn GitHub's code into settings",
+        description="Print the App's manifest (the permissions and events the bot needs); with "
+        "--html, also write a page whose button registers the App on GitHub. Then --convert "
+        "CODE trades the code from GitHub's redirect for the App: it prints GITHUB_APP_ID, "
+        "GITHUB_WEBHOOK_SECRET and GITHUB_APP_PRIVATE_KEY_PATH as .env lines and writes the key. "
+        "GITHUB_SERVER_URL and GITHUB_API_URL select a GitHub Enterprise Server.",
+    )
+    given = manifest.add_mutually_exclusive_group(required=True)
+    given.add_argument("--webhook-url", metavar="URL", help="https://HOST/.../webhook")
+    given.add_argument("--convert", metavar="CODE", help="the code from GitHub's redirect")
+    manifest.add_argument("--name", help="at most 34 characters (default: TeaParty)")
+    manifest.add_argument("--url", metavar="HOMEPAGE", help="default: https://github.com")
+    manifest.add_argument("--public", action="store_true", help="let any account install it")
+    manifest.add_argument(
+        "--redirect-url", metavar="URL", help="where GitHub sends you with ?code= afterwards"
+    )
+    manifest.add_argument("--html", type=Path, metavar="FILE", help="write the registration page")
+    manifest.add_argument("--org", metavar="ORG", help="register it under this organization")
+    manifest.add_argument(
+        "--key-file", type=Path, metavar="PATH", help="default: ./SLUG.private-key.pem"
+    )
+    manifest.set_defaults(command=_app_manifest)
+
+
+def _app_manifest(args: argparse.Namespace) -> int:
+    from bot.manifest import app_manifest_command
+
+    return app_manifest_command(args, os.environ)
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the GitHub App: receive webhooks, run jobs, open pull requests",
+        description="Serve POST /webhook and GET /healthz. Configured by GITHUB_APP_ID, "
+        "GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_PATH), GITHUB_WEBHOOK_SECRET, "
+        "GITHUB_API_URL, GITHUB_SERVER_URL, TEAPARTY_HOME, TEAPARTY_CONFIG, "
+        "TEAPARTY_ALLOWED_BOTS and ANTHROPIC_API_KEY (see the README).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000, help="default: 8000")
+    serve.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+    serve.add_argument("--model", choices=["scripted", "anthropic"])
+    serve.set_defaults(command=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from bot.serve import serve_command
+
+    return serve_command(args, os.environ)
 
 
 def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
+from githubkit.cache import MemCacheStrategy
 from githubkit.exception import RateLimitExceeded, RequestError, RequestFailed
 from githubkit.response import Response
 
@@ -80,6 +81,7 @@ class GitHubApp:
             user_agent=USER_AGENT,
             async_transport=self._transport,
             http_cache=False,
+            cache_strategy=MemCacheStrategy(),  # githubkit's default cache is process-wide
             auto_retry=False,
             timeout=30.0,
         )

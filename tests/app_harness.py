@@ -1,0 +1,129 @@
+"""A real `teaparty serve` process against the local GitHub stand-in, for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from bot.fakehub import FakeGitHub
+
+SECRET = "e2e-webhook-secret"
+APP_ID = 4242
+OWNER, REPO = "octo", "widgets"
+
+
+def private_key_pem() -> str:
+    """A fresh RSA key, as a GitHub App's private key."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def free_port() -> int:
+    """A port nobody listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """A running `teaparty serve`."""
+
+    process: asyncio.subprocess.Process
+    url: str
+    log: Path
+    env: dict[str, str]
+
+    async def pending(self) -> int:
+        """Deliveries the server has stored and not yet handled."""
+        async with httpx.AsyncClient() as http:
+            return int((await http.get(self.url + "/healthz")).json()["pending_deliveries"])
+
+    def output(self) -> str:
+        """What the server logged."""
+        return self.log.read_text(errors="replace")
+
+
+def server_env(hub: FakeGitHub, api_url: str, home: Path, pem: str) -> dict[str, str]:
+    """The environment a real deployment would set, pointed at the stand-in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GITHUB_"))}
+    return env | {
+        "GITHUB_APP_ID": str(APP_ID),
+        "GITHUB_APP_PRIVATE_KEY": pem,
+        "GITHUB_WEBHOOK_SECRET": SECRET,
+        "GITHUB_API_URL": api_url,
+        "GITHUB_SERVER_URL": hub.server_url,
+        "TEAPARTY_HOME": str(home),
+        "TEAPARTY_GITHUB_WRITE_INTERVAL": "0",
+        "TEAPARTY_STATUS_INTERVAL": "0.5",
+    }
+
+
+@asynccontextmanager
+async def serve(env: dict[str, str], *, port: int, log: Path) -> AsyncIterator[Server]:
+    """Start `teaparty serve` and wait until it answers /healthz; SIGTERM it after."""
+    with log.open("ab") as out:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "serve",
+            "--port",
+            str(port),
+            env=env,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", log, env)
+    try:
+        await until(lambda: _healthy(server), what="the server to answer /healthz")
+        yield server
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), 20)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def _healthy(server: Server) -> bool:
+    if server.process.returncode is not None:
+        raise AssertionError(f"teaparty serve exited:\n{server.output()}")
+    try:
+        await server.pending()
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+async def until(
+    check: Callable[[], object], *, what: str, limit: float = 60.0, every: float = 0.05
+) -> None:
+    """Wait for `check()` (sync or async) to be truthy, at most `limit` seconds."""
+    deadline = asyncio.get_running_loop().time() + limit
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(every)

@@ -1,0 +1,154 @@
+"""The App end to end: a real `teaparty serve`, the local GitHub stand-in, a bare remote.
+
+A signed `issues.labeled` gets 202, a 👀 and one tracking comment; the job runs; its gate
+is answered by the decider's reply; the branch is pushed and one PR closes the issue.
+The same delivery sent again 10 times and 10 concurrent label events change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from app_harness import (
+    APP_ID,
+    OWNER,
+    REPO,
+    SECRET,
+    Server,
+    free_port,
+    private_key_pem,
+    serve,
+    server_env,
+    until,
+)
+
+from bot.fakehub import FakeGitHub
+from bot.tracking import MARKER_PREFIX
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@dataclass
+class World:
+    hub: FakeGitHub
+    server: Server
+    pem: str
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    pem = private_key_pem()
+    port = free_port()
+    hub = FakeGitHub(
+        tmp_path / "hub",
+        app_id=APP_ID,
+        private_key_pem=pem,
+        webhook_url=f"http://127.0.0.1:{port}/webhook",
+        webhook_secret=SECRET,
+    )
+    hub.add_repo(OWNER, REPO)
+    hub.add_user("alice", "maintain")
+    hub.add_user("mallory", "read")
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, tmp_path / "home", pem)
+        async with serve(env, port=port, log=tmp_path / "server.log") as server:
+            yield World(hub, server, pem)
+    assert hub.violations == [], hub.violations
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def tracking(hub: FakeGitHub, number: int) -> list[str]:
+    return [c.body for c in hub.comments(OWNER, REPO, number) if MARKER_PREFIX + "job:" in c.body]
+
+
+def gates(hub: FakeGitHub, number: int) -> list[str]:
+    return [c.body for c in hub.comments(OWNER, REPO, number) if MARKER_PREFIX + "gate:" in c.body]
+
+
+async def settled(server: Server) -> None:
+    await until(lambda: _none_pending(server), what="every delivery to be handled")
+
+
+async def _none_pending(server: Server) -> bool:
+    return await server.pending() == 0
+
+
+async def test_a_labelled_issue_becomes_one_pull_request(world: World) -> None:
+    hub, server = world.hub, world.server
+    number = hub.open_issue(
+        OWNER,
+        REPO,
+        title="Add a changelog",
+        body="We need a CHANGELOG.<!-- hidden -->",
+        author="alice",
+    )
+    delivery = await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    assert hub.deliveries[-1].status == 202
+    await until(lambda: hub.reactions(OWNER, REPO, number), what="the 👀 reaction")
+    assert [r.content for r in hub.reactions(OWNER, REPO, number)] == ["eyes"]
+    await until(lambda: gates(hub, number), what="the plan question")
+    assert len(tracking(hub, number)) == 1
+    assert "@alice" in gates(hub, number)[0]
+
+    await hub.comment_as(OWNER, REPO, number, "mallory", "yes")  # not the decider: no effect
+    await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+    await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+    await until(lambda: "✅" in tracking(hub, number)[0], what="the final tracking comment")
+
+    (pull,) = hub.pulls(OWNER, REPO)
+    assert pull.pull is not None
+    assert f"Closes #{number}" in (pull.body or "")
+    assert pull.pull.head_ref.startswith(f"teaparty/job-{number}-")
+    final = tracking(hub, number)[0]
+    assert "[x] #1" in final
+    assert "Pull request:" in final
+    assert "Cost so far" in final
+    remote = hub.root / OWNER / f"{REPO}.git"
+    files = git(remote, "ls-tree", "-r", "--name-only", pull.pull.head_ref)
+    assert "docs/requests/add-a-changelog.md" in files
+    shown = git(remote, "show", f"{pull.pull.head_ref}:docs/requests/add-a-changelog.md")
+    assert "We need a CHANGELOG." in shown
+    assert "hidden" not in shown  # the hidden HTML comment never reached an agent
+
+    for _ in range(10):
+        again = await hub.redeliver(delivery)
+        assert again.status == 202
+    await asyncio.gather(
+        *(hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice") for _ in range(10))
+    )
+    await settled(server)
+    await asyncio.sleep(1.0)  # room for any (wrong) second job to show itself
+    assert len(hub.pulls(OWNER, REPO)) == 1
+    assert len(tracking(hub, number)) == 1
+    assert len(gates(hub, number)) == 1
+    posted = [r for r in hub.requests if r.method == "POST" and r.path.endswith("/pulls")]
+    assert len(posted) == 1
+    assert world.pem not in server.output()
+
+
+async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> None:
+    hub, server = world.hub, world.server
+    number = hub.open_issue(OWNER, REPO, title="Do it", body="please", author="mallory")
+    for _ in range(2):
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="mallory")
+    await settled(server)
+    comments = hub.comments(OWNER, REPO, number)
+    assert len(comments) == 1
+    assert "write access" in comments[0].body
+    assert "@mallory" in comments[0].body
+    assert hub.reactions(OWNER, REPO, number) == []
+
+    other = hub.open_issue(OWNER, REPO, title="Typo", body="fix", author="alice")
+    await hub.label_issue(OWNER, REPO, other, "bug", sender="alice")  # not the trigger label
+    await settled(server)
+    assert hub.comments(OWNER, REPO, other) == []
