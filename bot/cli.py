@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(commands)
     _add_run(commands)
     _add_serve(commands)
+    _add_demo(commands)
     _add_app_manifest(commands)
     return parser
 
@@ -84,6 +85,25 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     serve.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
     serve.add_argument("--model", choices=["scripted", "anthropic"])
     serve.set_defaults(command=_serve)
+
+
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="run the whole App loop offline: a local GitHub, an issue, a pull request",
+        description="Start a local GitHub stand-in and teaparty serve on 127.0.0.1, label an "
+        "issue, answer the App's questions as the maintainer, and show the pull request. "
+        "Uses the scripted model unless ANTHROPIC_API_KEY is set.",
+    )
+    demo.add_argument("--home", type=Path, metavar="DIR", help="keep the demo's state here")
+    demo.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    demo.set_defaults(command=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from bot.demo import demo_command
+
+    return demo_command(args, os.environ)
 
 
 def _serve(args: argparse.Namespace) -> int:

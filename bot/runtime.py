@@ -194,7 +194,14 @@ class Runtime:
         await self.office.close()
 
 
-def server(app: FastAPI, *, host: str, port: int) -> uvicorn.Server:
+def server(app: FastAPI, *, host: str, port: int, quiet: bool = False) -> uvicorn.Server:
     """A uvicorn server for the App (uvloop and httptools when installed)."""
-    config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_level="info")
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="off",
+        log_level="warning" if quiet else "info",
+        access_log=not quiet,
+    )
     return uvicorn.Server(config)

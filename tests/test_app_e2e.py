@@ -133,7 +133,21 @@ async def test_a_labelled_issue_becomes_one_pull_request(world: World) -> None:
     assert len(gates(hub, number)) == 1
     posted = [r for r in hub.requests if r.method == "POST" and r.path.endswith("/pulls")]
     assert len(posted) == 1
-    assert world.pem not in server.output()
+    assert_no_secret_leaked(world)
+
+
+def assert_no_secret_leaked(world: World) -> None:
+    """No token, key or secret in the log, the store, a git config or anything agents wrote."""
+    secrets = [world.pem.splitlines()[1], SECRET, *world.hub.state.tokens]
+    assert len(secrets) > 2  # at least one installation token was issued
+    home = Path(world.server.env["TEAPARTY_HOME"])
+    places = {"server log": world.server.output().encode()}
+    for path in home.rglob("*"):
+        if path.is_file() and path.stat().st_size < 50_000_000:
+            places[str(path)] = path.read_bytes()
+    for secret in secrets:
+        for where, content in places.items():
+            assert secret.encode() not in content, f"a secret leaked into {where}"
 
 
 async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> None:
@@ -146,6 +160,14 @@ async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> N
     assert len(comments) == 1
     assert "write access" in comments[0].body
     assert "@mallory" in comments[0].body
+    assert hub.reactions(OWNER, REPO, number) == []
+
+    hub.add_user("teaparty-demo[bot]", "admin", type="Bot")
+    hub.add_user("renovate[bot]", "write", type="Bot")
+    for bot in ("teaparty-demo[bot]", "renovate[bot]"):  # the app itself; a bot not allowed
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender=bot)
+    await settled(server)
+    assert len(hub.comments(OWNER, REPO, number)) == 1
     assert hub.reactions(OWNER, REPO, number) == []
 
     other = hub.open_issue(OWNER, REPO, title="Typo", body="fix", author="alice")

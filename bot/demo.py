@@ -1,0 +1,221 @@
+"""`teaparty demo`: the whole App loop on this machine, with nothing to configure.
+
+A local GitHub stand-in (bare repositories as remotes, request and response shapes checked
+against GitHub's OpenAPI description) and `teaparty serve` run side by side on 127.0.0.1.
+A maintainer opens an issue and labels it; the stand-in sends the signed `issues.labeled`
+delivery GitHub would; the App plans, asks, works and opens a pull request, while the demo
+prints the issue thread and the demo decider answers each question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from bot.fakehub import FakeGitHub
+from bot.runtime import Runtime, server
+from bot.serve import models
+from bot.settings import Settings
+from bot.tracking import MARKER_PREFIX
+
+OWNER, REPO, DECIDER, APP_ID = "octo", "demo", "maintainer", 1
+TITLE = "Add a CHANGELOG"
+BODY = (
+    "We should keep a CHANGELOG.md so users can see what changed in each release.\n"
+    "<!-- a hidden note: an HTML comment like this never reaches an agent -->"
+)
+
+
+def demo_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Run the demo; exit 0 when the pull request exists."""
+    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="teaparty-demo-"))
+    try:
+        return asyncio.run(run_demo(home, env, timeout=args.timeout))
+    finally:
+        if not args.home:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+async def run_demo(home: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> int:
+    """The demo in `home` (the stand-in's repositories and the App's state)."""
+    pem = _private_key()
+    port = _free_port()
+    secret = secrets.token_hex(16)
+    hub = FakeGitHub(
+        home / "github",
+        app_id=APP_ID,
+        private_key_pem=pem,
+        webhook_url=f"http://127.0.0.1:{port}/webhook",
+        webhook_secret=secret,
+    )
+    hub.add_repo(OWNER, REPO, source=_sample_repo(home / "sample"))
+    hub.add_user(DECIDER, "admin")
+    async with hub.serve() as api_url:
+        settings = Settings(
+            app_id=str(APP_ID),
+            private_key=pem,
+            webhook_secret=secret,
+            home=home / "teaparty",
+            api_url=api_url,
+            server_url=hub.server_url,
+            write_interval_s=0.0,
+            status_interval_s=0.5,
+        )
+        quiet = {k: v for k, v in env.items() if not k.startswith("GITHUB_")}
+        runtime = await Runtime.open(settings, models=models(None, quiet), env=quiet)
+        app_server = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
+        running = asyncio.create_task(runtime.run(app_server))
+        try:
+            async with asyncio.timeout(timeout):
+                while not app_server.started:
+                    if running.done():
+                        return 1
+                    await asyncio.sleep(0.02)
+                say(f"a GitHub stand-in at {api_url} · teaparty serve at http://127.0.0.1:{port}")
+                return await _story(hub)
+        except TimeoutError:
+            say(f"the demo did not finish within {timeout:.0f}s")
+            return 1
+        finally:
+            app_server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            await runtime.close()
+
+
+async def _story(hub: FakeGitHub) -> int:
+    number = hub.open_issue(OWNER, REPO, title=TITLE, body=BODY, author=DECIDER)
+    say(f"{OWNER}/{REPO}#{number} opened by @{DECIDER}: {TITLE!r}")
+    delivery = await hub.label_issue(OWNER, REPO, number, "teaparty", sender=DECIDER)
+    status = hub.deliveries[-1].status
+    say(f"@{DECIDER} added the label `teaparty` → delivery {delivery[:8]}… answered {status}")
+    thread = Thread(hub, number)
+    while not hub.pulls(OWNER, REPO) or not thread.finished():
+        for comment_id, author, body in thread.new():
+            if MARKER_PREFIX + "gate:" in body:
+                await hub.comment_as(OWNER, REPO, number, DECIDER, "yes")
+                say(f"  @{DECIDER} (the demo decider) replied: yes")
+            del comment_id, author
+        await asyncio.sleep(0.05)
+    thread.new()
+    _show_pull(hub)
+    calls = [r for r in hub.requests if r.auth != "none"]
+    say(f"GitHub API calls the App made: {len(calls)}; schema violations: {len(hub.violations)}")
+    return 0 if not hub.violations else 1
+
+
+class Thread:
+    """Prints the issue's comments as they appear and as the tracking comment changes."""
+
+    def __init__(self, hub: FakeGitHub, number: int) -> None:
+        self.hub = hub
+        self.number = number
+        self.seen: dict[int, str] = {}
+        self.reacted = False
+
+    def new(self) -> list[tuple[int, str, str]]:
+        """Comments (id, author, body) first seen now; prints them and edits."""
+        fresh = []
+        if not self.reacted and self.hub.reactions(OWNER, REPO, self.number):
+            self.reacted = True
+            say("  👀 the App reacted to the issue")
+        for comment in self.hub.comments(OWNER, REPO, self.number):
+            known = self.seen.get(comment.comment_id)
+            if known == comment.body:
+                continue
+            self.seen[comment.comment_id] = comment.body
+            verb = "edited its tracking comment" if known is not None else "commented"
+            if known is None:
+                fresh.append((comment.comment_id, comment.author, comment.body))
+            if comment.author != DECIDER:
+                say(f"  [{comment.author}] {verb}: {_headline(comment.body)}")
+                for line in comment.body.splitlines():
+                    if line.startswith("> ") and MARKER_PREFIX + "gate:" in comment.body:
+                        say(f"      {line}")
+        return fresh
+
+    def finished(self) -> bool:
+        """Whether the tracking comment says the job is done (or stopped)."""
+        return any(
+            "✅" in body or "⚠️" in body
+            for body in self.seen.values()
+            if MARKER_PREFIX + "job:" in body
+        )
+
+
+def _headline(body: str) -> str:
+    lines = [line for line in body.splitlines() if line and not line.startswith("<!--")]
+    head = lines[0].lstrip("# ") if lines else ""
+    now = next((line for line in lines if line.startswith("**Now:**")), "")
+    return f"{head} — {now.removeprefix('**Now:** ')}" if now else head
+
+
+def _show_pull(hub: FakeGitHub) -> None:
+    (pull, *_) = hub.pulls(OWNER, REPO)
+    assert pull.pull is not None
+    say(f"pull request #{pull.number}: {pull.title} ({pull.pull.head_ref} → {pull.pull.base_ref})")
+    closes = [line for line in (pull.body or "").splitlines() if line.startswith("Closes #")]
+    say(f"  {closes[0] if closes else '(no Closes line)'}")
+    remote = hub.root / OWNER / f"{REPO}.git"
+    stat = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(remote),
+            "diff",
+            "--stat",
+            f"{pull.pull.base_ref}...{pull.pull.head_ref}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    for line in stat.rstrip().splitlines():
+        say(f"  {line.strip()}")
+
+
+def say(line: str) -> None:
+    """One line of the demo's story."""
+    print(line, flush=True)
+
+
+def _private_key() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _sample_repo(path: Path) -> Path:
+    """A small project for the demo's issue to be about."""
+    path.mkdir(parents=True)
+    (path / "README.md").write_text("# demo\n\nA tiny project the TeaParty demo works on.\n")
+    (path / "demo.py").write_text('def hello() -> str:\n    return "hello"\n')
+    identity = ["-c", "user.name=Demo", "-c", "user.email=demo@example.invalid"]
+    for args in (["init", "-q", "-b", "main"], ["add", "."], [*identity, "commit", "-qm", "Start"]):
+        subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
+    return path
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(demo_command(argparse.Namespace(home=None, timeout=120.0), {}))
