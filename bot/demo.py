@@ -42,13 +42,13 @@ def demo_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Run the demo; exit 0 when the pull request exists."""
     home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="teaparty-demo-"))
     try:
-        return asyncio.run(run_demo(home, env, timeout=args.timeout))
+        return asyncio.run(run_demo(home, env, limit_s=args.timeout))
     finally:
         if not args.home:
             shutil.rmtree(home, ignore_errors=True)
 
 
-async def run_demo(home: Path, env: Mapping[str, str], *, timeout: float = 120.0) -> int:
+async def run_demo(home: Path, env: Mapping[str, str], *, limit_s: float = 120.0) -> int:
     """The demo in `home` (the stand-in's repositories and the App's state)."""
     pem = _private_key()
     port = _free_port()
@@ -78,7 +78,7 @@ async def run_demo(home: Path, env: Mapping[str, str], *, timeout: float = 120.0
         app_server = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
         running = asyncio.create_task(runtime.run(app_server))
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(limit_s):
                 while not app_server.started:
                     if running.done():
                         return 1
@@ -86,7 +86,7 @@ async def run_demo(home: Path, env: Mapping[str, str], *, timeout: float = 120.0
                 say(f"a GitHub stand-in at {api_url} · teaparty serve at http://127.0.0.1:{port}")
                 return await _story(hub)
         except TimeoutError:
-            say(f"the demo did not finish within {timeout:.0f}s")
+            say(f"the demo did not finish within {limit_s:.0f}s")
             return 1
         finally:
             app_server.should_exit = True

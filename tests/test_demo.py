@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(120)
 async def test_the_demo_ends_with_one_pull_request_that_closes_the_issue(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert await run_demo(tmp_path, {"PATH": "/usr/bin:/bin"}, timeout=90) == 0
+    assert await run_demo(tmp_path, {"PATH": "/usr/bin:/bin"}, limit_s=90) == 0
     out = capsys.readouterr().out
     assert "answered 202" in out
     assert "👀 the App reacted" in out
