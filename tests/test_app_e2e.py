@@ -174,3 +174,34 @@ async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> N
     await hub.label_issue(OWNER, REPO, other, "bug", sender="alice")  # not the trigger label
     await settled(server)
     assert hub.comments(OWNER, REPO, other) == []
+
+
+async def test_a_failed_pull_request_is_reported_and_retried_by_relabelling(world: World) -> None:
+    hub, server = world.hub, world.server
+    number = hub.open_issue(OWNER, REPO, title="Add a licence", body="MIT", author="alice")
+    hub.fail_next(
+        "POST", r"/pulls$", 403, body={"message": "Resource not accessible by integration"}
+    )
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    await until(lambda: gates(hub, number), what="the plan question")
+    await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+    await until(lambda: failures(hub, number), what="the failure comment", limit=90)
+    (failure,) = failures(hub, number)
+    assert "Resource not accessible by integration" in failure
+    assert "remove the `teaparty` label and add it again" in failure
+    assert hub.pulls(OWNER, REPO) == []
+    remote = hub.root / OWNER / f"{REPO}.git"
+    branches = git(remote, "branch", "--list", "teaparty/*")
+    assert f"teaparty/job-{number}-add-a-licence" in branches  # the work is pushed and kept
+
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    await until(lambda: hub.pulls(OWNER, REPO), what="the pull request on retry", limit=90)
+    await settled(server)
+    assert len(hub.pulls(OWNER, REPO)) == 1
+    assert len(failures(hub, number)) == 1
+
+
+def failures(hub: FakeGitHub, number: int) -> list[str]:
+    return [
+        c.body for c in hub.comments(OWNER, REPO, number) if MARKER_PREFIX + "failure:" in c.body
+    ]
