@@ -205,3 +205,35 @@ def failures(hub: FakeGitHub, number: int) -> list[str]:
     return [
         c.body for c in hub.comments(OWNER, REPO, number) if MARKER_PREFIX + "failure:" in c.body
     ]
+
+
+async def test_a_server_killed_mid_job_resumes_it_with_nothing_twice(tmp_path: Path) -> None:
+    pem = private_key_pem()
+    port = free_port()
+    hub = FakeGitHub(
+        tmp_path / "hub",
+        app_id=APP_ID,
+        private_key_pem=pem,
+        webhook_url=f"http://127.0.0.1:{port}/webhook",
+        webhook_secret=SECRET,
+    )
+    hub.add_repo(OWNER, REPO)
+    hub.add_user("alice", "admin")
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, tmp_path / "home", pem)
+        number = hub.open_issue(OWNER, REPO, title="Add docs", body="Write docs.", author="alice")
+        async with serve(env, port=port, log=tmp_path / "server.log") as first:
+            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+            await until(lambda: gates(hub, number), what="the plan question")
+            first.process.kill()  # SIGKILL: no shutdown, no flush beyond what was committed
+            await first.process.wait()
+        await hub.comment_as(OWNER, REPO, number, "alice", "yes")  # GitHub: delivery failed
+        assert hub.deliveries[-1].status is None
+        async with serve(env, port=port, log=tmp_path / "server.log") as second:
+            await hub.redeliver(hub.deliveries[-1].delivery_id)  # the maintainer redelivers
+            await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+            await settled(second)
+    assert len(tracking(hub, number)) == 1
+    assert len(gates(hub, number)) == 1
+    assert len(hub.pulls(OWNER, REPO)) == 1
+    assert hub.violations == []
