@@ -114,12 +114,32 @@ Call = Callable[..., ToolCall]
 
 def _to_reviewers(info: dict[str, Any], turns: list[list[Step]], call: Call) -> AssistantTurn:
     review = _json(turns[-1][0])
+    if not review.get("commits"):
+        return _nothing_committed(info, turns, call)
     rounds = _review_rounds(turns)
     sends = [
         call(SEND, member=r, message=_review_brief(info, review, rounds), **_context(turns, r))
         for r in _reviewers(info, turns)
     ]
     return AssistantTurn(tool_calls=tuple(sends))
+
+
+def _nothing_committed(info: dict[str, Any], turns: list[list[Step]], call: Call) -> AssistantTurn:
+    """A worker that says it is done but committed nothing is sent back, then escalated."""
+    empty = sum(turn[0].call.name == REVIEW and not _json(turn[0]).get("commits") for turn in turns)
+    if empty >= info["rounds"]:
+        reason = f"the worker committed nothing on {info['branch']} after {empty} reminder(s)"
+        return AssistantTurn(tool_calls=(call(FINISH, outcome="no commits", reason=reason),))
+    worker = info["worker"]
+    message = (
+        f"Your branch {info['branch']} has no commits beyond the job branch, so there is "
+        "nothing to review or merge. Commit your work in your worktree (git add, then git "
+        "commit) and reply when it is committed; if it cannot be done, reply "
+        "`blocked: <reason>`."
+    )
+    return AssistantTurn(
+        tool_calls=(call(SEND, member=worker, message=message, **_context(turns, worker)),)
+    )
 
 
 def _after_merge(info: dict[str, Any], merged: dict[str, Any], call: Call) -> AssistantTurn:

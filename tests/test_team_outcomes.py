@@ -144,3 +144,40 @@ async def test_a_worker_may_ask_for_review_of_a_task_planned_without(tmp_path: P
     assert reviewed == {1}  # only the task whose worker asked
     # the scripted spec reviewer asks task #1 for one change, so two rounds
     assert [e for n, e, _ in out["log"] if n == 1].count("review") == 2  # type: ignore[attr-defined]
+
+
+def forgetful_worker(request: ModelRequest) -> AssistantTurn:
+    """Says it is done before committing; commits once told its branch is empty."""
+    text, after = script.last_request(request.messages)
+    if after == 0 and "has no commits" not in text:
+        return script.turn(script.call("w", "write_file", path="alpha.py", content="ALPHA = 1\n"))
+    if "has no commits" not in text:
+        return AssistantTurn(text="Done: alpha.py written.")
+    if after == 0:
+        return script.turn(script.call("c", "shell", command="git add -A && git commit -qm a"))
+    return AssistantTurn(text="Committed alpha.py.")
+
+
+def never_commits(request: ModelRequest) -> AssistantTurn:
+    return AssistantTurn(text="Done, trust me.")
+
+
+async def test_a_worker_that_committed_nothing_is_sent_back_not_merged(tmp_path: Path) -> None:
+    out = await run(tmp_path, implementer=forgetful_worker)
+    tasks = out["tasks"]
+    assert tasks[0].state == "done"  # type: ignore[index]
+    reviews = [d for n, e, d in out["log"] if n == 1 and e == "review"]  # type: ignore[attr-defined]
+    assert len(reviews) == 2  # the empty branch, then the commit
+    model: FunctionModel = out["model"]  # type: ignore[assignment]
+    reviewed = [r for r in model.requests if r.agent.endswith("reviewer")]
+    assert reviewed  # reviewers saw only the branch with the commit
+    assert all("0 commit(s)" not in r.messages[0].text for r in reviewed)
+
+
+async def test_a_worker_that_never_commits_is_escalated(tmp_path: Path) -> None:
+    out = await run(tmp_path, implementer=never_commits)
+    tasks = out["tasks"]
+    assert tasks[0].state == "blocked"  # type: ignore[index]
+    assert "committed nothing" in (tasks[0].blocked_reason or "")  # type: ignore[index]
+    model: FunctionModel = out["model"]  # type: ignore[assignment]
+    assert not [r for r in model.requests if "reviewer" in r.agent]
