@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -48,8 +48,17 @@ def demo_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             shutil.rmtree(home, ignore_errors=True)
 
 
-async def run_demo(home: Path, env: Mapping[str, str], *, limit_s: float = 120.0) -> int:
-    """The demo in `home` (the stand-in's repositories and the App's state)."""
+async def run_demo(
+    home: Path,
+    env: Mapping[str, str],
+    *,
+    limit_s: float = 120.0,
+    inspect: Callable[[FakeGitHub], None] = lambda hub: None,
+) -> int:
+    """The demo in `home` (the stand-in's repositories and the App's state).
+
+    `inspect` sees the stand-in at the end (the benchmark counts its API calls).
+    """
     pem = _private_key()
     port = _free_port()
     secret = secrets.token_hex(16)
@@ -84,7 +93,9 @@ async def run_demo(home: Path, env: Mapping[str, str], *, limit_s: float = 120.0
                         return 1
                     await asyncio.sleep(0.02)
                 say(f"a GitHub stand-in at {api_url} · teaparty serve at http://127.0.0.1:{port}")
-                return await _story(hub)
+                code = await _story(hub)
+                inspect(hub)
+                return code
         except TimeoutError:
             say(f"the demo did not finish within {limit_s:.0f}s")
             return 1

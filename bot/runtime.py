@@ -202,6 +202,6 @@ def server(app: FastAPI, *, host: str, port: int, quiet: bool = False) -> uvicor
         port=port,
         lifespan="off",
         log_level="warning" if quiet else "info",
-        access_log=not quiet,
+        access_log=False,  # one line per delivery comes from the worker instead
     )
     return uvicorn.Server(config)

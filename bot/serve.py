@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from bot.errors import SettingsError
 from bot.runtime import Runtime, server
@@ -30,17 +32,28 @@ def serve_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print(f"teaparty serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        asyncio.run(_serve(settings, env, host=args.host, port=args.port, model=args.model))
+        _run(_serve(settings, env, host=args.host, port=args.port, model=args.model))
     except (OrchestratorError, SettingsError) as exc:
         print(f"teaparty serve: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
 
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop where it is installed (uvicorn[standard] brings it), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
 async def _serve(
     settings: Settings, env: Mapping[str, str], *, host: str, port: int, model: str | None
 ) -> None:
     runtime = await Runtime.open(settings, models=models(model, env), env=env)
+    gc.freeze()  # what startup allocated is never collected: shorter full collections later
     try:
         await runtime.run(server(runtime.app, host=host, port=port))
     finally:

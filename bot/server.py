@@ -7,6 +7,8 @@ same moment, wakes the worker and answers. `GET /healthz` says whether the store
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +33,7 @@ def create_app(
 ) -> FastAPI:
     """The App's HTTP face over `store`; `secret=None` accepts unsigned deliveries (loudly)."""
     app = FastAPI(title="TeaParty for GitHub", docs_url=None, redoc_url=None, openapi_url=None)
+    ingest = Ingest(store)
     if secret is None:
         log.warning("INSECURE: webhook signatures are NOT checked; never expose this server")
 
@@ -44,7 +47,7 @@ def create_app(
             log.info("delivery %s refused (%d): %s", exc.delivery_id or header_id, exc.status, exc)
             return JSONResponse({"message": str(exc)}, status_code=exc.status)
         try:
-            fresh = await store.write(lambda tx: _store(tx, delivery))
+            fresh = await ingest.put(delivery)
         except Exception:  # the edge's guard: a store failure is ours, GitHub may redeliver
             log.exception("delivery %s: could not be stored", delivery.delivery_id)
             return JSONResponse({"message": "could not store the delivery"}, status_code=500)
@@ -82,6 +85,8 @@ async def _body(request: Request, delivery_id: str) -> bytes:
             f"content type {kind or 'none'!r}: configure the webhook for application/json",
             delivery_id=delivery_id,
         )
+    if declared.isdigit():  # the usual case: the size is known and allowed
+        return await request.body()
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
@@ -92,12 +97,52 @@ async def _body(request: Request, delivery_id: str) -> bytes:
     return b"".join(chunks)
 
 
-def _store(tx: Tx, delivery: Delivery) -> bool:
-    return inbox.record(
-        tx,
-        delivery_id=delivery.delivery_id,
-        event=delivery.event,
-        action=delivery.action,
-        body=delivery.body,
-        at=now(),
-    )
+class Ingest:
+    """Stores deliveries in batches: those arriving while a commit runs share the next one.
+
+    One write (one savepoint) per batch instead of one per delivery: at 64 deliveries in
+    flight the statements per delivery fall from three to one.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pending: list[tuple[Delivery, asyncio.Future[bool]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def put(self, delivery: Delivery) -> bool:
+        """Store one delivery durably; False when its id was stored before."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append((delivery, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            deliveries = [delivery for delivery, _ in batch]
+            try:
+                fresh = await self.store.write(functools.partial(_store_all, deliveries))
+            except Exception as exc:  # handed to every waiting request, which answers 500
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), stored in zip(batch, fresh, strict=True):
+                if not future.done():
+                    future.set_result(stored)
+
+
+def _store_all(deliveries: list[Delivery], tx: Tx) -> list[bool]:
+    at = now()
+    return [
+        inbox.record(
+            tx,
+            delivery_id=d.delivery_id,
+            event=d.event,
+            action=d.action,
+            body=d.body,
+            at=at,
+        )
+        for d in deliveries
+    ]

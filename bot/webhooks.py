@@ -28,7 +28,7 @@ class Delivery:
 
 def signature(secret: str, body: bytes) -> str:
     """The `X-Hub-Signature-256` value GitHub sends for `body`."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return "sha256=" + hmac.digest(secret.encode(), body, hashlib.sha256).hex()
 
 
 def parse_delivery(

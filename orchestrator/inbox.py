@@ -8,7 +8,6 @@ Nothing is deleted until it is done and older than the redelivery window.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,15 +47,12 @@ class DeliveryRecord:
 
 def record(tx: Tx, *, delivery_id: str, event: str, action: str, body: bytes, at: float) -> bool:
     """Store a delivery once; False when its id was seen before (a redelivery)."""
-    try:
-        tx.execute(
-            "INSERT INTO deliveries (delivery_id, event, action, body, received_at,"
-            " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (delivery_id, event, action, body, at, at),
-        )
-    except sqlite3.IntegrityError:
-        return False
-    return True
+    cursor = tx.execute(
+        "INSERT OR IGNORE INTO deliveries (delivery_id, event, action, body, received_at,"
+        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (delivery_id, event, action, body, at, at),
+    )
+    return cursor.rowcount == 1
 
 
 def due(tx: Tx, *, at: float, limit: int = 50) -> list[Delivery]:
