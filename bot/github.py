@@ -61,7 +61,8 @@ class GitHubApp:
         write_interval_s: float = 1.0,
     ) -> None:
         self.api_url = api_url.rstrip("/") + "/"
-        self._transport = transport
+        self._pool = transport or httpx.AsyncHTTPTransport(retries=0)
+        self._transport = _Shared(self._pool)
         self._app = self._client(AppAuthStrategy(app_id, private_key))
         self._sleep = sleep
         self._clock = clock
@@ -72,7 +73,6 @@ class GitHubApp:
         self._token_locks: dict[int, asyncio.Lock] = {}
         self._clients: dict[int, tuple[str, GitHub[Any]]] = {}
         self._login: str | None = None
-        self.calls = 0
 
     def _client(self, auth: Any) -> GitHub[Any]:
         return GitHub(
@@ -122,7 +122,6 @@ class GitHubApp:
         for attempt in range(RETRIES + 1):
             if write:
                 await self._pace()
-            self.calls += 1
             try:
                 response = await call(gh)
                 return response.json() if response.content else None
@@ -157,8 +156,25 @@ class GitHubApp:
             self._last_write = self._clock()
 
     async def aclose(self) -> None:
-        """Forget clients (githubkit opens a connection per call outside a context)."""
+        """Close the connection pool every client shares."""
         self._clients.clear()
+        await self._pool.aclose()
+
+
+class _Shared(httpx.AsyncBaseTransport):
+    """One connection pool for every request: githubkit, used outside `async with`, makes
+    and closes an httpx client per request, which would close a transport it owned (a new
+    TCP and TLS connection per API call)."""
+
+    def __init__(self, pool: httpx.AsyncBaseTransport) -> None:
+        self.pool = pool
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send through the shared pool."""
+        return await self.pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """Keep the pool open: GitHubApp.aclose closes it."""
 
 
 def _failed(exc: RequestFailed) -> GitHubError:

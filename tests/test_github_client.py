@@ -138,3 +138,26 @@ async def test_writes_are_spaced_as_github_asks(hub: FakeGitHub) -> None:
     for text in ("one", "two", "three"):
         await gh.comment(OWNER, REPO, number, text)
     assert clock.slept == [1.0, 1.0, 1.0]  # the token POST, then each comment a second apart
+
+
+class Counting(httpx.ASGITransport):
+    """The stand-in's transport, counting how often something closes it."""
+
+    closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
+        await super().aclose()
+
+
+async def test_every_request_shares_one_connection_pool_closed_once(hub: FakeGitHub) -> None:
+    transport = Counting(app=hub.asgi)
+    github = GitHubApp(
+        app_id=str(APP_ID), private_key=PEM, api_url="http://hub/", transport=transport
+    )
+    gh = await github.installation(1)
+    for _ in range(3):
+        await gh.permission(OWNER, REPO, "alice")
+    assert transport.closed == 0  # githubkit's per-request clients leave the pool open
+    await github.aclose()
+    assert transport.closed == 1
