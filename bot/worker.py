@@ -3,7 +3,8 @@
 A delivery is marked done only after its handler returned, so a crash mid-way leaves it
 pending and the next process handles it again (the handlers are idempotent). A bad
 payload fails at once; a GitHub or git failure is retried with backoff; a rate limit
-waits for its reset without spending an attempt. Jobs a delivery touched are synced.
+waits for its reset without spending an attempt; a bug in a handler is logged and
+retried like a failure, so it never stops the worker. Jobs a delivery touched are synced.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from bot.errors import BotError, GitHubError, RateLimitedError
+from bot.errors import BotError, RateLimitedError
 from bot.events import PayloadError
 from orchestrator import inbox
 from orchestrator.errors import OrchestratorError
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[inbox.Delivery], Awaitable[tuple[str, int | None]]]
 IDLE_POLL_S = 30.0
+PRUNE_EVERY_S = 3600.0
 
 
 class DeliveryWorker:
@@ -43,9 +45,12 @@ class DeliveryWorker:
         self._wake.set()
 
     async def run(self) -> None:
-        """Handle due deliveries until cancelled."""
-        await self.store.write(lambda tx: inbox.prune(tx, at=now()))
+        """Handle due deliveries until cancelled; forget old handled ones hourly."""
+        pruned_at = 0.0
         while True:
+            if now() - pruned_at > PRUNE_EVERY_S:
+                await self.store.write(lambda tx: inbox.prune(tx, at=now()))
+                pruned_at = now()
             self._wake.clear()
             if not await self.drain():
                 await self._sleep_until_due()
@@ -81,9 +86,13 @@ class DeliveryWorker:
                 lambda tx: inbox.retry_later(tx, did, at=now(), not_before=retry_at, error=error)
             )
             return
-        except (GitHubError, OrchestratorError, BotError) as exc:
+        except (BotError, OrchestratorError) as exc:
             log.warning("delivery %s (%s) failed: %s", did, delivery.event, exc)
             await self._failed(did, str(exc), retry=True)
+            return
+        except Exception as exc:  # the worker's guard: a bug in one handler stops no other
+            log.exception("delivery %s (%s): handler raised", did, delivery.event)
+            await self._failed(did, f"{type(exc).__name__}: {exc}", retry=True)
             return
         await self.store.write(lambda tx: inbox.done(tx, did, outcome=outcome, at=now()))
         self.handled += 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -232,6 +231,29 @@ async def test_a_bad_payload_fails_at_once_and_a_rate_limit_waits_without_an_att
     assert due_at == 4e9
 
 
-def test_payloads_used_here_are_real() -> None:
-    labeled = json.loads((PAYLOADS / "issues.labeled.json").read_text())
-    assert labeled["action"] == "labeled"
+async def test_a_bug_in_a_handler_is_kept_as_a_failure_and_the_worker_goes_on(
+    store: Store,
+) -> None:
+    handler = Flaky(KeyError("issue"))
+    worker = DeliveryWorker(store, handler)
+    await put(store, "buggy")
+    await put(store, "fine")
+    assert await worker.drain() == 2
+    buggy = await store.read(lambda tx: inbox.get(tx, "buggy"))
+    fine = await store.read(lambda tx: inbox.get(tx, "fine"))
+    assert buggy is not None
+    assert fine is not None
+    assert (buggy.state, buggy.error) == ("pending", "KeyError: 'issue'")
+    assert fine.state == "done"
+
+
+async def test_only_handled_deliveries_past_the_keep_window_are_forgotten(store: Store) -> None:
+    for delivery_id in ("old-done", "new-done", "old-pending"):
+        await put(store, delivery_id)
+    await store.write(lambda tx: inbox.done(tx, "old-done", outcome="ok", at=0.0))
+    await store.write(lambda tx: inbox.done(tx, "new-done", outcome="ok", at=inbox.KEEP_DONE_S))
+    assert await store.write(lambda tx: inbox.prune(tx, at=inbox.KEEP_DONE_S + 1)) == 1
+    left = await store.read(
+        lambda tx: [r[0] for r in tx.execute("SELECT delivery_id FROM deliveries ORDER BY 1")]
+    )
+    assert left == ["new-done", "old-pending"]
