@@ -59,8 +59,8 @@ async def run_demo(
 
     `inspect` sees the stand-in at the end (the benchmark counts its API calls).
     """
-    pem = _private_key()
-    port = _free_port()
+    pem = private_key_pem()
+    port = free_port()
     secret = secrets.token_hex(16)
     hub = FakeGitHub(
         home / "github",
@@ -202,7 +202,8 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-def _private_key() -> str:
+def private_key_pem() -> str:
+    """A fresh RSA key, as a GitHub App's private key."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     return key.private_bytes(
         serialization.Encoding.PEM,
@@ -211,7 +212,8 @@ def _private_key() -> str:
     ).decode()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port on 127.0.0.1 nobody listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])

@@ -155,7 +155,7 @@ class GitHubForge:
         await self.office.workspace.publish(job.space, self.remote(), env=git_credentials(token))
         title = f"{self.subject.title} (#{self.subject.number})"[:250]
         body = pull_body(status, number=self.subject.number)
-        pull = await self._pull(gh, status.job_id, job.space.branch)
+        pull = await self._pull(gh, job.space.branch)
         if pull is None:
             pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
         else:
@@ -165,7 +165,7 @@ class GitHubForge:
         await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
         return str(pull["html_url"])
 
-    async def _pull(self, gh: Installation, job_id: int, branch: str) -> Json | None:
+    async def _pull(self, gh: Installation, branch: str) -> Json | None:
         head = f"{self.subject.owner}:{branch}"
         pulls = await gh.open_pulls(self.subject.owner, self.subject.repo, head=head)
         return pulls[0] if pulls else None

@@ -13,9 +13,10 @@ from typing import Any
 from bot.errors import SettingsError
 from bot.runtime import Runtime, server
 from bot.settings import Settings
+from orchestrator import local_run
 from orchestrator.config import AgentDef
-from orchestrator.demo import DemoModel
 from orchestrator.errors import OrchestratorError
+from orchestrator.local_run import ModelKind
 from orchestrator.ports import Model
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -50,7 +51,7 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 
 async def _serve(
-    settings: Settings, env: Mapping[str, str], *, host: str, port: int, model: str | None
+    settings: Settings, env: Mapping[str, str], *, host: str, port: int, model: ModelKind | None
 ) -> None:
     runtime = await Runtime.open(settings, models=models(model, env), env=env)
     gc.freeze()  # what startup allocated is never collected: shorter full collections later
@@ -60,21 +61,11 @@ async def _serve(
         await runtime.close()
 
 
-def models(kind: str | None, env: Mapping[str, str]) -> Callable[[AgentDef], Model]:
-    """The model each agent runs on: Anthropic with a key, else the scripted stand-in."""
-    if (kind or ("anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted")) == "scripted":
+def models(kind: ModelKind | None, env: Mapping[str, str]) -> Callable[[AgentDef], Model]:
+    """Anthropic with a key (or when asked), else the scripted stand-in, which says so."""
+    chosen: ModelKind = kind or ("anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted")
+    if chosen == "scripted":
         logging.getLogger(__name__).warning(
             "no ANTHROPIC_API_KEY: agents are played by the scripted stand-in"
         )
-        demo = DemoModel()
-        return lambda agent: demo
-    from orchestrator.anthropic_model import AnthropicModel
-
-    cache: dict[str, Model] = {}
-
-    def model_for(agent: AgentDef) -> Model:
-        if agent.model not in cache:
-            cache[agent.model] = AnthropicModel.from_env(env, model=agent.model)
-        return cache[agent.model]
-
-    return model_for
+    return local_run.models(chosen, env)

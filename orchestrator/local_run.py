@@ -74,7 +74,11 @@ async def run_local(
         home,
         org=org,
         projects=[project],
-        models=_models(model, env, title=title, body=body, path=f"docs/requests/{slug(title)}.md"),
+        models=models(
+            model,
+            env,
+            demo=DemoModel(title=title, body=body, path=f"docs/requests/{slug(title)}.md"),
+        ),
         env={**env, **AGENT_IDENTITY},
         learnings={project.name: learnings} if code == 0 else {},
     )
@@ -146,12 +150,14 @@ async def _project(repo: Path, org: Organisation) -> Project:
     )
 
 
-def _models(
-    kind: ModelKind, env: Mapping[str, str], *, title: str, body: str, path: str
+def models(
+    kind: ModelKind, env: Mapping[str, str], *, demo: DemoModel | None = None
 ) -> Callable[[AgentDef], Model]:
+    """The model each agent runs on: the scripted stand-in, or Anthropic (one client per
+    model name; `anthropic` is imported only here, as it costs 1.7 s)."""
     if kind == "scripted":
-        demo = DemoModel(title=title, body=body, path=path)
-        return lambda agent: demo
+        scripted = demo or DemoModel()
+        return lambda agent: scripted
     from orchestrator.anthropic_model import AnthropicModel
 
     cache: dict[str, Model] = {}

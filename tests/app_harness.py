@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.fakehub import FakeGitHub
 
@@ -23,21 +20,17 @@ APP_ID = 4242
 OWNER, REPO = "octo", "widgets"
 
 
-def private_key_pem() -> str:
-    """A fresh RSA key, as a GitHub App's private key."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.TraditionalOpenSSL,
-        serialization.NoEncryption(),
-    ).decode()
-
-
-def free_port() -> int:
-    """A port nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def make_hub(root: Path, *, port: int, pem: str) -> FakeGitHub:
+    """The stand-in with octo/widgets, delivering webhooks to a server on `port`."""
+    hub = FakeGitHub(
+        root,
+        app_id=APP_ID,
+        private_key_pem=pem,
+        webhook_url=f"http://127.0.0.1:{port}/webhook",
+        webhook_secret=SECRET,
+    )
+    hub.add_repo(OWNER, REPO)
+    return hub
 
 
 @dataclass

@@ -15,18 +15,17 @@ from pathlib import Path
 
 import pytest
 from app_harness import (
-    APP_ID,
     OWNER,
     REPO,
     SECRET,
     Server,
-    free_port,
-    private_key_pem,
+    make_hub,
     serve,
     server_env,
     until,
 )
 
+from bot.demo import free_port, private_key_pem
 from bot.fakehub import FakeGitHub
 from bot.tracking import MARKER_PREFIX
 
@@ -44,14 +43,7 @@ class World:
 async def world(tmp_path: Path) -> AsyncIterator[World]:
     pem = private_key_pem()
     port = free_port()
-    hub = FakeGitHub(
-        tmp_path / "hub",
-        app_id=APP_ID,
-        private_key_pem=pem,
-        webhook_url=f"http://127.0.0.1:{port}/webhook",
-        webhook_secret=SECRET,
-    )
-    hub.add_repo(OWNER, REPO)
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
     hub.add_user("alice", "maintain")
     hub.add_user("mallory", "read")
     async with hub.serve() as api_url:
@@ -210,14 +202,7 @@ def failures(hub: FakeGitHub, number: int) -> list[str]:
 async def test_a_server_killed_mid_job_resumes_it_with_nothing_twice(tmp_path: Path) -> None:
     pem = private_key_pem()
     port = free_port()
-    hub = FakeGitHub(
-        tmp_path / "hub",
-        app_id=APP_ID,
-        private_key_pem=pem,
-        webhook_url=f"http://127.0.0.1:{port}/webhook",
-        webhook_secret=SECRET,
-    )
-    hub.add_repo(OWNER, REPO)
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
     hub.add_user("alice", "admin")
     async with hub.serve() as api_url:
         env = server_env(hub, api_url, tmp_path / "home", pem)

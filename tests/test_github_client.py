@@ -7,8 +7,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_harness import APP_ID, private_key_pem
+from app_harness import APP_ID
 
+from bot.demo import private_key_pem
 from bot.errors import GitHubError, RateLimitedError
 from bot.fakehub import FakeGitHub
 from bot.github import GitHubApp
