@@ -20,7 +20,7 @@ from bot.settings import Settings
 from bot.tracking import config_error_body, marker, refusal_body
 from orchestrator.config import Project, load_project
 from orchestrator.driver import Forge, JobDriver
-from orchestrator.errors import ConfigError
+from orchestrator.errors import ConfigError, ConfigIssue
 from orchestrator.inbox import Delivery
 from orchestrator.jobs import Office
 from orchestrator.worktrees import slug
@@ -258,8 +258,9 @@ def subject_project(subject: Subject, office: Office) -> Project:
     """The project a job started with, loaded again from the text its subject recorded."""
     text = subject.project_yaml or _default_text(subject.decider)
     config = _load(text, subject.learnings, owner=subject.owner, repo=subject.repo, office=office)
-    if config.project is None:
-        raise ConfigError(())
+    if config.project is None:  # the organisation changed under a running job
+        source = f"job {subject.owner}/{subject.repo}#{subject.number}: .teaparty/project.yaml"
+        raise ConfigError((ConfigIssue(source, None, "", config.error or "does not load"),))
     return config.project
 
 

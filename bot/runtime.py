@@ -27,6 +27,7 @@ from bot.server import create_app
 from bot.settings import Settings
 from bot.worker import DeliveryWorker
 from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
+from orchestrator.errors import ConfigError
 from orchestrator.events import Event, GateAsked, JobStarted, StateChanged, UsageRecorded
 from orchestrator.jobs import Office
 from orchestrator.local_run import AGENT_IDENTITY
@@ -143,7 +144,11 @@ class Runtime:
         resumed = []
         for job_id, text in rows:
             subject = Subject.from_json(text)
-            project = subject_project(subject, self.office)
+            try:
+                project = subject_project(subject, self.office)
+            except ConfigError as exc:  # one job's project no longer loads: the rest go on
+                log.error("job %d not resumed: %s", job_id, exc)
+                continue
             self.office.add_project(project, learnings=subject.learnings)
             space = await self.office.workspace.job(job_id)
             if space is not None:
