@@ -297,7 +297,7 @@ class EgressProxy:
         server = await asyncio.start_unix_server(self._handle, path=path, limit=_CHUNK)
         os.chmod(path, mode)
         self._servers.append(server)
-        self._unix_paths.append(path)
+        self._unix_paths.append(Path(path))
 
     async def start_tcp(self, host: str = "127.0.0.1") -> int:
         """Listen on an ephemeral TCP port of `host` (for sandboxes that share the network)."""
