@@ -33,6 +33,8 @@ signal), then SIGKILLs every process whose parent is the launcher, which every o
 descendant becomes (``setsid`` and double forks included), reaping until none is left. Killing
 by pid is race-free: a child's pid cannot be reused before the launcher reaps it. RLIMIT_CPU's
 hard limit is one second above the soft one, since at soft == hard the kernel sends SIGKILL.
+The parent-death signal follows the engine *thread* that started the launcher: start it from a
+thread that lives as long as the call (asyncio's loop thread does).
 
 The launcher process keeps the engine's uid (root when a uid is given): it runs no agent code,
 and a different uid from the command's means the command can neither signal it (which would
@@ -54,8 +56,7 @@ handle connecting to them on this ABI; UDP and other protocols are never restric
 RLIMIT_NPROC counts every process of the uid (give each slot its own uid); a launcher
 SIGKILLed before it can clean up leaves grandchildren behind (the direct child dies with it).
 
-Errors: ``LaunchError`` (the root; self-contained, so not an ``OrchestratorError``) carries the
-exit code.
+Errors: ``LaunchError`` alone, with its exit code (not an OrchestratorError: no imports of ours).
 """
 
 from __future__ import annotations
@@ -85,8 +86,7 @@ _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2  # ABI 4
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2  # ABI 6
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_WAKE_SIGNALS = frozenset((signal.SIGCHLD, *_STOP_SIGNALS))
+_WAKE_SIGNALS = frozenset((signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
 _KILL_ROUNDS = 1000
 _SPEC_KEYS = frozenset(
     ("argv", "cwd", "uid", "gid", "rlimits", "landlock", "status_fd", "parent_pid")
@@ -146,12 +146,14 @@ def _abs_path(value: object, name: str) -> str:
     return value
 
 
-def _opt_int(value: object, name: str, *, low: int, high: int = 2**32 - 2) -> int | None:
-    if value is None:
-        return None
+def _int(value: object, name: str, *, low: int, high: int = 2**32 - 2) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise LaunchError(f"{name} must be an integer in [{low}, {high}]")
     return value
+
+
+def _opt_int(value: object, name: str, *, low: int) -> int | None:
+    return None if value is None else _int(value, name, low=low)
 
 
 def _rlimits(value: object) -> dict[int, int]:
@@ -162,29 +164,21 @@ def _rlimits(value: object) -> dict[int, int]:
         number = getattr(resource, f"RLIMIT_{name}", None)
         if not isinstance(number, int):
             raise LaunchError(f"unknown rlimit {name!r}")
-        checked = _opt_int(limit, f"rlimits.{name}", low=0, high=2**63 - 1)
-        if checked is None:
-            raise LaunchError(f"rlimits.{name} must be an integer")
-        limits[number] = checked
+        limits[number] = _int(limit, f"rlimits.{name}", low=0, high=2**62)
     return limits
 
 
 def _policy(value: object) -> Policy:
     if not isinstance(value, dict) or set(value) - _LANDLOCK_KEYS:
         raise LaunchError("landlock must be an object with read, write and tcp_connect")
-    ports = value.get("tcp_connect")
-    if ports is not None:
-        ports = _int_list(ports)
     read = _str_list(value.get("read", []), "landlock.read", absolute=True)
     write = _str_list(value.get("write", []), "landlock.write", absolute=True)
-    return Policy(read, write, ports)
-
-
-def _int_list(value: object) -> list[int]:
-    if not isinstance(value, list):
+    ports = value.get("tcp_connect")
+    if ports is None:
+        return Policy(read, write, None)
+    if not isinstance(ports, list):
         raise LaunchError("landlock.tcp_connect must be null or a list of ports")
-    ports = [_opt_int(port, "port", low=1, high=65535) for port in value]
-    return [port for port in ports if port is not None]
+    return Policy(read, write, [_int(port, "port", low=1, high=65535) for port in ports])
 
 
 def parse_spec(text: str) -> Spec:
@@ -254,6 +248,8 @@ def _add_path(ruleset_fd: int, path: str, rights: int) -> None:
             rights &= _FS_FILE_ONLY
         attr = struct.pack("=Qi", rights, fd)
         _syscall(_NR_ADD_RULE, ruleset_fd, _RULE_PATH_BENEATH, attr, 0)
+    except OSError as exc:
+        raise LaunchError(f"Landlock rule for {path!r}: {exc.strerror}") from None
     finally:
         os.close(fd)
 
@@ -275,7 +271,7 @@ def build_ruleset(policy: Policy, abi: int) -> int:
         for port in (policy.tcp_connect or []) if net_rights else []:
             attr = struct.pack("=QQ", _NET_CONNECT_TCP, port)
             _syscall(_NR_ADD_RULE, ruleset_fd, _RULE_NET_PORT, attr, 0)
-    except OSError:
+    except (LaunchError, OSError):
         os.close(ruleset_fd)
         raise
     return ruleset_fd
@@ -288,11 +284,13 @@ def enforce(ruleset_fd: int) -> None:
     os.close(ruleset_fd)
 
 
-def _fail(exc: LaunchError | OSError, exit_code: int = EXIT_LAUNCH_FAILED) -> int:
-    code = exc.exit_code if isinstance(exc, LaunchError) else exit_code
+def _fail(exc: LaunchError | OSError) -> int:
     reason = str(exc).replace("\n", " ")
-    os.write(2, f"teaparty-sandbox: {reason}\n".encode(errors="replace"))
-    return code
+    try:
+        os.write(2, f"teaparty-sandbox: {reason}\n".encode(errors="replace"))
+    except OSError:  # nobody is reading any more (the engine died)
+        pass
+    return exc.exit_code if isinstance(exc, LaunchError) else EXIT_LAUNCH_FAILED
 
 
 def _reset_signals(mask: set[int | signal.Signals]) -> None:
@@ -308,9 +306,12 @@ def _reset_signals(mask: set[int | signal.Signals]) -> None:
 def _drop_identity(uid: int | None, gid: int | None) -> None:
     if uid is None or gid is None:
         return
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as exc:
+        raise LaunchError(f"cannot switch to uid {uid}: {exc.strerror}") from None
 
 
 def _confine(spec: Spec, abi: int, launcher_pid: int) -> None:
@@ -329,13 +330,8 @@ def _confine(spec: Spec, abi: int, launcher_pid: int) -> None:
 
 
 def _status_line(spec: Spec, abi: int) -> bytes:
-    status = {
-        "abi": abi,
-        "fs": True,
-        "net": _net_mode(spec.policy, abi),
-        "scopes": abi >= 6,
-        "uid": os.getuid(),
-    }
+    net = _net_mode(spec.policy, abi)
+    status = {"abi": abi, "fs": True, "net": net, "scopes": abi >= 6, "uid": os.getuid()}
     return (json.dumps(status) + "\n").encode()
 
 
@@ -367,6 +363,8 @@ def _run_child(spec: Spec, abi: int, *, mask: set[int | signal.Signals], launche
     try:
         _reset_signals(mask)
         _confine(spec, abi, launcher_pid)
+    except ValueError as exc:  # resource.setrlimit reports EPERM and EINVAL this way
+        return _fail(LaunchError(f"rlimits: {exc}"))
     except (LaunchError, OSError) as exc:
         return _fail(exc)
     if spec.status_fd is not None:
@@ -465,7 +463,11 @@ def run(spec: Spec) -> int:
     launcher_pid = os.getpid()
     pid = os.fork()
     if pid == 0:
-        os._exit(_run_child(spec, abi, mask=mask, launcher_pid=launcher_pid))
+        code = EXIT_LAUNCH_FAILED
+        try:  # whatever happens, the child never returns into the launcher's code
+            code = _run_child(spec, abi, mask=mask, launcher_pid=launcher_pid)
+        finally:
+            os._exit(code)
     if spec.status_fd is not None:
         os.close(spec.status_fd)
     code = _wait_command(pid)

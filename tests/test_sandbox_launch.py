@@ -306,6 +306,16 @@ def test_runs_as_the_given_uid_and_cannot_regain_root(box: Box) -> None:
     assert box.probe("setuid:") == {"setuid:": "EPERM"}
 
 
+@needs_root
+def test_a_setuid_root_binary_gives_no_root(box: Box) -> None:
+    setuid_id = box.ro / "id"
+    shutil.copy("/usr/bin/id", setuid_id)
+    setuid_id.chmod(0o4755)
+    plain = subprocess.run([setuid_id, "-u"], capture_output=True, text=True, user=UID, group=UID)
+    assert plain.stdout.strip() == "0"  # without the launcher the bit works on this mount
+    assert box.run([str(setuid_id), "-u"]).stdout.strip() == str(UID)
+
+
 @pytest.fixture
 def listeners() -> Iterator[list[int]]:
     socks = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
@@ -422,7 +432,7 @@ def test_status_line_says_which_restrictions_held(box: Box) -> None:
     lines = []
     for ports in (None, [], [1]):
         read_end, write_end = os.pipe()
-        cmd = box.command(["true"], tcp_connect=ports, status_fd=write_end)
+        cmd = box.command(["true"], tcp_connect=ports, status_fd=write_end, parent_pid=os.getpid())
         done = subprocess.run(cmd, pass_fds=(write_end,), env=ENV, timeout=60)
         os.close(write_end)
         with os.fdopen(read_end) as status:
@@ -444,6 +454,7 @@ def test_status_line_says_which_restrictions_held(box: Box) -> None:
         (["true"], {"argv": []}, 125, "argv is empty"),
         (["true"], {"landlock": {"rd": []}}, 125, "landlock must be an object"),
         (["true"], {"rlimits": {"NOPE": 1}}, 125, "unknown rlimit 'NOPE'"),
+        (["true"], {"tcp_connect": [0]}, 125, "port must be an integer in [1, 65535]"),
         (["true"], {"parent_pid": 1}, 125, "the engine died before the launcher started"),
         pytest.param(
             ["true"],
@@ -461,6 +472,30 @@ def test_launcher_failures_are_one_line_and_a_shell_like_code(
     assert done.returncode == code
     assert done.stderr.startswith(f"teaparty-sandbox: {reason}")
     assert done.stderr.count("\n") == 1
+
+
+@needs_root
+@needs_python
+@pytest.mark.parametrize(
+    ("overrides", "code", "output"),
+    [
+        ({"uid": None, "gid": None}, 0, f"{UID}\n"),
+        (
+            {"uid": None, "gid": None, "rlimits": {"NOFILE": 2**40}},
+            125,
+            "teaparty-sandbox: rlimits",
+        ),
+        ({}, 125, f"teaparty-sandbox: cannot switch to uid {UID}: Operation not permitted"),
+    ],
+)
+def test_an_engine_without_root_runs_commands_as_itself(
+    box: Box, overrides: dict[str, Any], code: int, output: str
+) -> None:
+    cmd = box.command(["id", "-u"], **overrides)
+    cmd[0] = PYTHON  # any python 3 runs the launcher: it is stdlib-only
+    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, user=UID, group=UID)
+    assert done.returncode == code
+    assert (done.stdout or done.stderr).startswith(output)
 
 
 def test_malformed_spec_json_is_a_launch_failure() -> None:
