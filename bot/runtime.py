@@ -13,6 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,6 +33,7 @@ from orchestrator.events import Event, GateAsked, JobStarted, StateChanged, Usag
 from orchestrator.jobs import Office
 from orchestrator.local_run import AGENT_IDENTITY
 from orchestrator.ports import Model
+from orchestrator.sandbox_probe import announce, probe
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,16 @@ class Runtime:
     ) -> Runtime:
         """Open the store under the settings' home and wire the App around it."""
         org = load_organisation(settings.config_dir or shipped_org_dir())
+        key_file = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
+        sandbox = await probe(env, home=settings.home, hidden=[Path(key_file)] if key_file else [])
+        announce(sandbox)
         office = await Office.open(
-            settings.home, org=org, projects=[], models=models, env={**env, **AGENT_IDENTITY}
+            settings.home,
+            org=org,
+            projects=[],
+            models=models,
+            env={**env, **AGENT_IDENTITY},
+            sandbox=sandbox,
         )
         github = GitHubApp(
             app_id=settings.app_id,
@@ -152,9 +162,7 @@ class Runtime:
             self.office.add_project(project, learnings=subject.learnings)
             space = await self.office.workspace.job(job_id)
             if space is not None:
-                await self.office.workspace.open_job(
-                    job_id, mirror=space.mirror, branch=space.branch, start=space.base, slug=""
-                )
+                await self.office.workspace.reopen(space)
             resumed.append(int(job_id))
         return resumed
 

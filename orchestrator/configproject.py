@@ -42,6 +42,7 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         budget=raw.budget,
         gates=raw.gates.as_mapping(),
         parallel=raw.parallel,
+        sandbox=raw.sandbox,
     )
 
 

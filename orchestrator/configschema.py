@@ -157,6 +157,27 @@ class Budget(_Model):
     max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
 
 
+_HOST = re.compile(
+    r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+)
+
+
+def _host(value: str) -> str:
+    host = value.strip().lower()
+    if len(host) > 253 or not _HOST.fullmatch(host):
+        raise ValueError(f"{value!r} is not a host name (e.g. pypi.org, or *.example.org)")
+    return host
+
+
+Host = Annotated[str, AfterValidator(_host)]
+
+
+class SandboxSettings(_Model):
+    """What a project's agents' processes may reach: `off` (default), `open`, or listed hosts."""
+
+    network: Literal["off", "open"] | tuple[Host, ...] = "off"
+
+
 class Project(_Model):
     """One repository's project: its lead, D-A-I, teams, trigger, budget and gate policy."""
 
@@ -168,6 +189,7 @@ class Project(_Model):
     budget: Budget
     gates: Mapping[GateKind, GateMode]
     parallel: int = 3
+    sandbox: SandboxSettings = SandboxSettings()
 
 
 class AgentFile(_Model):
@@ -269,3 +291,4 @@ class ProjectFile(_Model):
     budget: Budget = Budget()
     gates: GatesFile = GatesFile()
     parallel: Count = 3
+    sandbox: SandboxSettings = SandboxSettings()

@@ -3,22 +3,21 @@
 It plays every role deterministically, and everything it does is real: the office
 manager hands the job to the project lead; the lead asks the decider to approve its plan
 (a gate), puts one task on the board and dispatches it (a one-task job flattens to one
-mini-team); the worker writes a file in its task worktree and commits it with the shell
-tool; the reviewers read the diff with git and approve; the engine merges. It says in
-the file and in its replies that it is the scripted stand-in for a model.
+mini-team); the worker writes a file in its task worktree, which the engine commits; the
+reviewer reads the file and approves; the engine merges. None of it needs a shell, so it
+runs where agents' shells cannot be sandboxed. It says in the file and in its replies
+that it is the scripted stand-in for a model.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 
 from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import ModelRequest
 from orchestrator.worktrees import slug
 
 SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
-_SPAN = re.compile(r"`git diff (\S+)`")
 _TITLE = re.compile(r"^(?:Job[^:\n]*): (.+)$", re.MULTILINE)
 _ISSUE = re.compile(r"<issue>\n(.*?)\n</issue>", re.DOTALL)
 _SPEC = re.compile(
@@ -99,16 +98,13 @@ class DemoModel:
         if "write" not in done:
             content = f"# {title}\n\n{body}\n\n_{SCRIPTED_NOTE}_\n"
             return _call("write", "write_file", path=path, content=content)
-        if "commit" not in done:
-            command = f"git add -- {path} && git commit -q -m {shlex.quote('Record: ' + title)}"
-            return _call("commit", "shell", command=command)
-        return AssistantTurn(text=f"Committed {path}. ({SCRIPTED_NOTE})")
+        return AssistantTurn(text=f"Record: {title}\n\nWrote {path}. ({SCRIPTED_NOTE})")
 
     def _reviewer(self, request: ModelRequest) -> AssistantTurn:
-        span = _SPAN.search(request.messages[0].text)
-        if "diff" not in {m.call_id for m in request.messages} and span:
-            return _call("diff", "shell", command=f"git diff --stat {span.group(1)}")
-        return AssistantTurn(text="approve\nThe scripted reviewer read the diff.")
+        found = _SPEC.search(request.messages[0].text if request.messages else "")
+        if "read" not in {m.call_id for m in request.messages} and found:
+            return _call("read", "read_file", path=found.group(1))
+        return AssistantTurn(text="approve\nThe scripted reviewer read the file.")
 
 
 def _results(messages: tuple[Message, ...]) -> list[str]:

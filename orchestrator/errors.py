@@ -8,6 +8,8 @@ OrchestratorError
  ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
  ├── ToolError        a tool call the model can correct (goes back to the model as an error)
  ├── ForgeError       the forge (GitHub, a local remote) failed an action of a job
+ ├── SandboxError     agents' processes cannot be confined here (and the operator did not
+ │                    say TEAPARTY_SANDBOX=off), or a sandbox setting is invalid
  └── ModelError       a model call failed (also: real requests are disabled in tests)
       ├── ModelUnavailableError   overloaded, rate-limited or unreachable through every retry
       ├── ModelAuthError          the API key is missing, rejected or lacks permission
@@ -55,6 +57,10 @@ class StoreLockedError(StoreError):
 
 class BusError(OrchestratorError):
     """A conversation operation broke an invariant."""
+
+
+class SandboxError(OrchestratorError):
+    """Agents' processes cannot run confined here; the message names the cause."""
 
 
 class RoutingError(OrchestratorError):

@@ -23,6 +23,7 @@ from orchestrator.messages import Usage
 from orchestrator.ports import AgentSpec, Model
 from orchestrator.pricing import shipped_prices
 from orchestrator.routing import Router, organisation_teams, project_teams
+from orchestrator.sandbox import Network, Sandbox
 from orchestrator.store import now
 from orchestrator.team import TeamAgents
 from orchestrator.team_tools import TEAM_TOOLS, TeamTools
@@ -31,6 +32,7 @@ from orchestrator.workspace import JobSpace, Workspace
 from orchestrator.workspace_tools import WorkspaceTools
 
 Approver = Callable[[Gate], Awaitable[str]]
+WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,10 @@ class Office:
         *,
         agents: ConfigAgents,
         board: board_tools.BoardTools,
+        sandbox: Sandbox,
     ) -> None:
         self.engine = engine
+        self.sandbox = sandbox
         self.workspace = workspace
         self.org = org
         self.projects = {p.name: p for p in projects}
@@ -90,10 +94,15 @@ class Office:
         projects: Sequence[Project],
         models: Callable[[AgentDef], Model],
         env: Mapping[str, str],
+        sandbox: Sandbox,
         learnings: Mapping[str, str] | None = None,
         concurrency: int = 8,
     ) -> Office:
-        """Open the store under `home`, wire the organisation, and clean up after a crash."""
+        """Open the store under `home`, wire the organisation, and clean up after a crash.
+
+        `sandbox` is how agents' processes are confined (sandbox_probe.probe); `env` is
+        the environment agents' allowlisted variables come from.
+        """
         router = Router(organisation_teams(org, projects))
         configured = ConfigAgents(
             org, projects, router=router, models=models, tool_specs=ALL_SPECS, learnings=learnings
@@ -106,15 +115,25 @@ class Office:
             tools=toolbox,
             concurrency=concurrency,
         )
-        workspace = Workspace(home, engine.store)
+        owner = sandbox.run_as if sandbox.confined else None
+        workspace = Workspace(home, engine.store, owner=owner)
         store = engine.store
         board = board_tools.BoardTools(
             store,
             lambda cid: board_tools.job_of_conversation(store, cid),
             {p.name: workgroup_order(p) for p in projects},
         )
-        files = WorkspaceTools(store, workspace, parent_env=env)
-        office = cls(engine, workspace, org, projects, agents=configured, board=board)
+        office = cls(
+            engine, workspace, org, projects, agents=configured, board=board, sandbox=sandbox
+        )
+        files = WorkspaceTools(
+            store,
+            workspace,
+            parent_env=env,
+            sandbox=sandbox,
+            writes=office._writes,
+            network=office.network,
+        )
         team = TeamTools(store, workspace, office.projects)
         toolbox.runners.update(
             Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS)).runners
@@ -124,6 +143,27 @@ class Office:
         engine.scheduler.runner.checkpoint = office._checkpoint
         await workspace.recover()
         return office
+
+    def _writes(self, address: str) -> bool:
+        definition = self.agents.definition(address)
+        return definition is not None and bool(WRITE_TOOLS & set(definition.tools))
+
+    def network(self, project: str) -> Network:
+        """What the project's agents' processes may reach (its `sandbox.network`)."""
+        found = self.projects.get(project)
+        setting = "off" if found is None else found.sandbox.network
+        if isinstance(setting, tuple):
+            return Network(hosts=setting)
+        return Network(open=setting == "open")
+
+    def require_sandbox(self, project: str) -> None:
+        """Raise SandboxError when the project's agents have a shell this host cannot confine."""
+        found = self.projects.get(project)
+        if found is None:
+            return
+        agents = [found.lead, *(a for w in found.workgroups for a in (w.lead, *w.members))]
+        if any("shell" in agent.tools for agent in agents):
+            self.sandbox.require()
 
     def add_project(self, project: Project, *, learnings: str | None = None) -> None:
         """Serve one more project (or a changed one) from now on: routes, agents, budget."""
@@ -168,15 +208,16 @@ class Office:
         start: str,
         branch: Callable[[int], str],
         slug: str,
-        git_env: Mapping[str, str] | None = None,
+        auth: str | None = None,
     ) -> JobHandle:
         """Start a job once per key at the office manager, with its branch and worktree.
 
-        `repo` names the mirror, `source` is where it is fetched from (with `git_env`
-        carrying any credentials), `start` the commit the job branch starts at,
+        `repo` names the mirror, `source` is where it is fetched from (`auth`: an HTTP
+        header git sends to it alone), `start` the commit the job branch starts at,
         `branch(job_id)` the job branch's name. The job's first turn waits until its
         workspace exists.
         """
+        self.require_sandbox(project)
         job = await self.engine.bus.start_job(
             job_key=key,
             project=project,
@@ -186,7 +227,7 @@ class Office:
             max_parallel=self.projects[project].parallel,
             wake=False,
         )
-        mirror = await self.workspace.mirror(repo, source, env=git_env)
+        mirror = await self.workspace.mirror(repo, source, auth=auth)
         space = await self.workspace.open_job(
             job.job_id, mirror=mirror, branch=branch(job.job_id), start=start, slug=slug
         )
@@ -231,5 +272,6 @@ class Office:
         return str(row[0])
 
     async def close(self) -> None:
-        """Close the engine (the store is flushed)."""
+        """Close the engine (the store is flushed) and the sandbox's proxies."""
+        await self.sandbox.close()
         await self.engine.close()

@@ -191,4 +191,11 @@ CREATE TABLE forge_objects (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS, FORGE)
+# Each job gets a repository of its own (orchestrator/workspace.py); NULL marks a job whose
+# branches still live in the shared mirror, moved on first use. Task slots are then keyed
+# by that repository, in the existing `mirror` column.
+JOB_REPOSITORIES = """
+ALTER TABLE job_workspaces ADD COLUMN repo TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS, FORGE, JOB_REPOSITORIES)

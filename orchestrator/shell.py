@@ -1,22 +1,21 @@
-"""The agent's shell and search in its worktree: an allowlisted env, a process group, a cap."""
+"""The agent's shell and search in its worktree: sandboxed, an allowlisted env, a cap."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fnmatch
 import os
 import re
-import signal
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.errors import ToolError
+from orchestrator.errors import SandboxError, ToolError
+from orchestrator.processes import CappedOutput, run_process
+from orchestrator.sandbox import NO_NETWORK, Network, Place, Sandbox, agent_path
 from orchestrator.tools import ToolSpec
+from orchestrator.worktrees import Checkout, git_env, hardened
 
 _KEPT = (
-    "PATH",
     "LANG",
     "LC_ALL",
     "TERM",
@@ -28,13 +27,7 @@ _KEPT = (
 )
 # PASS covers PASSWORD; AUTH(?!OR) so that GIT_AUTHOR_NAME is not taken for a secret.
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH(?!OR)|PRIVATE", re.IGNORECASE)
-_CHUNK = 65_536
-# After the command ends, how long its output may take to drain once the group is killed.
-_DRAIN_S = 2.0
-_GIT_GREP = (
-    *("git", "-c", "core.fsmonitor=false", "-c", "core.quotePath=false", "grep"),
-    *("-n", "-I", "-E", "--untracked", "--no-color"),
-)
+_GREP = ("grep", "-n", "-I", "-E", "--untracked", "--no-color")
 
 SHELL_SPEC = ToolSpec(
     "shell",
@@ -55,38 +48,67 @@ SHELL_SPEC = ToolSpec(
 
 
 class WorktreeShell:
-    """Runs the agent's commands, and git grep, in its worktree with the agent's environment."""
+    """Runs the agent's commands in the sandbox, and git grep for it, in its worktree."""
 
     def __init__(
-        self, root: Path, *, parent_env: Mapping[str, str], home: Path, timeout_s: float, cap: int
+        self,
+        place: Place,
+        *,
+        sandbox: Sandbox,
+        parent_env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        checkout: Checkout | None = None,
+        network: Network = NO_NETWORK,
     ) -> None:
-        self.root = root
-        self.home = home
-        self.env = agent_env(parent_env, home=home)
+        self.place = place
+        self.root = place.work
+        self.sandbox = sandbox
+        self.env = agent_env(parent_env, sandbox=sandbox)
         self.timeout_s = timeout_s
         self.cap = cap
+        self.checkout = checkout
+        self.network = network
 
     async def command(self, command: str, *, timeout_s: float | None = None) -> str:
-        """Run a bash command line; the result ends with its exit code."""
+        """Run a bash command line in the sandbox; the result ends with its exit code."""
         limit = min(timeout_s or self.timeout_s, self.timeout_s)
-        done = await self._run(["/bin/bash", "-c", command], limit)
+        try:
+            done = await self.sandbox.run(
+                command,
+                place=self.place,
+                env=self.env,
+                timeout_s=limit,
+                cap=self.cap,
+                network=self.network,
+            )
+        except SandboxError as exc:
+            raise ToolError(f"shell: {exc}") from exc
         text = done.output.text().rstrip("\n")
         if done.returncode is None:
             raise ToolError(
                 f"shell: timed out after {limit} s; the command and its children were killed. "
                 f"Output so far:\n{text}"
             )
-        return f"{text}\n[exit code {done.returncode}]".lstrip("\n")
+        note = self.sandbox.explain(done)
+        return "\n".join(part for part in (text, note, f"[exit code {done.returncode}]") if part)
 
     async def grep(self, pattern: str, *, top: Path, glob: str | None) -> str:
-        """Search text files under `top` for an extended regex; git grep skips ignored files."""
+        """Search text files under `top` for an extended regex; git grep skips ignored files.
+
+        git runs here in the engine, on directories the engine names, with hardened
+        configuration: what the agent wrote in its worktree is read as data only.
+        """
         where = top.relative_to(self.root).as_posix()
         if glob and where != ".":
             glob = f"{where}/{glob}"
-        if not (self.root / ".git").exists():
+        if self.checkout is None or not self.checkout.exists():
             return await asyncio.to_thread(self._walk_grep, pattern, top=top, glob=glob)
         spec = glob or where
-        done = await self._run([*_GIT_GREP, "-e", pattern, "--", spec], self.timeout_s)
+        argv = hardened(self.checkout.admin, self.root, *_GREP, "-e", pattern, "--", spec)
+        done = await run_process(
+            argv, cwd=self.root, env=git_env(), timeout_s=self.timeout_s, cap=self.cap
+        )
         if done.returncode == 1:
             return "no matches"
         if done.returncode is None:
@@ -112,118 +134,28 @@ class WorktreeShell:
                     output.feed(f"{name}:{number}:{line}\n".encode())
         return output.text() or "no matches"
 
-    async def _run(self, args: list[str], timeout_s: float) -> Finished:
-        self.home.mkdir(mode=0o700, exist_ok=True)
-        return await run_process(
-            args, cwd=self.root, env=self.env, timeout_s=timeout_s, cap=self.cap
-        )
 
+def agent_env(parent_env: Mapping[str, str], *, sandbox: Sandbox) -> dict[str, str]:
+    """The environment of the agent's processes: an allowlist, minus anything holding a secret.
 
-def agent_env(parent_env: Mapping[str, str], *, home: Path) -> dict[str, str]:
-    """The environment of the agent's processes: an allowlist, minus anything holding a secret."""
+    The agent's git may read repositories it does not own (its job's git data belongs to
+    the engine), so safe.directory is set for it on the command-line level git honours.
+    """
     secrets = [value for name, value in parent_env.items() if SECRET_NAME.search(name) and value]
     env = {
         name: parent_env[name]
         for name in _KEPT
         if name in parent_env and not any(secret in parent_env[name] for secret in secrets)
     }
-    env |= {"HOME": str(home), "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1"}
-    return env
-
-
-class CappedOutput:
-    """Keeps the first and last bytes of a stream within `limit` and counts what it drops."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.total = 0
-        self._head = bytearray()
-        self._tail = bytearray()
-        self._tail_limit = limit // 2
-
-    def feed(self, chunk: bytes) -> None:
-        """Take one chunk of the stream."""
-        self.total += len(chunk)
-        room = self.limit - self._tail_limit - len(self._head)
-        self._head += chunk[:room]
-        self._tail += chunk[max(room, 0) :]
-        if len(self._tail) > self._tail_limit:
-            del self._tail[: len(self._tail) - self._tail_limit]
-
-    @property
-    def cut(self) -> int:
-        """How many bytes were dropped from the middle."""
-        return self.total - len(self._head) - len(self._tail)
-
-    def text(self) -> str:
-        """The kept output, with a note saying how much was cut from the middle."""
-        head = self._head.decode(errors="replace")
-        tail = self._tail.decode(errors="replace")
-        if not self.cut:
-            return head + tail
-        note = f"\n[... {self.cut} of {self.total} bytes cut from the middle ...]\n"
-        return head + note + tail
-
-
-@dataclass(frozen=True)
-class Finished:
-    """How a process ended: its exit code (None when it timed out) and its capped output."""
-
-    returncode: int | None
-    output: CappedOutput
-
-
-async def run_process(
-    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float, cap: int
-) -> Finished:
-    """Run `args` in its own process group, stdout and stderr merged; kill the group at the end.
-
-    The whole group is killed when the command exits or times out, so nothing it started in
-    the background outlives the call.
-    """
-    output = CappedOutput(cap)
-    proc, stream, transport = await _spawn(args, cwd=cwd, env=env)
-    reader = asyncio.create_task(_collect(stream, output))
-    returncode: int | None = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            returncode = await proc.wait()
-    except TimeoutError:
-        pass
-    finally:
-        _kill_group(proc.pid)
-        await proc.wait()
-        await _settle(reader)
-        transport.close()
-    return Finished(returncode, output)
-
-
-async def _spawn(
-    args: Sequence[str], *, cwd: Path, env: Mapping[str, str]
-) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, asyncio.ReadTransport]:
-    # Our own pipe, not PIPE: asyncio's Process.wait() also waits for its pipes to close,
-    # which a background child holding stdout would delay until it exits.
-    read_fd, write_fd = os.pipe()
-    stream = asyncio.StreamReader()
-    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
-    )
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            cwd=cwd,
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,
-        )
-    except BaseException:
-        transport.close()
-        raise
-    finally:
-        os.close(write_fd)
-    return proc, stream, transport
+    path = agent_path(parent_env, sandbox.system)
+    if any(secret in path for secret in secrets):
+        path = "/usr/local/bin:/usr/bin:/bin"
+    return env | {
+        "PATH": path,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_PARAMETERS": "'safe.directory'='*'",
+    }
 
 
 def _files(top: Path) -> list[Path]:
@@ -235,25 +167,3 @@ def _files(top: Path) -> list[Path]:
         dirs[:] = sorted(d for d in dirs if d.casefold() != ".git")
         found += [Path(folder, name) for name in sorted(files)]
     return [path for path in found if path.is_file() and not path.is_symlink()]
-
-
-async def _collect(stream: asyncio.StreamReader, output: CappedOutput) -> None:
-    while chunk := await stream.read(_CHUNK):
-        output.feed(chunk)
-
-
-async def _settle(reader: asyncio.Task[None]) -> None:
-    # A process that left the group (setsid) may hold the pipe open: stop waiting for it.
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(_DRAIN_S):
-            await asyncio.shield(reader)
-    if not reader.done():
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
-
-
-def _kill_group(pgid: int) -> None:
-    # The group may already be empty; start_new_session made the child its leader.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)

@@ -132,10 +132,10 @@ def _nothing_committed(info: dict[str, Any], turns: list[list[Step]], call: Call
         return AssistantTurn(tool_calls=(call(FINISH, outcome="no commits", reason=reason),))
     worker = info["worker"]
     message = (
-        f"Your branch {info['branch']} has no commits beyond the job branch, so there is "
-        "nothing to review or merge. Commit your work in your worktree (git add, then git "
-        "commit) and reply when it is committed; if it cannot be done, reply "
-        "`blocked: <reason>`."
+        f"Your worktree has no changes beyond the job branch ({info['branch']} has no "
+        "commits), so there is nothing to review or merge. Make the change in your "
+        "worktree and reply when it is done (the engine commits what you leave there); if "
+        "it cannot be done, reply `blocked: <reason>`."
     )
     return AssistantTurn(
         tool_calls=(call(SEND, member=worker, message=message, **_context(turns, worker)),)
@@ -168,7 +168,7 @@ def _after_replies(
         if last[0].results[0].get("is_error") or _first_line(text).startswith(BLOCKED):
             return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=text),))
         if _reviewers(info, turns):
-            return AssistantTurn(tool_calls=(call(REVIEW),))
+            return AssistantTurn(tool_calls=(call(REVIEW, result=text),))
         return AssistantTurn(tool_calls=(call(MERGE, result=text),))
     objections = [(who, text) for who, text in replies if not _first_line(text).startswith(APPROVE)]
     if not objections:
@@ -179,7 +179,8 @@ def _after_replies(
         return AssistantTurn(tool_calls=(call(FINISH, outcome="escalated", reason=points),))
     feedback = (
         f"Review round {rounds} of {info['rounds']}: changes requested.\n\n{points}\n\n"
-        "Address every point (or say why not), commit, and reply as before."
+        "Address every point (or say why not) in your worktree, and reply as before; the "
+        "engine commits your changes when you reply."
     )
     return AssistantTurn(
         tool_calls=(
@@ -235,7 +236,8 @@ def _worker_brief(info: dict[str, Any], request: Mapping[str, Any]) -> str:
         "",
         "You are the worker of a fresh mini-team on this task. Your current directory is the "
         f"task's own git worktree, on branch {info['branch']}, made from the job branch "
-        f"{info['job_branch']}. Commit your work there (git add, git commit); the engine "
+        f"{info['job_branch']}. Leave your changes there: the engine commits them when you "
+        "reply (your git is read-only: status, diff and log work, commit does not) and "
         "merges your branch into the job branch once review approves.",
         "",
         "Spec:",
@@ -249,8 +251,8 @@ def _worker_brief(info: dict[str, Any], request: Mapping[str, Any]) -> str:
             "",
             f"This task resolves a merge conflict: the branch of task #{info['resolves']} is "
             "being merged into your worktree and git left conflict markers in: "
-            f"{files}. Resolve each conflict keeping the intent of both sides, run the "
-            "tests, then git add the files and git commit to conclude the merge.",
+            f"{files}. Resolve each conflict keeping the intent of both sides and run the "
+            "tests; the engine concludes the merge with your changes when you reply.",
         ]
     review = ", ".join(info["reviewers"]) or "none"
     lines += [
@@ -262,7 +264,8 @@ def _worker_brief(info: dict[str, Any], request: Mapping[str, Any]) -> str:
             f'If the task proves harder than planned, begin your reply with "{REQUEST_REVIEW}".'
         )
     lines.append(
-        "Reply with the commit(s), what changed and the tests you ran; begin with "
+        "Reply with what changed and the tests you ran (your reply becomes the commit "
+        "message); begin with "
         '"blocked:" and the reason if the task cannot be done as specified.'
     )
     return "\n".join(lines)

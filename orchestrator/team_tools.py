@@ -19,8 +19,8 @@ from orchestrator.config import Project, Workgroup
 from orchestrator.errors import ToolError
 from orchestrator.messages import ToolCall, ToolResult
 from orchestrator.store import Store, Tx, now
-from orchestrator.workspace import JobSpace, TaskSpace, Workspace, git_dir, task_branch
-from orchestrator.worktrees import git, rev
+from orchestrator.workspace import JobSpace, TaskSpace, Workspace, task_branch
+from orchestrator.worktrees import IDENTITY, git, rev
 
 PREPARE, REVIEW, MERGE, PHASE, FINISH = (
     "team_prepare",
@@ -96,7 +96,7 @@ class TeamTools:
         if name == PREPARE:
             return await self._prepare(ref, job)
         if name == REVIEW:
-            return await self._review(ref, job)
+            return await self._review(ref, job, str(args.get("result", "")))
         if name == MERGE:
             return await self._merge(ref, job, str(args.get("result", "")))
         if name == PHASE:
@@ -113,6 +113,7 @@ class TeamTools:
         conflicts: list[str] = []
         if task.resolves is not None:
             conflicts = await _merge_in(space, task_branch(job, task.resolves))
+            await self.workspace.hand_over(space.path)
         if task.state != "in_progress":
             await self.board.update(ref.job_id, ref.number, state="in_progress")
         await self._log(ref, "started", space.path.name)
@@ -132,16 +133,34 @@ class TeamTools:
             "conflicts": conflicts,
         }
 
-    async def _review(self, ref: TeamRef, job: JobSpace) -> dict[str, Any]:
+    async def _commit(self, ref: TeamRef, job: JobSpace, result: str) -> list[str]:
+        """The engine commits what the worker left in the slot: agents cannot write git data.
+
+        Returns the nested repositories it had to strip (their `.git`), for the record.
+        """
+        space = await self.workspace.task(job, ref.number)
+        if space is None:
+            return []
+        task = await self.board.get(ref.job_id, ref.number)
+        worker = self._workgroup(ref).worker_name()
+        message = f"Task #{ref.number}: {task.title}\n\n{_commit_text(result)}"
+        author = (f"{worker} (teaparty)", IDENTITY[1])
+        committed = await self.workspace.commit_task(space, message, author=author)
+        return list(committed.stripped)
+
+    async def _review(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+        stripped = await self._commit(ref, job, result)
         branch = task_branch(job, ref.number)
-        head = await rev(job.mirror, f"refs/heads/{branch}")
-        _, base = await git(job.mirror, "merge-base", job.branch, branch)
-        _, count = await git(job.mirror, "rev-list", "--count", f"{base.strip()}..{head}")
+        head = await rev(job.repo, f"refs/heads/{branch}")
+        _, base = await git(job.repo, "merge-base", job.branch, branch)
+        _, count = await git(job.repo, "rev-list", "--count", f"{base.strip()}..{head}")
         await self.board.update(ref.job_id, ref.number, state="in_review")
         await self._log(ref, "review", f"{base.strip()[:12]}..{(head or '')[:12]}")
-        return {"base": base.strip(), "head": head, "commits": int(count.strip() or 0)}
+        out = {"base": base.strip(), "head": head, "commits": int(count.strip() or 0)}
+        return out | ({"stripped": stripped} if stripped else {})
 
     async def _merge(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+        await self._commit(ref, job, result)
         task = await self.board.get(ref.job_id, ref.number)
         merged = await self.workspace.merge_task(job, ref.number, task.title)
         if merged.commit is None:
@@ -153,7 +172,7 @@ class TeamTools:
         if last:
             space = await self.workspace.task(job, ref.number)
             if space is not None:  # the phase reviewer reads the whole job in this slot
-                await git(space.path, "checkout", "--quiet", "--detach", job.branch)
+                await space.checkout.git("checkout", "--quiet", "--detach", job.branch)
             out |= {"base": job.base, "request": await self._request(ref)}
             out["board"] = await self.board.summary(ref.job_id)
             out["phase_reviews"] = await self._count(ref, PHASE_EVENT)
@@ -253,22 +272,23 @@ def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool
 
 async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
     """Start merging `branch` into the slot, leaving conflict markers; the conflicting files."""
-    code, _ = await git(space.path, "merge-base", "--is-ancestor", branch, "HEAD", check=False)
-    if code != 0 and not (await git_dir(space.path) / "MERGE_HEAD").exists():
-        await git(
-            space.path,
-            "-c",
-            "user.name=teaparty",
-            "-c",
-            "user.email=teaparty@users.noreply.localhost",
-            "merge",
-            "--no-ff",
-            "--no-commit",
-            branch,
+    checkout = space.checkout
+    code, _ = await checkout.git("merge-base", "--is-ancestor", branch, "HEAD", check=False)
+    if code != 0 and not (checkout.admin / "MERGE_HEAD").exists():
+        name, email = IDENTITY
+        await checkout.git(
+            *("-c", f"user.name={name}", "-c", f"user.email={email}"),
+            *("merge", "--no-ff", "--no-commit", branch),
             check=False,
         )
-    _, out = await git(space.path, "diff", "--name-only", "--diff-filter=U")
+    _, out = await checkout.git("diff", "--name-only", "--diff-filter=U")
     return out.split()
+
+
+def _commit_text(reply: str) -> str:
+    """The worker's reply as a commit message body: printable, bounded."""
+    kept = "".join(c for c in reply if c.isprintable() or c in "\n\t")
+    return _clip(kept.strip(), 2_000) or "(the worker gave no summary)"
 
 
 def _points(verdict: str) -> list[str]:

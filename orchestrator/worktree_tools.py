@@ -1,8 +1,11 @@
 """The agent's tools on its git worktree: read, list, search, write, edit and shell, confined.
 
-Paths are resolved, checked, then opened: a symlink swapped in between escapes (TOCTOU).
-Only the agent's own shell, which is not confined, could swap it (one agent per worktree),
-so confinement guards against mistaken or injected paths, not against that shell.
+The file tools run in the engine, so everything the agent's own processes could have
+left in the worktree is hostile input to them: paths are resolved strictly inside the
+worktree, `.git` is off limits, and a file with more than one hard link is refused (it
+could be a link to a file outside, such as the store). A symlink swapped in between the
+check and the open could still escape; no agent process runs then (the sandbox kills
+everything a shell call started before the call returns).
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any
 
 from orchestrator.errors import ToolError
 from orchestrator.messages import JSONObject, ToolCall, ToolResult
+from orchestrator.sandbox import NO_NETWORK, Network, Place, Sandbox
 from orchestrator.shell import SHELL_SPEC, WorktreeShell
 from orchestrator.tools import ToolSpec, object_spec
+from orchestrator.worktrees import Checkout
 
 _MAX_READ_BYTES = 20_000_000
 _SNIFF = 8192
@@ -109,17 +114,26 @@ class WorktreeTools:
         root: Path,
         *,
         parent_env: Mapping[str, str],
+        sandbox: Sandbox,
+        writable: bool = True,
+        readable: tuple[Path, ...] = (),
+        checkout: Checkout | None = None,
+        network: Network = NO_NETWORK,
+        owner: tuple[int, int] | None = None,
         shell_timeout_s: float = 300,
         output_cap: int = 30_000,
-        home: Path | None = None,
     ) -> None:
         self.root = root.resolve(strict=True)
+        self.writable = writable
+        self.owner = owner
         self.shell = WorktreeShell(
-            self.root,
+            Place(self.root, writable=writable, readable=readable),
+            sandbox=sandbox,
             parent_env=parent_env,
-            home=home or self.root.parent / f".home-{self.root.name}",
             timeout_s=shell_timeout_s,
             cap=output_cap,
+            checkout=checkout,
+            network=network,
         )
         self._cap = output_cap
         self._tools: Mapping[str, Callable[[dict[str, Any]], Awaitable[str]]] = {
@@ -164,6 +178,10 @@ class WorktreeTools:
             raise ToolError(f"{raw!r} leads outside the worktree")
         if any(part.casefold() == ".git" for part in resolved.relative_to(self.root).parts):
             raise ToolError(f"{raw!r}: .git is off limits; use git through the shell tool")
+        if os.path.lexists(resolved) and os.lstat(resolved).st_nlink > 1 and resolved.is_file():
+            raise ToolError(f"{raw!r} has more than one hard link; the file tools refuse it")
+        if write and not self.writable:
+            raise ToolError(f"{raw!r}: this worktree is read-only for you")
         return resolved
 
     def _relative(self, path: Path) -> str:
@@ -229,13 +247,25 @@ class WorktreeTools:
         path = self.resolve(args["path"], write=True)
         if path.is_dir():
             raise ToolError(f"{self._relative(path)!r} is a directory")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        created = self._make_parents(path)
         data = args["content"].encode()
         path.write_bytes(data)
+        self._hand_over([*created, path])
         return f"wrote {len(data)} bytes to {self._relative(path)}"
 
+    def _make_parents(self, path: Path) -> list[Path]:
+        missing = [p for p in path.parents if p.is_relative_to(self.root) and not p.exists()]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return missing
+
+    def _hand_over(self, paths: list[Path]) -> None:
+        """Files the engine wrote belong to the agents' user, as if their shell had."""
+        if self.owner is not None:
+            for path in paths:
+                os.lchown(path, *self.owner)
+
     def _edit_file(self, args: dict[str, Any]) -> str:
-        path = self.resolve(args["path"])
+        path = self.resolve(args["path"], write=True)
         old, new, text = args["old"], args["new"], self._text(path)
         where = self._relative(path)
         if not old:

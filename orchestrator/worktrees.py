@@ -1,4 +1,17 @@
-"""Git for the engine: branches, task worktrees and merges, through explicit subprocess calls.
+"""Git for the engine: hardened commands, branches, linked worktrees and checkout-free merges.
+
+Every git command the engine runs goes through `git()`, which never lets a repository an
+agent could have written decide what runs (see docs/architecture.md, "The engine's git"):
+- the git directory is always named (`--git-dir`, and `--work-tree` for a checkout), so a
+  `.git` file, `commondir` or `config.worktree` an agent wrote is never followed;
+- the environment is built from nothing (no App key, webhook secret or model key; a
+  credential only in `env` of the one fetch or push that needs it, scoped to its URL),
+  with system and global configuration off;
+- hooks, fsmonitor, maintenance, submodule recursion, credential helpers and every
+  transport but file/http(s) are switched off on the command line, which outranks any
+  repository configuration;
+- each command has a time limit and is killed, with its process group, on timeout or
+  cancellation.
 
 Merges need no checkout: `git merge-tree --write-tree` computes the result (or the
 conflicts) and `git commit-tree` + `git update-ref` record it, in milliseconds at any
@@ -8,41 +21,124 @@ repository size (docs/performance.md). A conflict is returned, never resolved si
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import shutil
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.errors import OrchestratorError
 
+GIT_TIMEOUT_S = 300.0
+NETWORK_TIMEOUT_S = 1800.0
+_HARDENING = (
+    *("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"),
+    *("-c", "core.untrackedCache=false", "-c", "core.sshCommand=false"),
+    *("-c", "core.attributesFile=/dev/null", "-c", "core.excludesFile=/dev/null"),
+    *("-c", "maintenance.auto=false", "-c", "gc.auto=0", "-c", "credential.helper="),
+    *("-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false"),
+    *("-c", "protocol.allow=never", "-c", "protocol.file.allow=always"),
+    *("-c", "protocol.https.allow=always", "-c", "protocol.http.allow=always"),
+    *("-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false", "-c", "core.quotePath=false"),
+)
+_BASE_ENV = {
+    "LC_ALL": "C",
+    "HOME": "/nonexistent",
+    "XDG_CONFIG_HOME": "/nonexistent",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "/bin/false",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_PROTOCOL_FROM_USER": "0",
+}
+
 
 class GitError(OrchestratorError):
     """A git command failed; the message has the command and git's own words."""
 
 
-async def git(
-    repo: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None
-) -> tuple[int, str]:
-    """Run git in `repo`; return (exit code, stdout). Raises GitError when `check` and it fails.
+def git_binary() -> str:
+    """The absolute path of git, found once on a fixed system PATH, never the caller's."""
+    found = shutil.which("git", path="/usr/local/bin:/usr/bin:/bin") or shutil.which("git")
+    if found is None:
+        raise GitError("git is not installed (looked in /usr/local/bin, /usr/bin, /bin, PATH)")
+    return os.path.realpath(found)
 
-    `env` adds to the environment (credentials travel this way, never in arguments, which
-    appear in error messages).
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of an engine git command: fixed values, then `extra`."""
+    binary = git_binary()
+    path = ":".join(dict.fromkeys([os.path.dirname(binary), "/usr/local/bin", "/usr/bin", "/bin"]))
+    return {**_BASE_ENV, "PATH": path, **(extra or {})}
+
+
+def auth_env(url: str, header: str | None) -> dict[str, str]:
+    """Git configuration, in the environment, that sends `header` to `url` and nowhere else.
+
+    The credential is never an argument (arguments show in error messages and in `ps`)
+    and is scoped to the one URL, so a redirect or another remote never receives it.
     """
+    if header is None:
+        return {}
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"http.{url}.extraHeader",
+        "GIT_CONFIG_VALUE_0": header,
+    }
+
+
+def hardened(git_dir: Path | None, work_tree: Path | None, *args: str) -> list[str]:
+    """The argv of an engine git command: named directories, hardening, then `args`."""
+    where = [] if git_dir is None else ["--git-dir", str(git_dir)]
+    if work_tree is not None:
+        where += ["--work-tree", str(work_tree)]
+    return [git_binary(), *where, *_HARDENING, *args]
+
+
+async def git(
+    git_dir: Path | None,
+    *args: str,
+    work_tree: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    timeout_s: float = GIT_TIMEOUT_S,
+) -> tuple[int, str]:
+    """Run hardened git on the repository at `git_dir`; return (exit code, stdout).
+
+    `work_tree` names the checkout for commands that need one; `env` adds to the fixed
+    environment (a scoped credential travels this way). Raises GitError when `check` and
+    the command fails or runs past `timeout_s`.
+    """
+    cwd = work_tree or git_dir or Path("/")
     process = await asyncio.create_subprocess_exec(
-        "git",
-        "-C",
-        str(repo),
-        *args,
+        *hardened(git_dir, work_tree, *args),
+        cwd=cwd if cwd.is_dir() else cwd.parent,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=None if env is None else {**os.environ, "GIT_TERMINAL_PROMPT": "0", **env},
+        env=git_env(env),
+        start_new_session=True,
     )
-    out, err = await process.communicate()
+    try:
+        async with asyncio.timeout(timeout_s):
+            out, err = await process.communicate()
+    except TimeoutError:
+        raise GitError(
+            f"git {' '.join(args)} in {git_dir} ran past {timeout_s:g} s and was killed"
+        ) from None
+    finally:
+        if process.returncode is None:  # timed out or cancelled: nothing it started survives
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
     code = process.returncode if process.returncode is not None else -1
     if check and code != 0:
-        raise GitError(f"git {' '.join(args)} failed in {repo}: {err.decode().strip()}")
+        raise GitError(f"git {' '.join(args)} failed in {git_dir}: {err.decode().strip()}")
     return code, out.decode()
 
 
@@ -52,49 +148,151 @@ def slug(text: str, *, limit: int = 40) -> str:
     return words[:limit].rstrip("-") or "job"
 
 
-async def rev(repo: Path, name: str) -> str | None:
+async def rev(git_dir: Path, name: str) -> str | None:
     """The commit `name` points at, or None."""
     code, out = await git(
-        repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False
+        git_dir, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False
     )
     return out.strip() if code == 0 else None
 
 
-async def ensure_branch(repo: Path, branch: str, start: str) -> str:
+async def ensure_branch(git_dir: Path, branch: str, start: str) -> str:
     """Create `branch` at `start` unless it exists; return its commit."""
-    if (commit := await rev(repo, f"refs/heads/{branch}")) is not None:
+    if (commit := await rev(git_dir, f"refs/heads/{branch}")) is not None:
         return commit
-    await git(repo, "branch", branch, start)
-    commit = await rev(repo, f"refs/heads/{branch}")
+    await git(git_dir, "branch", branch, start)
+    commit = await rev(git_dir, f"refs/heads/{branch}")
     assert commit is not None
     return commit
 
 
-async def ensure_worktree(repo: Path, path: Path, branch: str, start: str) -> Path:
-    """A worktree of `branch` at `path` (created from `start` when new); reused if present."""
-    if _is_worktree(path):
-        return path
-    _make_parent(path)
-    await git(repo, "worktree", "prune")
-    if await rev(repo, f"refs/heads/{branch}") is None:
-        await git(repo, "worktree", "add", "-b", branch, str(path), start)
-    else:
-        await git(repo, "worktree", "add", str(path), branch)
-    return path
+@dataclass(frozen=True)
+class Checkout:
+    """A linked worktree: the files (agent-writable) and its admin directory (engine-only).
+
+    The engine reaches the checkout only through `admin`, the directory git keeps under
+    the repository's `worktrees/`, never through the `.git` file in `path`.
+    """
+
+    repo: Path
+    path: Path
+
+    @property
+    def admin(self) -> Path:
+        """The worktree's git directory inside the repository."""
+        return self.repo / "worktrees" / self.path.name
+
+    def exists(self) -> bool:
+        """Whether git knows this worktree at this path and the files are there."""
+        try:
+            recorded = (self.admin / "gitdir").read_text().strip()
+        except OSError:
+            return False
+        return recorded == str(self.path / ".git") and self.path.is_dir()
+
+    async def git(self, *args: str, check: bool = True) -> tuple[int, str]:
+        """Run git in this checkout, with its directories named by the engine."""
+        return await git(self.admin, *args, work_tree=self.path, check=check)
+
+    async def branch(self) -> str | None:
+        """The branch checked out, or None when HEAD is detached."""
+        code, out = await git(self.admin, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        return out.strip() if code == 0 else None
 
 
-async def remove_worktree(repo: Path, path: Path) -> None:
-    """Remove a worktree (its branch stays)."""
-    if _is_worktree(path):
-        await git(repo, "worktree", "remove", "--force", str(path))
+async def add_worktree(repo: Path, path: Path, start: str) -> Checkout:
+    """A detached linked worktree of `repo` at `path` on `start`; a broken one is made anew.
 
-
-def _is_worktree(path: Path) -> bool:
-    return (path / ".git").exists()
-
-
-def _make_parent(path: Path) -> None:
+    The worktree's basename names its admin directory, so every worktree of one repository
+    has its own basename (`worktree`, `slot-1`, ...).
+    """
+    checkout = Checkout(repo, path)
+    if checkout.exists():
+        return checkout
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(checkout.admin, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
+    await git(repo, "worktree", "prune")
+    await git(repo, "worktree", "add", "--quiet", "--detach", str(path), start)
+    if not checkout.exists():
+        raise GitError(f"git worktree add made no admin directory {checkout.admin} for {path}")
+    return checkout
+
+
+async def remove_worktrees(repo: Path, paths: list[Path]) -> None:
+    """Delete worktrees' files and let git forget them (branches stay)."""
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+    if paths and (repo / "HEAD").exists():
+        await git(repo, "worktree", "prune")
+
+
+def strip_nested_repositories(root: Path) -> list[str]:
+    """Delete every `.git` below `root`'s top level; the paths removed, relative to `root`.
+
+    A nested repository in an agent's worktree would make the engine's `git add` run git
+    inside it, under that repository's own configuration (fsmonitor, filters): agent code.
+    """
+    removed: list[str] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git" and folder != root:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+                removed.append(os.path.relpath(entry.path, root))
+            elif entry.is_dir(follow_symlinks=False) and not (
+                folder == root and entry.name == ".git"
+            ):
+                stack.append(Path(entry.path))
+    return sorted(removed)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What the engine committed from a worktree: the commit (None if nothing changed)."""
+
+    commit: str | None
+    stripped: tuple[str, ...] = ()
+
+
+async def commit_all(
+    checkout: Checkout, message: str, *, author: tuple[str, str], committer: tuple[str, str]
+) -> Committed:
+    """Commit everything in the worktree (ignored files aside); concludes a merge in progress.
+
+    The engine makes the commits, so agents never need to write a git directory.
+    Idempotent: a clean worktree with no merge in progress commits nothing.
+    """
+    stripped = tuple(strip_nested_repositories(checkout.path))
+    await checkout.git("add", "-A")
+    merging = (checkout.admin / "MERGE_HEAD").exists()
+    code, _ = await checkout.git("diff", "--cached", "--quiet", check=False)
+    if code == 0 and not merging:
+        return Committed(None, stripped)
+    env = {
+        "GIT_AUTHOR_NAME": author[0],
+        "GIT_AUTHOR_EMAIL": author[1],
+        "GIT_COMMITTER_NAME": committer[0],
+        "GIT_COMMITTER_EMAIL": committer[1],
+    }
+    await git(
+        checkout.admin,
+        *("commit", "--quiet", "--no-verify", "--cleanup=strip"),
+        *("-m", message or "Work on the task"),
+        work_tree=checkout.path,
+        env=env,
+    )
+    head = await rev(checkout.admin, "HEAD")
+    return Committed(head, stripped)
 
 
 @dataclass(frozen=True)
@@ -125,12 +323,7 @@ async def merge(
         return Merge(target)
     code, out = await git(
         repo,
-        "merge-tree",
-        "--write-tree",
-        "--name-only",
-        "--no-messages",
-        target,
-        head,
+        *("merge-tree", "--write-tree", "--name-only", "--no-messages", target, head),
         check=False,
     )
     lines = out.splitlines()
@@ -141,18 +334,8 @@ async def merge(
     name, email = identity
     _, commit = await git(
         repo,
-        "-c",
-        f"user.name={name}",
-        "-c",
-        f"user.email={email}",
-        "commit-tree",
-        lines[0],
-        "-p",
-        target,
-        "-p",
-        head,
-        "-m",
-        message,
+        *("-c", f"user.name={name}", "-c", f"user.email={email}"),
+        *("commit-tree", lines[0], "-p", target, "-p", head, "-m", message),
     )
     await git(repo, "update-ref", f"refs/heads/{into}", commit.strip(), target)
     return Merge(commit.strip())

@@ -19,6 +19,7 @@ from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.jobs import JobHandle, Office
 from orchestrator.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import Model, ModelRequest
+from orchestrator.sandbox_probe import probe
 from orchestrator.scripted import FunctionModel
 
 ENV = {
@@ -149,14 +150,7 @@ def implementer(request: ModelRequest) -> AssistantTurn:
     if after < len(files):
         path, content = files[after]
         return turn(call(f"w{after}", "write_file", path=path, content=content))
-    if after == len(files):
-        commit = (
-            "git add -A && git commit -q --no-edit"
-            if number == 5
-            else (f"git add -A && git commit -qm 'Task {number}'")
-        )
-        return turn(call("commit", "shell", command=commit))
-    return AssistantTurn(text=f"Committed task {number}: {', '.join(p for p, _ in files)}.")
+    return AssistantTurn(text=f"Task {number}: wrote {', '.join(p for p, _ in files)}.")
 
 
 def reviewer(request: ModelRequest) -> AssistantTurn:
@@ -201,7 +195,15 @@ def model() -> FunctionModel:
 async def open_office(home: Path, the_model: Model, project_text: str = PROJECT) -> Office:
     org = load_organisation(shipped_org_dir())
     project = load_project(project_text, org=org, source="project.yaml", default_name="widgets")
-    return await Office.open(home, org=org, projects=[project], models=lambda _: the_model, env=ENV)
+    sandbox = await probe(ENV, home=home)
+    return await Office.open(
+        home, org=org, projects=[project], models=lambda _: the_model, env=ENV, sandbox=sandbox
+    )
+
+
+def job_repo(home: Path, job_id: int = 1, slug: str = "alpha-and-beta") -> Path:
+    """The repository that holds a job's branches."""
+    return home / "repos" / "widgets" / "jobs" / f"job-{job_id}--{slug}" / "repo.git"
 
 
 async def start(office: Office, repo: Path) -> JobHandle:

@@ -67,7 +67,7 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
     log = git(repo, "log", "--format=%an|%s|%P", BRANCH, "--not", "main").splitlines()
     assert [entry.split("|")[:2] for entry in log] == [
         ["teaparty", "Merge task #1: Add a --verbose flag"],
-        ["teaparty", "Record: Add a --verbose flag"],
+        ["implementer (teaparty)", "Task #1: Add a --verbose flag"],
     ]
     assert len(log[0].split("|")[2].split()) == 2, "a --no-ff merge of the task branch"
     recorded = git(repo, "show", f"{BRANCH}:docs/requests/add-a-verbose-flag.md")
@@ -81,7 +81,7 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
     assert "gate" not in again
     assert git(repo, "log", "--format=%s", BRANCH, "--not", "main").splitlines() == [
         "Merge task #1: Add a --verbose flag",
-        "Record: Add a --verbose flag",
+        "Task #1: Add a --verbose flag",
     ]
 
 

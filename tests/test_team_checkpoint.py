@@ -13,6 +13,7 @@ from orchestrator.context import COMPACT_INSTRUCTION
 from orchestrator.jobs import Office
 from orchestrator.messages import AssistantTurn
 from orchestrator.ports import ModelRequest
+from orchestrator.sandbox_probe import probe
 from orchestrator.scripted import FunctionModel
 
 TASKS = 8
@@ -48,11 +49,7 @@ def writer(request: ModelRequest) -> AssistantTurn:
     _, after = script.last_request(request.messages)
     if after == 0:
         return script.turn(script.call("w", "write_file", path=f"f{number}.txt", content="x\n"))
-    if after == 1:
-        return script.turn(
-            script.call("c", "shell", command=f"git add -A && git commit -qm f{number}")
-        )
-    return AssistantTurn(text=f"Committed f{number}.txt.")
+    return AssistantTurn(text=f"Wrote f{number}.txt.")
 
 
 async def test_the_lead_checkpoints_to_its_board(tmp_path: Path) -> None:
@@ -67,8 +64,14 @@ async def test_the_lead_checkpoints_to_its_board(tmp_path: Path) -> None:
     project = load_project(script.PROJECT, org=org, source="p.yaml", default_name="widgets")
     small = project.lead.model_copy(update={"context_tokens": 500})
     project = project.model_copy(update={"lead": small})
+    home = tmp_path / "home"
     office = await Office.open(
-        tmp_path / "home", org=org, projects=[project], models=lambda _: model, env=script.ENV
+        home,
+        org=org,
+        projects=[project],
+        models=lambda _: model,
+        env=script.ENV,
+        sandbox=await probe(script.ENV, home=home),
     )
     try:
         job = await script.start(office, script.make_repo(tmp_path / "widgets"))
@@ -112,5 +115,5 @@ async def test_a_restart_releases_slots_and_removes_worktrees_of_ended_jobs(tmp_
         await reopened.close()
     assert leased == (0,)
     assert not job.space.path.exists()
-    worktrees = script.git(job.space.mirror, "worktree", "list")
-    assert "jobs/" not in worktrees
+    worktrees = script.git(job.space.repo, "worktree", "list")
+    assert len(worktrees.splitlines()) == 1, worktrees  # the job's repository alone

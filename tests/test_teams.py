@@ -28,7 +28,7 @@ async def finished(tmp_path: Path) -> dict[str, object]:
         "result": result,
         "log": log,
         "tasks": tasks,
-        "mirror": job.space.mirror,
+        "mirror": job.space.repo,
         "branch": job.space.branch,
         "requests": requests,
     }

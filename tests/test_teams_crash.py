@@ -38,9 +38,9 @@ def harness(home: Path, repo: Path, kill: str | None = None) -> subprocess.Compl
 
 
 def outcome(home: Path) -> tuple[str, list[str]]:
-    mirror = home / "repos" / "widgets" / "mirror.git"
-    tree = script.git(mirror, "rev-parse", f"{BRANCH}^{{tree}}").strip()
-    log = script.git(mirror, "log", "--format=%s", BRANCH).splitlines()
+    repo = script.job_repo(home)
+    tree = script.git(repo, "rev-parse", f"{BRANCH}^{{tree}}").strip()
+    log = script.git(repo, "log", "--format=%s", BRANCH).splitlines()
     return tree, sorted(line for line in log if line.startswith("Merge task"))
 
 

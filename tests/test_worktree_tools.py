@@ -4,27 +4,29 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import hand_to_agents
 
 from orchestrator.messages import ToolCall, ToolResult
+from orchestrator.sandbox import Sandbox
 from orchestrator.worktree_tools import SPECS, WorktreeTools
+from orchestrator.worktrees import add_worktree, git
 
 PATH = os.environ["PATH"]
 SECRET_NAME = re.compile("TOKEN|KEY|SECRET|PASSWORD|PASS|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)
 
 
 @pytest.fixture
-def worktree(tmp_path: Path) -> Path:
+def worktree(tmp_path: Path, sandbox: Sandbox) -> Path:
     root = tmp_path / "wt"
     root.mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    return root.resolve()
+    return hand_to_agents(root.resolve(), sandbox)
 
 
 @pytest.fixture
@@ -36,8 +38,8 @@ def outside(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def tools(worktree: Path) -> WorktreeTools:
-    return WorktreeTools(worktree, parent_env={"PATH": PATH})
+def tools(worktree: Path, sandbox: Sandbox) -> WorktreeTools:
+    return WorktreeTools(worktree, parent_env={"PATH": PATH}, sandbox=sandbox)
 
 
 async def call(tools: WorktreeTools, name: str, **args: Any) -> ToolResult:
@@ -87,8 +89,17 @@ async def test_write_read_edit_search_list(tools: WorktreeTools, worktree: Path)
 
 
 async def test_search_skips_ignored_and_reports_a_bad_pattern(
-    tools: WorktreeTools, worktree: Path
+    tmp_path: Path, sandbox: Sandbox
 ) -> None:
+    repo = tmp_path / "repo.git"
+    await git(None, "init", "-q", "--bare", str(repo))
+    empty = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
+    _, commit = await git(
+        repo, "-c", "user.name=t", "-c", "user.email=t@x", "commit-tree", empty, "-m", "init"
+    )
+    checkout = await add_worktree(repo, tmp_path / "slot-1", commit.strip())
+    worktree = checkout.path
+    tools = WorktreeTools(worktree, parent_env={"PATH": PATH}, sandbox=sandbox, checkout=checkout)
     (worktree / ".gitignore").write_text("build/\n")
     (worktree / "build").mkdir()
     (worktree / "build/out.txt").write_text("needle\n")
@@ -97,13 +108,13 @@ async def test_search_skips_ignored_and_reports_a_bad_pattern(
     assert "search:" in await refused(tools, "search", pattern="(")
 
 
-async def test_search_without_git_walks_the_tree(tmp_path: Path) -> None:
+async def test_search_without_git_walks_the_tree(tmp_path: Path, sandbox: Sandbox) -> None:
     root = tmp_path / "plain"
     (root / "src").mkdir(parents=True)
     (root / "src/a.py").write_text("x = 1\nneedle = 2\n")
     (root / "notes.md").write_text("needle\n")
     (root / "blob.bin").write_bytes(b"needle\0")
-    tools = WorktreeTools(root, parent_env={"PATH": PATH})
+    tools = WorktreeTools(root, parent_env={"PATH": PATH}, sandbox=sandbox)
     found = await ok(tools, "search", pattern="need+le")
     assert found.splitlines() == ["notes.md:1:needle", "src/a.py:2:needle = 2"]
     assert (await ok(tools, "search", pattern="needle", glob="*.py")).strip() == (
@@ -114,9 +125,9 @@ async def test_search_without_git_walks_the_tree(tmp_path: Path) -> None:
     assert "bad pattern" in await refused(tools, "search", pattern="(")
 
 
-async def test_read_file_pages_and_caps(worktree: Path) -> None:
+async def test_read_file_pages_and_caps(worktree: Path, sandbox: Sandbox) -> None:
     (worktree / "long.txt").write_text("".join(f"line {n}\n" for n in range(1, 101)))
-    tools = WorktreeTools(worktree, parent_env={}, output_cap=200)
+    tools = WorktreeTools(worktree, parent_env={}, output_cap=200, sandbox=sandbox)
     page = await ok(tools, "read_file", path="long.txt", offset=10, limit=3)
     assert page.splitlines() == [
         "    10\tline 10",
@@ -290,53 +301,58 @@ async def test_shell_runs_in_the_worktree(tools: WorktreeTools, worktree: Path) 
     assert await ok(tools, "shell", command="pwd") == f"{worktree}\n[exit code 0]"
     assert await ok(tools, "shell", command="echo oops >&2; exit 3") == "oops\n[exit code 3]"
     assert await ok(tools, "shell", command="cat") == "[exit code 0]"
-    home = (await ok(tools, "shell", command="echo $HOME")).splitlines()[0]
-    assert home == str(worktree.parent / ".home-wt")
-    assert private_dir(home)
+    home = await ok(tools, "shell", command='touch "$HOME/x" && ls "$HOME"')
+    assert home == "x\n[exit code 0]", "HOME is a writable place of the call's own"
 
 
-def private_dir(path: str) -> bool:
-    return Path(path).is_dir() and Path(path).stat().st_mode & 0o077 == 0
+def survivors(marker: str) -> list[int]:
+    """Host pids of processes whose command line holds `marker` (pids inside a sandbox differ)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
-def dead(pid: int) -> bool:
-    """Whether the process has exited, waiting up to 5 s for its exit event (a pidfd)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([pidfd], [], [], 5)[0])
-    finally:
-        os.close(pidfd)
+def gone(marker: str) -> bool:
+    """Whether no process with `marker` runs any more, waiting up to 5 s."""
+    deadline = time.monotonic() + 5
+    while survivors(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not survivors(marker)
 
 
 async def test_shell_timeout_kills_the_whole_group(tools: WorktreeTools) -> None:
     started = time.monotonic()
-    message = await refused(tools, "shell", command="sleep 30 & echo $!; sleep 30", timeout_s=0.5)
+    command = "sleep 30.101 & setsid sleep 30.102 & sleep 30.103"
+    message = await refused(tools, "shell", command=command, timeout_s=0.5)
     assert time.monotonic() - started < 10
     assert "timed out after 0.5 s" in message
-    match = re.search(r"Output so far:\n(\d+)", message)
-    assert match, message
-    assert dead(int(match.group(1)))
+    assert gone("30.10"), "a process of the call outlived it"
 
 
 async def test_shell_kills_background_children_when_it_ends(tools: WorktreeTools) -> None:
     started = time.monotonic()
-    output = await ok(tools, "shell", command="sleep 30 & echo $!")
+    await ok(tools, "shell", command="sleep 30.201 & (setsid sleep 30.202 &) ; echo started")
     assert time.monotonic() - started < 10
-    assert dead(int(output.splitlines()[0]))
+    assert gone("30.20"), "a background process outlived the call"
 
 
-async def test_shell_timeout_cannot_exceed_the_configured_limit(worktree: Path) -> None:
-    tools = WorktreeTools(worktree, parent_env={"PATH": PATH}, shell_timeout_s=0.5)
+async def test_shell_timeout_cannot_exceed_the_configured_limit(
+    worktree: Path, sandbox: Sandbox
+) -> None:
+    tools = WorktreeTools(worktree, parent_env={"PATH": PATH}, shell_timeout_s=0.5, sandbox=sandbox)
     started = time.monotonic()
     assert "timed out" in await refused(tools, "shell", command="sleep 30", timeout_s=100)
     assert time.monotonic() - started < 10
 
 
-async def test_shell_output_keeps_head_and_tail(worktree: Path) -> None:
-    tools = WorktreeTools(worktree, parent_env={"PATH": PATH}, output_cap=1000)
+async def test_shell_output_keeps_head_and_tail(worktree: Path, sandbox: Sandbox) -> None:
+    tools = WorktreeTools(worktree, parent_env={"PATH": PATH}, output_cap=1000, sandbox=sandbox)
     output = await ok(tools, "shell", command="seq 1 100000")
     assert output.startswith("1\n2\n3\n")
     assert output.endswith("99999\n100000\n[exit code 0]")
@@ -348,7 +364,7 @@ def env_names(output: str) -> set[str]:
     return {match.group(1) for match in re.finditer(r"^([A-Za-z_][A-Za-z0-9_]*)=", output, re.M)}
 
 
-async def test_shell_env_holds_no_secrets(worktree: Path) -> None:
+async def test_shell_env_holds_no_secrets(worktree: Path, sandbox: Sandbox) -> None:
     secrets = {
         "GITHUB_TOKEN": "ghs_secret123",
         "ANTHROPIC_API_KEY": "sk-ant-abc",
@@ -357,7 +373,7 @@ async def test_shell_env_holds_no_secrets(worktree: Path) -> None:
         "MY_DB_PASSWORD": "hunter2",
     }
     parent = {**secrets, "PATH": PATH, "LANG": "C.UTF-8", "EDITOR": "vi"}
-    tools = WorktreeTools(worktree, parent_env=parent)
+    tools = WorktreeTools(worktree, parent_env=parent, sandbox=sandbox)
     output = await ok(tools, "shell", command="env")
     names = env_names(output)
     assert not {name for name in names if SECRET_NAME.search(name)}
@@ -369,7 +385,9 @@ async def test_shell_env_holds_no_secrets(worktree: Path) -> None:
     assert "GIT_CONFIG_NOSYSTEM=1" in output
 
 
-async def test_shell_env_drops_a_secret_smuggled_into_an_allowed_variable(worktree: Path) -> None:
+async def test_shell_env_drops_a_secret_smuggled_into_an_allowed_variable(
+    worktree: Path, sandbox: Sandbox
+) -> None:
     parent = {
         "GITHUB_TOKEN": "ghs_secret123",
         "LANG": "ghs_secret123",
@@ -378,7 +396,7 @@ async def test_shell_env_drops_a_secret_smuggled_into_an_allowed_variable(worktr
         "GIT_AUTHOR_NAME": "Tea Bot",
         "PATH": PATH,
     }
-    tools = WorktreeTools(worktree, parent_env=parent)
+    tools = WorktreeTools(worktree, parent_env=parent, sandbox=sandbox)
     output = await ok(tools, "shell", command="env")
     assert "ghs_secret123" not in output
     names = env_names(output)
