@@ -8,19 +8,35 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.config import check_path, shipped_org_dir
+from bot.errors import SettingsError
+from bot.secrets import take_secrets
 
 Command = Callable[[argparse.Namespace], int]
 EXIT_OK, EXIT_ISSUES, EXIT_USAGE = 0, 1, 2
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default: sys.argv[1:]) and return the exit code."""
+def entry() -> None:
+    """The `teaparty` console script: secrets out of the process environment, then `main`."""
+    try:
+        environ = take_secrets(os.environ)
+    except SettingsError as exc:
+        print(f"teaparty: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    raise SystemExit(main(environ=environ))
+
+
+def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: sys.argv[1:]) and return the exit code.
+
+    `environ` is the environment the commands read (default: os.environ); `entry` passes
+    one whose secrets are no longer in the process's own.
+    """
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and on usage errors; we return instead
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    args.environ = os.environ if environ is None else environ
     command: Command = args.command
     return command(args)
 
@@ -68,7 +84,7 @@ def _add_app_manifest(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def _app_manifest(args: argparse.Namespace) -> int:
     from bot.manifest import app_manifest_command
 
-    return app_manifest_command(args, os.environ)
+    return app_manifest_command(args, args.environ)
 
 
 def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,13 +119,13 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def _demo(args: argparse.Namespace) -> int:
     from bot.demo import demo_command
 
-    return demo_command(args, os.environ)
+    return demo_command(args, args.environ)
 
 
 def _serve(args: argparse.Namespace) -> int:
     from bot.serve import serve_command
 
-    return serve_command(args, os.environ)
+    return serve_command(args, args.environ)
 
 
 def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -140,7 +156,7 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _run(args: argparse.Namespace) -> int:
     from bot.local import run_command
 
-    return run_command(args, os.environ)
+    return run_command(args, args.environ)
 
 
 def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -166,7 +182,9 @@ def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    environ: Mapping[str, str] = os.environ
+    from orchestrator.config import check_path, shipped_org_dir
+
+    environ: Mapping[str, str] = args.environ
     org_dir: Path = args.org or _env_org(environ) or shipped_org_dir()
     paths: Sequence[Path] = args.paths or [_default_path(environ)]
     for path in [*paths, *([args.org] if args.org else [])]:
@@ -192,6 +210,8 @@ def _env_org(environ: Mapping[str, str]) -> Path | None:
 
 
 def _default_path(environ: Mapping[str, str]) -> Path:
+    from orchestrator.config import shipped_org_dir
+
     local = Path("config")
     if (local / "teaparty.yaml").is_file():
         return local
@@ -203,4 +223,4 @@ def _plural(count: int, noun: str) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

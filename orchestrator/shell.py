@@ -12,6 +12,7 @@ from pathlib import Path
 from orchestrator.errors import SandboxError, ToolError
 from orchestrator.processes import CappedOutput, run_process
 from orchestrator.sandbox import NO_NETWORK, Network, Place, Sandbox, agent_path
+from orchestrator.secrecy import SECRET_NAME
 from orchestrator.tools import ToolSpec
 from orchestrator.worktrees import Checkout, git_env, hardened
 
@@ -25,8 +26,6 @@ _KEPT = (
     "GIT_COMMITTER_NAME",
     "GIT_COMMITTER_EMAIL",
 )
-# PASS covers PASSWORD; AUTH(?!OR) so that GIT_AUTHOR_NAME is not taken for a secret.
-SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH(?!OR)|PRIVATE", re.IGNORECASE)
 _GREP = ("grep", "-n", "-I", "-E", "--untracked", "--no-color")
 
 SHELL_SPEC = ToolSpec(

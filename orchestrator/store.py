@@ -66,7 +66,8 @@ class Store:
         """
         if not hasattr(aiosqlite.Connection, "_execute"):
             raise StoreError("this aiosqlite has no Connection._execute; pin aiosqlite<0.23")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private(path)
         lock_fd = _lock(path) if exclusive else None
         conn: aiosqlite.Connection | None = None
         try:
@@ -228,6 +229,12 @@ def _commit_group(
             tx.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _private(path: Path) -> None:
+    """The store file exists and only its owner may read it (SQLite gives -wal/-shm its mode)."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
 
 
 def _lock(path: Path) -> int:

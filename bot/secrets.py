@@ -1,0 +1,84 @@
+"""Secrets leave the process environment at start: read once, then re-exec without them.
+
+`/proc/<pid>/environ` shows the environment a program was *started* with, whatever it
+deletes from `os.environ` later, and any process that may read it (the same user, root,
+a confined process on a host whose sandbox is weaker than hoped) would find the App's
+private key, the webhook secret and the model key there. So the `teaparty` command, when
+its environment holds a secret, hands every secret to a fresh image of itself through an
+anonymous file descriptor and `execve`s with an environment that holds none; the new
+image reads them, closes the descriptor, and passes them down explicitly. The pid stays
+the same, and its `environ` now shows no secret.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+
+from bot.errors import SettingsError
+from orchestrator.secrecy import SECRET_NAME
+
+HANDOVER = "TEAPARTY_SECRETS_FD"
+
+
+def secret_names(environ: Mapping[str, str]) -> list[str]:
+    """The variables that hold a secret (by name: TOKEN, KEY, SECRET, PASS, ...), if set."""
+    return sorted(name for name, value in environ.items() if value and SECRET_NAME.search(name))
+
+
+def take_secrets(environ: Mapping[str, str]) -> dict[str, str]:
+    """The whole environment, secrets included, with none of them left in the process's own.
+
+    Does not return in the first image when there are secrets: it re-executes itself.
+    """
+    if HANDOVER in environ:
+        return _receive(environ)
+    names = secret_names(environ)
+    if not names:
+        return dict(environ)
+    payload = json.dumps({name: environ[name] for name in names}).encode()
+    descriptor = _anonymous_file(payload)
+    clean = {name: value for name, value in environ.items() if name not in names}
+    clean[HANDOVER] = str(descriptor)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, sys.orig_argv, clean)
+    raise AssertionError("execve returned")  # pragma: no cover - execve does not return
+
+
+def _anonymous_file(payload: bytes) -> int:
+    """A descriptor, inherited across exec, from which `payload` reads back."""
+    if hasattr(os, "memfd_create"):
+        descriptor = os.memfd_create("teaparty-secrets", 0)  # no MFD_CLOEXEC: exec keeps it
+        os.write(descriptor, payload)
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        return descriptor
+    read_end, write_end = os.pipe()  # small enough for a pipe's buffer (a few KB)
+    os.write(write_end, payload)
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    return read_end
+
+
+def _receive(environ: Mapping[str, str]) -> dict[str, str]:
+    raw = environ[HANDOVER]
+    os.environ.pop(HANDOVER, None)
+    if not raw.isdigit():
+        raise SettingsError(f"{HANDOVER}={raw!r} is not a file descriptor; do not set it yourself")
+    descriptor = int(raw)
+    chunks = []
+    try:
+        while chunk := os.read(descriptor, 65_536):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise SettingsError(f"{HANDOVER}: cannot read the secrets handed over: {exc}") from exc
+    finally:
+        os.close(descriptor)
+    try:
+        secrets = json.loads(b"".join(chunks))
+    except ValueError as exc:
+        raise SettingsError(f"{HANDOVER}: the secrets handed over are not JSON") from exc
+    rest = {name: value for name, value in environ.items() if name != HANDOVER}
+    return {**rest, **{str(k): str(v) for k, v in secrets.items()}}
