@@ -51,7 +51,27 @@ def _parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     _add_demo(commands)
     _add_app_manifest(commands)
+    _add_doctor(commands)
     return parser
+
+
+def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        help="say how agents' processes are sandboxed here, and what that guarantees",
+        description="Probe bubblewrap and Landlock the way `teaparty serve` does at start, "
+        "and print the mode in use (TEAPARTY_SANDBOX=bwrap|landlock|off forces one), what it "
+        "guarantees and what it does not, and the state directory's permissions. Exit code 1 "
+        "when agents' shells cannot be confined here.",
+    )
+    doctor.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+    doctor.set_defaults(command=_doctor)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from bot.doctor import doctor_command
+
+    return doctor_command(args, args.environ)
 
 
 def _add_app_manifest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

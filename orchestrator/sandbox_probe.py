@@ -160,7 +160,9 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
     if base.run_as is not None and (blocked := _unreachable(home)) is not None:
         return (
             f"{blocked} is not searchable by others, so uid {base.run_as[0]} cannot reach "
-            "worktrees under TEAPARTY_HOME; put TEAPARTY_HOME under e.g. /var/lib"
+            "worktrees under TEAPARTY_HOME: give it `chmod o+x` (search, not list; Landlock "
+            "keeps the contents out of reach), move TEAPARTY_HOME (e.g. under /var/lib), or "
+            "run the engine as a user of its own"
         )
     candidate = replace(base, mode="landlock")
     with _trial(home, base.run_as) as work:
@@ -180,7 +182,7 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
     )
     return replace(
         candidate,
-        reason=f"Landlock ABI {abi} (no user namespaces here)",
+        reason=f"Landlock ABI {abi}",
         guarantees=(
             "files: system directories read-only, the call's worktree and a private "
             "temporary directory writable, the job's git data read-only; the rest of "
@@ -203,12 +205,11 @@ def _who(base: Sandbox) -> str:
 
 
 def _unreachable(home: Path) -> Path | None:
-    """The first ancestor of `home` that others may not search (home itself is opened up)."""
+    """The first of `home` and its ancestors that others may not search, or None."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for folder in reversed(home.resolve().parents):
+    for folder in [*reversed(home.resolve().parents), home.resolve()]:
         if not os.stat(folder).st_mode & stat.S_IXOTH:
             return folder
-    os.chmod(home, 0o711)  # search, not list; Landlock keeps the contents out of reach
     return None
 
 

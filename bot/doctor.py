@@ -1,0 +1,67 @@
+"""`teaparty doctor`: how this host confines agents, and exactly what each mode guarantees."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox import Sandbox
+from orchestrator.sandbox_probe import probe
+from orchestrator.worktrees import git
+
+EXIT_OK, EXIT_UNCONFINED = 0, 1
+
+
+def doctor_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Print the sandbox this host gives agents and each mode's verdict; 1 if none confines."""
+    home = Path(args.home or environ.get("TEAPARTY_HOME") or Path.home() / ".teaparty").resolve()
+    return asyncio.run(_doctor(home, environ))
+
+
+async def _doctor(home: Path, environ: Mapping[str, str]) -> int:
+    try:
+        chosen = await probe(environ, home=home)
+    except SandboxError as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return EXIT_UNCONFINED
+    _describe("sandbox in use", chosen)
+    for mode in ("bwrap", "landlock"):
+        if mode == chosen.mode:
+            continue
+        try:
+            other = await probe({**environ, "TEAPARTY_SANDBOX": mode}, home=home)
+        except SandboxError as exc:
+            print(f"\n{mode}: not available here: {exc}")
+        else:
+            _describe(f"{mode} (also works here; TEAPARTY_SANDBOX={mode} selects it)", other)
+    print()
+    print(f"TEAPARTY_HOME: {home} ({_mode(home)})")
+    store = home / "teaparty.db"
+    if store.exists():
+        print(f"store: {store} ({_mode(store)})")
+    code, version = await git(None, "--version", check=False)
+    print(f"git: {version.strip() if code == 0 else 'not found'}")
+    return EXIT_OK if chosen.mode in ("bwrap", "landlock", "off") else EXIT_UNCONFINED
+
+
+def _describe(title: str, sandbox: Sandbox) -> None:
+    print(f"{title}: {sandbox.mode} ({sandbox.reason})")
+    if sandbox.mode == "unavailable":
+        print(
+            "  agents' shells will not run: jobs whose agents have a shell fail with this "
+            "reason, unless TEAPARTY_SANDBOX=off is set"
+        )
+    for line in sandbox.guarantees:
+        print(f"  - {line}")
+
+
+def _mode(path: Path) -> str:
+    try:
+        return f"mode {oct(os.stat(path).st_mode & 0o777)}"
+    except OSError as exc:
+        return f"not readable: {exc.strerror}"
