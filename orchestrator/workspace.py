@@ -342,10 +342,13 @@ class Workspace:
                 await self.close_job(job)
                 cleaned.append(f"removed the worktrees of ended job {job_id}")
         for mirror in legacy:  # the shared slots of an earlier layout
-            await remove_worktrees(Path(mirror), [Path(mirror).parent / "slots"])
-            await self.store.write(lambda tx, m=mirror: _forget_slots(tx, m))
+            await self._forget_legacy_slots(mirror)
             cleaned.append(f"removed the shared task slots of {mirror}")
         return cleaned
+
+    async def _forget_legacy_slots(self, mirror: str) -> None:
+        await remove_worktrees(Path(mirror), [Path(mirror).parent / "slots"])
+        await self.store.write(lambda tx: _forget_slots(tx, mirror))
 
 
 async def _job_repo(folder: Path, mirror: Path) -> Path:
