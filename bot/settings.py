@@ -28,6 +28,8 @@ class Settings:
     insecure_no_signature: bool = False
     write_interval_s: float = 1.0
     status_interval_s: float = 10.0
+    body_timeout_s: float = 10.0
+    max_connections: int = 256
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path | None = None) -> Settings:
@@ -59,10 +61,12 @@ class Settings:
             insecure_no_signature=insecure,
             write_interval_s=_seconds(environ, "TEAPARTY_GITHUB_WRITE_INTERVAL", 1.0),
             status_interval_s=_seconds(environ, "TEAPARTY_STATUS_INTERVAL", 10.0),
+            body_timeout_s=_seconds(environ, "TEAPARTY_BODY_TIMEOUT", 10.0, low=0.1),
+            max_connections=_count(environ, "TEAPARTY_MAX_CONNECTIONS", 256),
         )
 
 
-def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+def _seconds(environ: Mapping[str, str], name: str, default: float, *, low: float = 0.0) -> float:
     text = environ.get(name, "")
     if not text:
         return default
@@ -70,9 +74,18 @@ def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
         value = float(text)
     except ValueError:
         raise SettingsError(f"{name}={text!r}: not a number of seconds") from None
-    if not 0 <= value <= 3600:
-        raise SettingsError(f"{name}={text!r}: must be between 0 and 3600 seconds")
+    if not low <= value <= 3600:
+        raise SettingsError(f"{name}={text!r}: must be between {low:g} and 3600 seconds")
     return value
+
+
+def _count(environ: Mapping[str, str], name: str, default: int) -> int:
+    text = environ.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit() or not 1 <= int(text) <= 100_000:
+        raise SettingsError(f"{name}={text!r}: must be a whole number from 1 to 100000")
+    return int(text)
 
 
 def _private_key(environ: Mapping[str, str]) -> str:

@@ -1,0 +1,145 @@
+"""Webhook limits in process: the pure steps (head, HMAC in chunks, JSON), log escaping,
+the server's settings, and the disk budget of unverified bodies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from bot.demo import private_key_pem
+from bot.errors import DeliveryError, SettingsError
+from bot.events import HANDLED_EVENTS
+from bot.serve import MAX_HEAD_BYTES, DeadlineProtocol, app_server
+from bot.server import SPOOL_RAM_BYTES, create_app
+from bot.settings import Settings
+from bot.webhooks import Signature, check_head, decode, shown, signature
+from orchestrator.store import Store
+
+SECRET = "It's a Secret to Everybody"
+
+
+def lower(fields: Mapping[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in fields.items()}
+
+
+def fields(body: bytes = b"{}", *, delivery: str = "d-1", event: str = "ping") -> dict[str, str]:
+    return {
+        "content-type": "application/json",
+        "content-length": str(len(body)),
+        "x-github-event": event,
+        "x-github-delivery": delivery,
+        "x-hub-signature-256": signature(SECRET, body),
+    }
+
+
+def test_the_signature_fed_in_chunks_is_the_signature_of_the_whole() -> None:
+    body = json.dumps({"zen": "x" * 100_000}).encode()
+    head = check_head(fields(body), secret=SECRET, events=HANDLED_EVENTS)
+    mac = Signature(SECRET, head)
+    for start in range(0, len(body), 4096):
+        mac.update(body[start : start + 4096])
+    mac.check()
+    wrong = Signature(SECRET, head)
+    wrong.update(body[:-1])
+    with pytest.raises(DeliveryError, match="does not match") as caught:
+        wrong.check()
+    assert caught.value.status == 401
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "words"),
+    [
+        ({"content-length": str(26 * 1024 * 1024)}, 413, "over 25 MB"),
+        ({"content-type": "text/plain"}, 415, "'text/plain'"),
+        ({"x-hub-signature-256": ""}, 401, "no X-Hub-Signature-256"),
+        ({"x-github-event": "deployment"}, 400, "'deployment'"),
+    ],
+)
+def test_the_head_alone_refuses(change: dict[str, str], status: int, words: str) -> None:
+    with pytest.raises(DeliveryError, match=words) as caught:
+        check_head(fields() | change, secret=SECRET, events=HANDLED_EVENTS)
+    assert (caught.value.status, caught.value.delivery_id) == (status, "d-1")
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests too deeply"),
+        (b'{"n": 1' + b"0" * 5_000 + b"}", "integer over 4300 digits"),
+        (b'{"n": 1', "not JSON"),
+        (b"\xff\xfe{}", "not JSON"),
+    ],
+)
+def test_bodies_json_cannot_read_are_400_naming_the_delivery(body: bytes, words: str) -> None:
+    head = check_head(fields(body), secret=SECRET, events=HANDLED_EVENTS)
+    with pytest.raises(DeliveryError, match=words) as caught:
+        decode(head, body)
+    assert (caught.value.status, caught.value.delivery_id) == (400, "d-1")
+
+
+def test_an_action_that_is_not_a_plain_name_is_not_kept() -> None:
+    head = check_head(fields(), secret=SECRET, events=HANDLED_EVENTS)
+    assert decode(head, b'{"action": "labeled"}').action == "labeled"
+    assert decode(head, b'{"action": "x\\nINFO forged"}').action == ""
+
+
+def test_shown_values_cannot_break_a_log_line() -> None:
+    for value in ("a\nb", "a\rb", "a\x85b", "a\u2028b", "\x1b[31mred", "a\u202eb"):
+        assert len(shown(value).splitlines()) == 1
+        assert "\x1b" not in shown(value)
+    assert shown("x" * 500) == repr("x" * 100) + "…"
+
+
+def test_settings_bound_the_server() -> None:
+    pem = private_key_pem()
+    env = {"GITHUB_APP_ID": "1", "GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": pem}
+    default = Settings.from_env(env)
+    assert (default.body_timeout_s, default.max_connections) == (10.0, 256)
+    tight = {"TEAPARTY_BODY_TIMEOUT": "2.5", "TEAPARTY_MAX_CONNECTIONS": "9"}
+    server = app_server(FastAPI(), Settings.from_env(env | tight), host="127.0.0.1", port=1)
+    assert server.config.limit_concurrency == 9
+    assert server.config.h11_max_incomplete_event_size == MAX_HEAD_BYTES
+    protocol = server.config.http
+    assert isinstance(protocol, type)
+    assert issubclass(protocol, DeadlineProtocol)
+    assert protocol.deadline_s == 2.5
+    for name, value in [("TEAPARTY_BODY_TIMEOUT", "0"), ("TEAPARTY_MAX_CONNECTIONS", "0")]:
+        with pytest.raises(SettingsError, match=name):
+            Settings.from_env(env | {name: value})
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "teaparty.db")
+    yield opened
+    await opened.close()
+
+
+async def test_unverified_bodies_on_disk_are_bounded_and_the_bound_is_given_back(
+    store: Store,
+) -> None:
+    budget = 600 * 1024
+    app = create_app(store, secret=SECRET, events=HANDLED_EVENTS, spool_disk_bytes=budget)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+        fits = json.dumps({"zen": "x" * (SPOOL_RAM_BYTES + 300 * 1024)}).encode()
+        for n in range(3):  # each takes 300 KB of the 600: only if the last gave it back
+            sent = fields(fits, delivery=f"fits-{n}") | {"x-hub-signature-256": "sha256=0"}
+            response = await http.post("/webhook", content=fits, headers=sent)
+            assert response.status_code == 401
+        too_big = json.dumps({"zen": "x" * (SPOOL_RAM_BYTES + 700 * 1024)}).encode()
+        response = await http.post("/webhook", content=too_big, headers=fields(too_big))
+        assert response.status_code == 503
+        assert response.headers["connection"] == "close"
+        response = await http.post("/webhook", content=fits, headers=fields(fits))
+        assert response.json() == {"delivery_id": "d-1", "status": "queued"}
+    stored = await store.read(
+        lambda tx: tx.execute("SELECT body FROM deliveries WHERE delivery_id = 'd-1'").fetchone()
+    )
+    assert stored == (fits,)  # spooled to disk, read back whole
