@@ -1,7 +1,7 @@
 """Benchmark of durable webhook ingest against a bare FastAPI endpoint, measured in one run.
 
     python bench/webhooks.py [--quick] [--seconds S] [--repeats R] [--client wrk|python]
-                             [--loop uvloop|asyncio]
+                             [--loop uvloop|asyncio] [--http httptools|teaparty]
 
 For concurrency 1, 16 and 64, each endpoint gets its own uvicorn process (1 worker, uvloop
 + httptools, access log off) on a pre-bound loopback socket, started fresh for each point:
@@ -13,7 +13,9 @@ The load comes from wrk (one thread, a Lua `request()` that numbers the delivery
 it is installed, else from an asyncio keep-alive client in this process. A point is a 1 s
 warm-up, then R runs (default 1) of S seconds (default 5). Afterwards every acknowledged
 delivery id is looked up in the store. `--loop asyncio` serves both endpoints on the
-stdlib event loop, as `bot.runtime.server` does today.
+stdlib event loop, as `bot.runtime.server` does today. `--http teaparty` serves both with
+the HTTP stack of `teaparty serve` (`bot.serve.app_server`: h11, the request deadline, the
+head and connection bounds) instead of httptools.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ import uvloop
 from fastapi import FastAPI, Request, Response
 
 from bot.events import HANDLED_EVENTS
+from bot.serve import app_server
 from bot.server import create_app
+from bot.settings import Settings
 from bot.webhooks import signature
 from orchestrator.store import Store
 
@@ -142,7 +146,7 @@ def bare_app() -> FastAPI:
     return app
 
 
-async def serve(mode: str, fd: int, db: Path | None, *, loop: str) -> None:
+async def serve(mode: str, fd: int, db: Path | None, *, loop: str, http: str) -> None:
     """Serve `mode` on the listening socket `fd` until stdin closes; close the store after."""
     store = await Store.open(db) if mode == "durable" and db else None
     app = (
@@ -150,11 +154,16 @@ async def serve(mode: str, fd: int, db: Path | None, *, loop: str) -> None:
         if store is None
         else create_app(store, secret=os.environ[SECRET_ENV], events=HANDLED_EVENTS)
     )
-    config = uvicorn.Config(
-        app, loop=loop, http="httptools", lifespan="off", access_log=False,
-        log_level="warning",
-    )  # fmt: skip
-    server = uvicorn.Server(config)
+    if http == "teaparty":
+        settings = Settings(app_id="bench", private_key="", webhook_secret="", home=ROOT)
+        server = app_server(app, settings, host="127.0.0.1", port=0)
+        server.config.log_level = "warning"
+    else:
+        config = uvicorn.Config(
+            app, loop=loop, http="httptools", lifespan="off", access_log=False,
+            log_level="warning",
+        )  # fmt: skip
+        server = uvicorn.Server(config)
 
     async def stop_at_eof() -> None:  # not a signal: uvicorn re-raises those after shutdown
         await asyncio.to_thread(sys.stdin.buffer.read)
@@ -178,7 +187,7 @@ def served(mode: str, db: Path, options: argparse.Namespace, log: Path) -> Itera
     env = {**os.environ, SECRET_ENV: options.secret}
     with log.open("ab") as err:
         child = subprocess.Popen(
-            [*args, "--db", str(db), "--loop", options.loop],
+            [*args, "--db", str(db), "--loop", options.loop, "--http", options.http],
             pass_fds=[listener.fileno()],
             stdin=subprocess.PIPE,
             stderr=err,
@@ -376,7 +385,8 @@ def report(results: Results, *, client: str, size: int, options: argparse.Namesp
     bare, ours = (p.load.p99_ms for p in results[top])
     print(f"p99 at c={top}: durable {ours:.1f} ms / bare {bare:.1f} ms = {ours / bare:.1f}x")
     print(f"client: {client}; body {size:,} bytes, each request a new X-GitHub-Delivery")
-    print(f"server: uvicorn, 1 worker, {options.loop} + httptools, access log off")
+    stack = "httptools" if options.http == "httptools" else "h11 as in `teaparty serve`"
+    print(f"server: uvicorn, 1 worker, {options.loop} + {stack}, access log off")
     if options.repeats > 1:
         print(f"{options.repeats} runs a point: req/s pooled, p50 the median run's, p99 the worst")
         for c, (bare, ours) in results.items():
@@ -473,13 +483,19 @@ if __name__ == "__main__":
     parser.add_argument(
         "--loop", choices=["uvloop", "asyncio"], default="uvloop", help="the servers' event loop"
     )
+    parser.add_argument(
+        "--http",
+        choices=["httptools", "teaparty"],
+        default="httptools",
+        help="the servers' HTTP stack: httptools, or that of `teaparty serve` (h11, bounded)",
+    )
     parser.add_argument("--serve", choices=["durable", "bare"], help=argparse.SUPPRESS)
     parser.add_argument("--fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.serve:
         run = uvloop.run if options.loop == "uvloop" else asyncio.run
-        run(serve(options.serve, options.fd, options.db, loop=options.loop))
+        run(serve(options.serve, options.fd, options.db, loop=options.loop, http=options.http))
     else:
         options.concurrency = CONCURRENCIES
         if options.quick:
