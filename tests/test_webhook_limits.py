@@ -100,7 +100,7 @@ def test_settings_bound_the_server() -> None:
     pem = private_key_pem()
     env = {"GITHUB_APP_ID": "1", "GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": pem}
     default = Settings.from_env(env)
-    assert (default.body_timeout_s, default.max_connections) == (10.0, 256)
+    assert (default.body_timeout_s, default.max_connections) == (10.0, 128)
     tight = {"TEAPARTY_BODY_TIMEOUT": "2.5", "TEAPARTY_MAX_CONNECTIONS": "9"}
     server = app_server(FastAPI(), Settings.from_env(env | tight), host="127.0.0.1", port=1)
     assert server.config.limit_concurrency == 9
