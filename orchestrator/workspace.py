@@ -39,6 +39,7 @@ from orchestrator.worktrees import (
     git,
     merge,
     remove_worktrees,
+    reset_config,
     rev,
 )
 
@@ -130,6 +131,7 @@ class Workspace:
             partial.parent.mkdir(parents=True, exist_ok=True)
             await git(None, "init", "--quiet", "--bare", "--template=", str(partial))
             partial.rename(path)  # a crash before this leaves only a .partial to redo
+        reset_config(path)
         await git(
             path,
             *("fetch", "--quiet", "--prune", "--no-tags", _refuse_option(source, "source")),
@@ -221,6 +223,7 @@ class Workspace:
         path = Path(await self.store.write(lambda tx: _lease(tx, job, number, slots)))
         space = TaskSpace(job, number, branch, path)
         checkout = space.checkout
+        reset_config(job.repo)
         if not checkout.exists():
             async with self._lock(job.repo):
                 await add_worktree(job.repo, path, f"refs/heads/{job.branch}")
@@ -250,6 +253,7 @@ class Workspace:
         self, space: TaskSpace, message: str, *, author: tuple[str, str]
     ) -> Committed:
         """Commit what the worker left in the task's worktree, on the task's branch."""
+        reset_config(space.job.repo)
         committed = await commit_all(space.checkout, message, author=author, committer=IDENTITY)
         if committed.stripped:
             await self.hand_over(space.path)
@@ -274,6 +278,7 @@ class Workspace:
     async def merge_task(self, job: JobSpace, number: int, title: str) -> Merge:
         """Merge the task's branch into the job branch (--no-ff, no checkout), then sync."""
         async with self._lock(job.repo):
+            reset_config(job.repo)
             merged = await merge(
                 job.repo,
                 into=job.branch,
@@ -310,6 +315,7 @@ class Workspace:
         `auth` is an HTTP header git sends to `remote` alone (never in an argument).
         """
         ref = f"refs/heads/{job.branch}"
+        reset_config(job.repo)
         await git(
             job.repo,
             *("push", "--quiet", _refuse_option(remote, "remote"), f"{ref}:{ref}"),
@@ -360,6 +366,7 @@ async def _job_repo(folder: Path, mirror: Path) -> Path:
     await asyncio.to_thread(_fresh, partial)
     await git(None, "init", "--quiet", "--bare", "--template=", str(partial))
     await asyncio.to_thread(_borrow_objects, partial, mirror)
+    reset_config(partial)
     partial.rename(repo)
     return repo
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from orchestrator.messages import ToolCall, ToolResult
 from orchestrator.sandbox import Network, Sandbox
 from orchestrator.store import Store
-from orchestrator.workspace import Workspace
+from orchestrator.workspace import JobSpace, Workspace
 from orchestrator.worktree_tools import WorktreeTools
 from orchestrator.worktrees import Checkout
 
@@ -72,6 +72,10 @@ class WorkspaceTools:
             if task is None:
                 return f"task #{row[1]} has ended; its worktree is gone"
             root, writable = task.path, self.writes(agent)
+        return self.tools_for(job, root, writable=writable, project=str(row[2]))
+
+    def tools_for(self, job: JobSpace, root: Path, *, writable: bool, project: str) -> WorktreeTools:
+        """The tools of an agent working in `root` (a job's worktree or one of its slots)."""
         key = (root, writable)
         if key not in self._tools:
             self._tools[key] = WorktreeTools(
@@ -81,7 +85,7 @@ class WorkspaceTools:
                 writable=writable,
                 readable=job.readable,
                 checkout=Checkout(job.repo, root),
-                network=self.network(str(row[2])),
+                network=self.network(project),
                 owner=self.workspace.owner if writable else None,
             )
         return self._tools[key]

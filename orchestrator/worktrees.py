@@ -156,6 +156,28 @@ async def rev(git_dir: Path, name: str) -> str | None:
     return out.strip() if code == 0 else None
 
 
+CONFIG = (
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+    "[gc]\n\tauto = 0\n"
+)
+
+
+def reset_config(repo: Path) -> None:
+    """Rewrite an engine repository's config to the engine's own, whatever is there now.
+
+    Agents cannot write the engine's repositories when sandboxed; this also holds when
+    they are not (TEAPARTY_SANDBOX=off), where a `url.*.insteadOf`, `filter.*` or
+    `core.sshCommand` there would otherwise steer the engine's next command. A symlink in
+    its place is replaced, never followed.
+    """
+    fresh = repo / "config.teaparty-new"
+    fresh.unlink(missing_ok=True)
+    descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(CONFIG)
+    os.replace(fresh, repo / "config")
+
+
 async def ensure_branch(git_dir: Path, branch: str, start: str) -> str:
     """Create `branch` at `start` unless it exists; return its commit."""
     if (commit := await rev(git_dir, f"refs/heads/{branch}")) is not None:

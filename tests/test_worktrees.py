@@ -181,3 +181,13 @@ def test_a_credential_is_scoped_to_its_one_url() -> None:
 async def test_a_git_command_past_its_time_limit_is_killed(repo: Path, tmp_path: Path) -> None:
     with pytest.raises(GitError, match="ran past"):
         await git(repo, "fetch", "--quiet", str(tmp_path / "nowhere"), timeout_s=0.000_001)
+
+
+async def test_the_engines_git_sees_none_of_the_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "canary-token")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "canary-key")
+    _, env = await git(None, "-c", "alias.show-env=!env", "show-env")
+    assert "canary" not in env
+    assert "GIT_CONFIG_GLOBAL=/dev/null" in env

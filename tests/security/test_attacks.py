@@ -1,0 +1,230 @@
+"""The attack suite: what an agent following an injected instruction could do, done for real.
+
+Each attack of issue 10 runs through the real shell and file tools of a task's worktree in
+a real engine process (harness.py) with canary secrets in its environment and a second
+repository's mirror beside the job's; then the engine does its normal git work. Every
+attack is first shown to work with the protections off (TEAPARTY_SANDBOX=off, the
+process environment kept, and the pre-hardening code paths), then shown to fail under
+each sandbox this host can give. A sandbox this host cannot give is skipped, with the
+reason printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HARNESS = Path(__file__).with_name("harness.py")
+CANARIES = {
+    "GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\ncanary-app-key\n-----END",
+    "GITHUB_WEBHOOK_SECRET": "canary-webhook-secret",
+    "ANTHROPIC_API_KEY": "canary-model-key",
+    "GITHUB_TOKEN": "canary-installation-token",
+}
+VALUES = (
+    "canary-app-key",
+    "canary-webhook-secret",
+    "canary-model-key",
+    "canary-installation-token",
+)
+PROTECTED = ("bwrap", "landlock")
+Report = dict[str, Any]
+
+
+def survivors(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def run_harness(mode: str, *, protect: bool) -> tuple[Report, Path]:
+    # Not under pytest's tmp_path (0700 directories): the agents' user must be able to
+    # reach TEAPARTY_HOME when Landlock, which has no mount namespace, confines it.
+    base = Path(tempfile.mkdtemp(prefix=f"teaparty-attack-{mode}-", dir="/tmp"))
+    os.chmod(base, 0o711)
+    (base / "home").mkdir(mode=0o711)
+    os.chmod(base / "home", 0o711)
+    marker = f"300.{os.getpid()}{len(mode)}{int(protect)}"
+    config = {"base": str(base), "protect": protect, "marker": marker, "report": str(base / "r")}
+    env = {
+        "PATH": os.environ["PATH"],
+        "TEAPARTY_SANDBOX": mode,
+        **CANARIES,
+    }
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), json.dumps(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        if "does not work on this host" in done.stderr:
+            pytest.skip(f"TEAPARTY_SANDBOX={mode}: {done.stderr.strip().splitlines()[-1]}")
+        raise AssertionError(f"the harness failed ({mode}):\n{done.stdout}\n{done.stderr}")
+    report: Report = json.loads((base / "r").read_text())
+    report["marker"] = marker
+    report["survivors"] = survivors(marker)
+    for pid in report["survivors"]:
+        os.kill(pid, signal.SIGKILL)
+    return report, base
+
+
+@pytest.fixture(scope="module")
+def unprotected() -> Iterator[tuple[Report, Path]]:
+    """The attacks against the engine with every protection off."""
+    report, base = run_harness("off", protect=False)
+    yield report, base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=PROTECTED)
+def protected(request: pytest.FixtureRequest) -> Iterator[tuple[Report, Path]]:
+    """The same attacks against the engine as it runs: secrets out, agents sandboxed."""
+    report, base = run_harness(request.param, protect=True)
+    assert report["mode"] == request.param, report["reason"]
+    yield report, base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_attacks_work_with_the_protections_off(unprotected: tuple[Report, Path]) -> None:
+    """So that a test of an attack that never worked cannot pass below."""
+    report, base = unprotected
+    out, outside = report["out"], base / "outside"
+    assert set(VALUES) <= set(out["environ"].split()), "secrets readable in /proc/*/environ"
+    assert "canary-app-key" in out["key_file"]
+    for place in ("job", "mirror"):
+        assert out[f"hooks_{place}"].startswith("planted"), out[f"hooks_{place}"]
+        assert out[f"config_{place}"].startswith("configured"), out[f"config_{place}"]
+    assert out["store_read"].startswith("SQLite format 3")
+    assert "forged" in out["store_write"]
+    assert "other-repo-private-commit" in out["other_read"]
+    assert (base / "home/repos/github/o/other/mirror.git/PWNED").exists()
+    assert (outside / "written.txt").exists()
+    assert out["hardlink"].startswith("linked")
+    assert (outside / "target.txt").read_text() == "via-plain-write\n", "a write via the link"
+    assert report["survivors"], "a setsid process outlived its call"
+    assert "exfil canary-net" in report["received"], "data left through the network"
+    plain = set(report["after_plain"])
+    assert {"hook-pre-commit.txt", "fsmonitor-ran"} <= plain, "the planted code ran in plain git"
+    assert any(v in report["plain_hook_saw"] for v in VALUES), "and saw the secrets"
+
+
+def test_the_engines_git_never_runs_what_an_agent_wrote(
+    unprotected: tuple[Report, Path],
+) -> None:
+    """Even unsandboxed: hooks and config planted in the job's repo and the mirror stay inert."""
+    report, base = unprotected
+    engine = report["engine"]
+    assert engine["markers"] == ["written.txt"], "a planted hook or fsmonitor ran in the engine"
+    assert engine["committed"]
+    assert engine["merged"]
+    assert engine["same_slot"]
+    pushed = subprocess.run(
+        ["git", "--git-dir", str(base / "origin.git"), "rev-parse", engine["branch"]],
+        capture_output=True,
+        text=True,
+    )
+    assert pushed.returncode == 0, "the branch went to the real remote, not remote.origin.url"
+    evil = subprocess.run(
+        ["git", "--git-dir", str(base / "evil.git"), "for-each-ref"], capture_output=True
+    )
+    assert evil.stdout == b"", "nothing reached the URL the agent configured"
+
+
+def test_no_secret_is_within_an_agents_reach(protected: tuple[Report, Path]) -> None:
+    report, _ = protected
+    out = report["out"]
+    assert not any(v in json.dumps(out) for v in VALUES), out["environ"]
+    assert out["environ"].split()[:1] in (["canary-"], ["[exit"]), "only grep's own pattern"
+    assert "canary-app-key" not in out["key_file"]
+
+
+def test_an_agent_cannot_plant_hooks_or_config_for_the_engine(
+    protected: tuple[Report, Path],
+) -> None:
+    report, base = protected
+    out = report["out"]
+    for place in ("job", "mirror"):
+        assert not out[f"hooks_{place}"].startswith("planted"), out[f"hooks_{place}"]
+        assert not out[f"config_{place}"].startswith("configured"), out[f"config_{place}"]
+    assert report["after_plain"] == [], "nothing was planted, so even plain git ran nothing"
+    hooks = Path(report["engine"]["job_repo"]) / "hooks"
+    assert not hooks.exists() or not any(hooks.iterdir())
+
+
+def test_the_store_is_out_of_reach(protected: tuple[Report, Path]) -> None:
+    report, base = protected
+    out = report["out"]
+    assert "SQLite" not in out["store_read"]
+    assert "forged" not in out["store_write"].replace("'forged'", "")
+    import sqlite3
+
+    with sqlite3.connect(base / "home" / "teaparty.db") as store:
+        forged = store.execute("SELECT count(*) FROM deliveries WHERE delivery_id = 'forged'")
+        assert forged.fetchone() == (0,)
+    assert oct(os.stat(base / "home" / "teaparty.db").st_mode & 0o777) == "0o600"
+
+
+def test_other_repositories_and_everything_outside_the_worktree_are_untouched(
+    protected: tuple[Report, Path],
+) -> None:
+    report, base = protected
+    out = report["out"]
+    assert "other-repo-private-commit" not in out["other_read"]
+    assert not (base / "home/repos/github/o/other/mirror.git/PWNED").exists()
+    assert not (base / "outside" / "written.txt").exists()
+    assert not out["hardlink"].startswith("linked")
+    assert (base / "outside" / "target.txt").read_text() == "untouched\n"
+
+
+def test_the_file_tools_refuse_a_hard_link_even_unsandboxed(
+    unprotected: tuple[Report, Path],
+) -> None:
+    report, _ = unprotected
+    assert "more than one hard link" in report["out"]["hardlink_tool"]
+
+
+def test_no_process_outlives_its_call(protected: tuple[Report, Path]) -> None:
+    report, _ = protected
+    assert report["out"]["setsid"].startswith("started")
+    assert report["survivors"] == []
+
+
+def test_nothing_leaves_through_the_network(protected: tuple[Report, Path]) -> None:
+    report, _ = protected
+    assert "sent" not in report["out"]["network"].splitlines()[0]
+    assert report["received"] == ""
+
+
+def test_the_engine_still_does_its_work_in_the_sandbox(protected: tuple[Report, Path]) -> None:
+    report, base = protected
+    engine = report["engine"]
+    assert engine["committed"]
+    assert engine["merged"]
+    assert engine["same_slot"]
+    assert report["out"]["feature"].startswith("wrote")
+    tree = subprocess.run(
+        ["git", "--git-dir", str(base / "origin.git"), "ls-tree", "-r", "--name-only"]
+        + [engine["branch"]],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert "feature.txt" in tree
