@@ -74,7 +74,9 @@ class WorkspaceTools:
             root, writable = task.path, self.writes(agent)
         return self.tools_for(job, root, writable=writable, project=str(row[2]))
 
-    def tools_for(self, job: JobSpace, root: Path, *, writable: bool, project: str) -> WorktreeTools:
+    def tools_for(
+        self, job: JobSpace, root: Path, *, writable: bool, project: str
+    ) -> WorktreeTools:
         """The tools of an agent working in `root` (a job's worktree or one of its slots)."""
         key = (root, writable)
         if key not in self._tools:
