@@ -24,7 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -38,6 +38,7 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 PROXY_PORT = 3128
 _INSIDE_SOCKET = "/run/teaparty/proxy.sock"
+_BRIDGE = Path(__file__).resolve().with_name("sandbox_bridge.py")
 _PROBE_TIMEOUT_S = 20.0
 _MB = 1024 * 1024
 _LIMIT_NOTES = {
@@ -122,6 +123,8 @@ class Sandbox:
     setpriv: str | None = None
     userns: bool = False
     guarantees: tuple[str, ...] = ()
+    # How an allowlist becomes a proxy (tests give one that resolves names of their own).
+    egress: Callable[[Sequence[str]], EgressProxy] = EgressProxy
     _proxies: dict[tuple[str, ...], tuple[EgressProxy, str]] = field(default_factory=dict)
 
     @property
@@ -189,9 +192,10 @@ class Sandbox:
         network: Network,
     ) -> Finished:
         inner_env = {**env, "HOME": "/tmp/home", "TMPDIR": "/tmp"}
-        args = [*self._bwrap_base(network), *self._bwrap_mounts(place)]
+        proxied = bool(network.hosts) and not network.open
+        args = [*self._bwrap_base(network), *self._bwrap_mounts(place, bridge=proxied)]
         command = script
-        if network.hosts and not network.open:
+        if proxied:
             socket = await self._proxy_socket(network.hosts)
             args += ["--bind", str(socket), _INSIDE_SOCKET]
             inner_env |= _proxy_env(PROXY_PORT)
@@ -213,7 +217,7 @@ class Sandbox:
             args.append("--unshare-net")
         return args
 
-    def _bwrap_mounts(self, place: Place) -> list[str]:
+    def _bwrap_mounts(self, place: Place, *, bridge: bool = False) -> list[str]:
         args: list[str] = []
         for path in self.system:
             if path.is_symlink():
@@ -222,10 +226,12 @@ class Sandbox:
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", "/tmp/home"]
-        for folder in _ancestors([*place.readable, place.work], self.system):
+        readable = [*place.readable, *([_BRIDGE] if bridge else [])]
+        inside = [Path(_INSIDE_SOCKET)] if bridge else []
+        for folder in _ancestors([*readable, place.work, *inside], self.system):
             # searchable parents, so the agent's tools can stat the paths they are given
             args += ["--perms", "0755", "--dir", str(folder)]
-        for path in place.readable:
+        for path in readable:
             args += ["--ro-bind", str(path), str(path)]
         args += ["--bind" if place.writable else "--ro-bind", str(place.work), str(place.work)]
         for path in self.hidden:
@@ -288,7 +294,7 @@ class Sandbox:
         if key not in self._proxies:
             folder = Path(tempfile.mkdtemp(prefix="teaparty-egress-"))
             os.chmod(folder, 0o711)
-            proxy = EgressProxy(sorted(hosts))
+            proxy = self.egress(sorted(hosts))
             await proxy.start_unix(folder / "proxy.sock")
             self._proxies[key] = (proxy, str(folder / "proxy.sock"))
         return Path(self._proxies[key][1])
@@ -297,7 +303,7 @@ class Sandbox:
         """The TCP port of the egress proxy for this allowlist (Landlock allows only it)."""
         key = ("tcp", *sorted(hosts))
         if key not in self._proxies:
-            proxy = EgressProxy(sorted(hosts))
+            proxy = self.egress(sorted(hosts))
             port = await proxy.start_tcp("127.0.0.1")
             self._proxies[key] = (proxy, str(port))
         return int(self._proxies[key][1])
@@ -342,8 +348,7 @@ def _launcher() -> list[str]:
 
 
 def _bridge(listen: str, socket: str) -> list[str]:
-    bridge = str(Path(__file__).with_name("sandbox_bridge.py"))
-    return [_python(), "-I", "-S", bridge, "--listen", listen, "--unix", socket, "--"]
+    return [_python(), "-I", "-S", str(_BRIDGE), "--listen", listen, "--unix", socket, "--"]
 
 
 def _json(value: object) -> str:
