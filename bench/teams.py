@@ -4,7 +4,8 @@
 
 1. Overhead: a scripted organisation (zero-latency model) runs a job of T tasks, review
    `none`, on a generated N-file repository: the project lead creates and dispatches them,
-   each task's worker writes a file and commits it with the shell tool, the engine merges.
+   each task's worker writes a file and checks `git status` with the (sandboxed) shell
+   tool, the engine commits and merges.
    Per task: the engine's git subprocesses, the worker's tools and the rest, beside raw git
    on a copy (worktree add -b, write, add, commit, merge --no-ff, worktree remove).
 2. Context: review `full`, jobs of 5, 20 and 50 tasks: the peak estimated context of lead,
@@ -27,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator import team_tools, workspace, worktrees
 from orchestrator.board import RESULT_MAX, list_tasks
@@ -35,10 +37,18 @@ from orchestrator.context import estimate_tokens
 from orchestrator.jobs import Office
 from orchestrator.messages import AssistantTurn, Message, ToolCall, ToolResult, assistant_content
 from orchestrator.ports import ModelRequest, ToolRunner
+from orchestrator.sandbox_probe import probe
 from orchestrator.scripted import FunctionModel
 from orchestrator.toolbox import Toolbox
 
 PROJECT = "widgets"
+
+
+def sandbox_env() -> dict[str, str]:
+    """TEAPARTY_SANDBOX* from this process's environment (bench/sandbox.py sets it)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("TEAPARTY_SANDBOX")}
+
+
 IDENTITY = {f"GIT_{who}_NAME": "bench" for who in ("AUTHOR", "COMMITTER")} | {
     f"GIT_{who}_EMAIL": "bench@example.com" for who in ("AUTHOR", "COMMITTER")
 }
@@ -124,11 +134,11 @@ class Script:
         if not done:
             return turn(call("w", "write_file", path=task_path(n), content=f"task {n}\n"))
         if len(done) == 1:
-            return turn(call("c", "shell", command=f"git add -A && git commit -qm 'Task {n}'"))
+            return turn(call("c", "shell", command="git status --short"))
         if not done[-1].endswith("[exit code 0]"):
-            return turn(text=f"blocked: the commit failed: {done[-1]}")
+            return turn(text=f"blocked: git status failed: {done[-1]}")
         return turn(
-            text=f"Committed task {n} on its branch: added {task_path(n)} with the single line "
+            text=f"Task {n} done on its branch: added {task_path(n)} with the single line "
             "the spec asks for. No other file changed; the file has no tests, so none were "
             "run. Nothing is left open."
         )
@@ -146,13 +156,14 @@ class Timed:
     seconds: float
 
 
-def git_label(repo: Path, args: Sequence[str]) -> str:
-    """`command@place`, e.g. `reset@slot`; place is slot, job (worktree) or mirror."""
+def git_label(repo: Path | None, args: Sequence[str], work_tree: Path | None = None) -> str:
+    """`command@place`, e.g. `reset@slot`; place is slot, job (worktree or repo) or mirror."""
     words = list(args)
     while words[:1] == ["-c"]:
         words = words[2:]
     command = " ".join(words[:2]) if words[:1] == ["worktree"] else (words or ["git"])[0]
-    place = "slot" if "slots" in repo.parts else "job" if "jobs" in repo.parts else "mirror"
+    parts = (work_tree or repo or Path("/")).parts
+    place = "slot" if "slots" in parts else "job" if "jobs" in parts else "mirror"
     return f"{command}@{place}"
 
 
@@ -161,12 +172,13 @@ def timing_git(calls: list[Timed]) -> Iterator[None]:
     """Time every git subprocess of the engine: the `git` of worktrees, workspace, team_tools."""
     original = worktrees.git
 
-    async def timed(repo: Path, *args: str, check: bool = True) -> tuple[int, str]:
+    async def timed(repo: Path | None, *args: str, **options: Any) -> tuple[int, str]:
         started = time.perf_counter()
         try:
-            return await original(repo, *args, check=check)
+            return await original(repo, *args, **options)
         finally:
-            calls.append(Timed(git_label(repo, args), started, time.perf_counter() - started))
+            label = git_label(repo, args, options.get("work_tree"))
+            calls.append(Timed(label, started, time.perf_counter() - started))
 
     # workspace and team_tools import the name `git`: each module's binding is replaced.
     worktrees.git = workspace.git = team_tools.git = timed  # type: ignore[attr-defined]
@@ -254,7 +266,10 @@ async def run_job(home: Path, repo: Path, *, tasks: int, review: str, parallel: 
     measured = JobRun(tasks, Script(tasks, review))
     model = FunctionModel(measured.script.reply)
     env = {"PATH": os.environ["PATH"], **IDENTITY}
-    office = await Office.open(home, org=org, projects=[project], models=lambda _: model, env=env)
+    sandbox = await probe({**env, **sandbox_env()}, home=home)
+    office = await Office.open(
+        home, org=org, projects=[project], models=lambda _: model, env=env, sandbox=sandbox
+    )
     try:
         toolbox = office.engine.scheduler.runner.tools
         assert isinstance(toolbox, Toolbox)
@@ -280,7 +295,7 @@ async def drive(office: Office, repo: Path, phases: dict[str, tuple[float, float
         brief="Issue #1: task files.",
         repo=PROJECT,
         source=str(repo),
-        start="main",
+        start="refs/remotes/origin/main",
         branch=lambda job_id: f"teaparty/job-{job_id}-task-files",
         slug="task-files",
     )
@@ -291,7 +306,7 @@ async def drive(office: Office, repo: Path, phases: dict[str, tuple[float, float
     marks.append(time.perf_counter())
     phases.update(zip(("start", "run", "finish"), itertools.pairwise(marks), strict=True))
     span = f"{job.space.base}..{job.space.branch}"
-    return int(run_git(job.space.mirror, "rev-list", "--count", "--merges", span))
+    return int(run_git(job.space.repo, "rev-list", "--count", "--merges", span))
 
 
 async def never(gate: object) -> str:
@@ -315,7 +330,7 @@ class Split:
 def split(run: JobRun) -> Split:
     """Per task: the run phase without the slot creation in it (one mini-team at a time)."""
     setup, during = run.gits_in("start"), run.gits_in("run")
-    mirror = sum(g.seconds for g in setup if g.what.split("@")[0] in ("clone", "config", "fetch"))
+    mirror = sum(g.seconds for g in setup if g.what.split("@")[0] in ("init", "fetch"))
     job_tree = sum(g.seconds for g in setup if g.what.startswith("worktree add"))
     slots = [g for g in during if g.what.startswith("worktree add")]
     steady = [g for g in during if g not in slots]
@@ -323,7 +338,7 @@ def split(run: JobRun) -> Split:
     for g in steady:
         by_command[g.what] = by_command.get(g.what, 0.0) + g.seconds / run.tasks
     once = {
-        "mirror: clone --bare, config, fetch": mirror,
+        "mirror and job repository: init, fetch": mirror,
         "job worktree: worktree add (a checkout)": job_tree,
         "start_job, the rest (store, branch)": run.seconds("start") - mirror - job_tree,
         f"slot creation: worktree add x{len(slots)} (a checkout)": seconds(slots),

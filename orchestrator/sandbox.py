@@ -156,7 +156,7 @@ class Sandbox:
         script = [
             "/bin/bash",
             "-c",
-            f'{self.limits.ulimit(timeout_s)} && exec /bin/bash -c "$1"',
+            f'{self.limits.ulimit(timeout_s)} && eval "$1"',
             "teaparty",
             command,
         ]
