@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.fakehub import FakeGitHub
 from bot.runtime import Runtime, server
-from bot.serve import models
+from bot.serve import model_kind, models
 from bot.settings import Settings
 from bot.tracking import MARKER_PREFIX
 
@@ -83,7 +83,10 @@ async def run_demo(
             status_interval_s=0.5,
         )
         quiet = {k: v for k, v in env.items() if not k.startswith("GITHUB_")}
-        runtime = await Runtime.open(settings, models=models(None, quiet), env=quiet)
+        scripted = model_kind(None, quiet) == "scripted"  # it runs no shell: no sandbox needed
+        runtime = await Runtime.open(
+            settings, models=models(None, quiet), env=quiet, scripted=scripted
+        )
         app_server = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
         running = asyncio.create_task(runtime.run(app_server))
         try:

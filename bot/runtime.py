@@ -58,6 +58,7 @@ class Runtime:
         env: Mapping[str, str],
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
+        scripted: bool = False,
     ) -> Runtime:
         """Open the store under the settings' home and wire the App around it."""
         org = load_organisation(settings.config_dir or shipped_org_dir())
@@ -71,6 +72,7 @@ class Runtime:
             models=models,
             env={**env, **AGENT_IDENTITY},
             sandbox=sandbox,
+            scripted=scripted,
         )
         github = GitHubApp(
             app_id=settings.app_id,

@@ -68,7 +68,8 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 async def _serve(
     settings: Settings, env: Mapping[str, str], *, host: str, port: int, model: ModelKind | None
 ) -> None:
-    runtime = await Runtime.open(settings, models=models(model, env), env=env)
+    scripted = model_kind(model, env) == "scripted"
+    runtime = await Runtime.open(settings, models=models(model, env), env=env, scripted=scripted)
     gc.freeze()  # what startup allocated is never collected: shorter full collections later
     try:
         await runtime.run(app_server(runtime.app, settings, host=host, port=port))
@@ -76,9 +77,14 @@ async def _serve(
         await runtime.close()
 
 
+def model_kind(kind: ModelKind | None, env: Mapping[str, str]) -> ModelKind:
+    """Anthropic with a key (or when asked), else the scripted stand-in."""
+    return kind or ("anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted")
+
+
 def models(kind: ModelKind | None, env: Mapping[str, str]) -> Callable[[AgentDef], Model]:
-    """Anthropic with a key (or when asked), else the scripted stand-in, which says so."""
-    chosen: ModelKind = kind or ("anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted")
+    """The model factory for `kind` (see model_kind); the scripted stand-in says so."""
+    chosen = model_kind(kind, env)
     if chosen == "scripted":
         log.warning("no ANTHROPIC_API_KEY: agents are played by the scripted stand-in")
     return local_run.models(chosen, env)

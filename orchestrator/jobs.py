@@ -73,9 +73,11 @@ class Office:
         agents: ConfigAgents,
         board: board_tools.BoardTools,
         sandbox: Sandbox,
+        scripted: bool = False,
     ) -> None:
         self.engine = engine
         self.sandbox = sandbox
+        self.scripted = scripted
         self.workspace = workspace
         self.org = org
         self.projects = {p.name: p for p in projects}
@@ -95,13 +97,15 @@ class Office:
         models: Callable[[AgentDef], Model],
         env: Mapping[str, str],
         sandbox: Sandbox,
+        scripted: bool = False,
         learnings: Mapping[str, str] | None = None,
         concurrency: int = 8,
     ) -> Office:
         """Open the store under `home`, wire the organisation, and clean up after a crash.
 
         `sandbox` is how agents' processes are confined (sandbox_probe.probe); `env` is
-        the environment agents' allowlisted variables come from.
+        the environment agents' allowlisted variables come from; `scripted` says the
+        models are the scripted stand-in, which calls no shell and so needs no sandbox.
         """
         router = Router(organisation_teams(org, projects))
         configured = ConfigAgents(
@@ -124,7 +128,14 @@ class Office:
             {p.name: workgroup_order(p) for p in projects},
         )
         office = cls(
-            engine, workspace, org, projects, agents=configured, board=board, sandbox=sandbox
+            engine,
+            workspace,
+            org,
+            projects,
+            agents=configured,
+            board=board,
+            sandbox=sandbox,
+            scripted=scripted,
         )
         files = WorkspaceTools(
             store,
@@ -159,7 +170,7 @@ class Office:
     def require_sandbox(self, project: str) -> None:
         """Raise SandboxError when the project's agents have a shell this host cannot confine."""
         found = self.projects.get(project)
-        if found is None:
+        if found is None or self.scripted:
             return
         agents = [found.lead, *(a for w in found.workgroups for a in (w.lead, *w.members))]
         if any("shell" in agent.tools for agent in agents):

@@ -82,6 +82,7 @@ async def run_local(
     office = await Office.open(
         home,
         sandbox=sandbox,
+        scripted=model == "scripted",
         org=org,
         projects=[project],
         models=models(
