@@ -416,7 +416,7 @@ def print_overhead(ours: Split, raw: RawRun, recycled: RawRun, *, tasks: int) ->
     mine, base = ours.total - ours.worker, orchestration(raw)
     print(f"{'per task, ms':<52}{'ours':>10}{'raw git':>10}{'ratio':>8}")
     row("total, steady state (one-time costs apart)", ours.total, raw_total)
-    row("  worker: write_file + shell (git add, commit)", ours.worker, raw_work)
+    row("  worker: write_file + shell (git status; raw: add, commit)", ours.worker, raw_work)
     row("  orchestration = total - worker", mine, base)
     row("    git subprocesses of the engine", ours.git, base)
     row("    the engine's own work (store, turns, tools)", ours.total - ours.git - ours.worker)

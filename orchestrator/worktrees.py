@@ -157,8 +157,7 @@ async def rev(git_dir: Path, name: str) -> str | None:
 
 
 CONFIG = (
-    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
-    "[gc]\n\tauto = 0\n"
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n[gc]\n\tauto = 0\n"
 )
 
 
