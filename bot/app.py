@@ -163,7 +163,7 @@ class GitHubService:
             start=f"refs/remotes/origin/{subject.default_branch}",
             branch=lambda _: f"teaparty/job-{subject.number}-{name}",
             slug=name,
-            git_env=git_credentials(token),
+            auth=git_credentials(token),
         )
         await self.office.engine.store.write(
             lambda tx: tx.execute(

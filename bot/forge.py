@@ -60,14 +60,10 @@ class Subject:
         return cls(**json.loads(text))
 
 
-def git_credentials(token: str) -> dict[str, str]:
-    """Environment that authenticates git over HTTPS without the token in any URL or argument."""
+def git_credentials(token: str) -> str:
+    """The HTTP header that authenticates git (the engine scopes it to the one remote URL)."""
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-    return {
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "http.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
-    }
+    return f"Authorization: Basic {basic}"
 
 
 class GitHubForge:
@@ -152,7 +148,7 @@ class GitHubForge:
     async def _deliver(self, status: JobStatus, job: JobHandle) -> str:
         gh = await self._gh()
         token = await self.app.token(self.subject.installation_id)
-        await self.office.workspace.publish(job.space, self.remote(), env=git_credentials(token))
+        await self.office.workspace.publish(job.space, self.remote(), auth=git_credentials(token))
         title = f"{self.subject.title} (#{self.subject.number})"[:250]
         body = pull_body(status, number=self.subject.number)
         pull = await self._pull(gh, job.space.branch)
