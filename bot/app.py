@@ -13,9 +13,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from bot.events import CommentAdded, Ignored, LabelAdded, Ping, parse_command, quote
+from bot.events import CommentAdded, Ignored, LabelAdded, Ping, parse_command
 from bot.forge import GitHubForge, Subject, git_credentials
 from bot.github import GitHubApp, Installation
+from bot.sanitizer import quote
 from bot.settings import Settings
 from bot.tracking import config_error_body, marker, refusal_body
 from orchestrator.config import Project, load_project
