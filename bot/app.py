@@ -3,7 +3,8 @@
 `GitHubApp` (the REST adapter) and `Office` (the engine) meet here. A label starts one job
 per issue (only for senders with write access); the decider's reply answers the job's
 open question; the `JobDriver` keeps each job's tracking comment, gate comments, branch
-and pull request in line with the store.
+and pull request in line with the store. A repository becomes a path only once its names
+pass GitHub's rules.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import logging
 import time
 from dataclasses import dataclass
 
-from bot.events import CommentAdded, Ignored, LabelAdded, Ping, parse_command
+from bot.events import (
+    CommentAdded,
+    Ignored,
+    LabelAdded,
+    Ping,
+    check_owner,
+    check_repo_name,
+    parse_command,
+)
 from bot.forge import GitHubForge, Subject, git_credentials
 from bot.github import GitHubApp, Installation
 from bot.sanitizer import quote
@@ -143,7 +152,7 @@ class GitHubService:
     ) -> int:
         project = config.project
         assert project is not None
-        full = f"{subject.owner}/{subject.repo}"
+        full = f"{check_owner(subject.owner)}/{check_repo_name(subject.repo)}"  # URL- and path-safe
         key = f"github:{full}#{subject.number}"
         self.office.add_project(project, learnings=config.learnings)
         brief = (
@@ -159,7 +168,7 @@ class GitHubService:
             key=key,
             title=subject.title,
             brief=brief,
-            repo=f"github/{subject.owner}/{subject.repo}",
+            repo=f"github/{full}",
             source=f"{self.settings.server_url.rstrip('/')}/{full}.git",
             start=f"refs/remotes/origin/{subject.default_branch}",
             branch=lambda _: f"teaparty/job-{subject.number}-{name}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import reprlib  # shows a bad value, shortened, in an error message
 from dataclasses import dataclass
 from typing import TypeVar
@@ -15,6 +16,14 @@ HANDLED_EVENTS: frozenset[str] = frozenset(
     "ping issues issue_comment installation installation_repositories"
     " pull_request pull_request_review pull_request_review_comment".split()
 )
+# GitHub's rules for names, so a name from a payload is safe in a URL or a path. Owners
+# (user and organisation logins): letters, digits and hyphens, at most 39, not starting with
+# a hyphen; consecutive and trailing hyphens are accepted because GitHub once allowed them
+# and such accounts still exist; an Enterprise Managed User's login ends in `_shortcode`.
+# Repositories: at most 100 of letters, digits, `.`, `_` and `-`, not `.`, `..` or `*.git`.
+_OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9]+)?")
+_REPO = re.compile(r"[A-Za-z0-9._-]+")
+_BOT_SUFFIX = "[bot]"  # an App's account: `{slug}[bot]`
 MARKER_PREFIX = "<!-- teaparty:"  # every comment the app writes carries a hidden marker
 _T = TypeVar("_T")
 _NOUNS = {str: "a string", int: "an integer", bool: "a boolean", list: "a list"}
@@ -127,7 +136,8 @@ def parse_command(
     """Turn one delivery's event name and decoded JSON payload into a command; no I/O.
 
     What `app_login` (e.g. "teaparty[bot]") did is Ignored, and so is what any bot did unless
-    `allowed_bots` names it.
+    `allowed_bots` names it. Owner, repository and actor names that break GitHub's rules
+    raise PayloadError naming the field.
     """
     if not isinstance(payload, dict):
         raise PayloadError("payload", "expected an object")
@@ -165,19 +175,44 @@ def _refusal(
 
 
 def _actor(payload: dict[str, object], path: str) -> Actor:
-    login = _req(payload, f"{path}.login", str)
+    login = check_login(_req(payload, f"{path}.login", str), field=f"{path}.login")
     kind = _opt(payload, f"{path}.type", str)
-    return Actor(login=login, is_bot=kind == "Bot" or login.endswith("[bot]"))
+    return Actor(login=login, is_bot=kind == "Bot" or login.endswith(_BOT_SUFFIX))
 
 
 def _repo(payload: dict[str, object]) -> Repo:
     return Repo(
-        owner=_req(payload, "repository.owner.login", str),
-        name=_req(payload, "repository.name", str),
+        owner=check_owner(_req(payload, "repository.owner.login", str)),
+        name=check_repo_name(_req(payload, "repository.name", str)),
         default_branch=_req(payload, "repository.default_branch", str),
         installation_id=_opt(payload, "installation.id", int),
         private=_req(payload, "repository.private", bool),
     )
+
+
+def check_owner(owner: str, *, field: str = "repository.owner.login") -> str:
+    """`owner` if it is a GitHub user or organisation login, else PayloadError naming `field`."""
+    if len(owner) > 39 or not _OWNER.fullmatch(owner):
+        raise PayloadError(field, f"not a GitHub account name: {reprlib.repr(owner)[:80]}")
+    return owner
+
+
+def check_repo_name(name: str, *, field: str = "repository.name") -> str:
+    """`name` if GitHub could have named a repository so, else PayloadError naming `field`."""
+    if (
+        len(name) > 100
+        or not _REPO.fullmatch(name)
+        or name in (".", "..")
+        or name.lower().endswith(".git")
+    ):
+        raise PayloadError(field, f"not a GitHub repository name: {reprlib.repr(name)[:80]}")
+    return name
+
+
+def check_login(login: str, *, field: str) -> str:
+    """A person's login (the owner rules) or an App's `{slug}[bot]`, else PayloadError."""
+    check_owner(login.removesuffix(_BOT_SUFFIX), field=field)
+    return login
 
 
 def _issue(payload: dict[str, object]) -> Issue:

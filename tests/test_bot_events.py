@@ -1,4 +1,4 @@
-"""bot.events: real webhook payloads become commands; untrusted text is sanitized."""
+"""bot.events: real webhook payloads become commands; names are checked, text sanitized."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from bot.events import (
     PayloadError,
     Ping,
     Repo,
+    check_owner,
+    check_repo_name,
     parse_command,
 )
 
@@ -351,6 +353,63 @@ def test_a_missing_or_mistyped_field_is_named(
     assert str(caught.value) == message
     assert caught.value.field == message.split(":")[0]
     assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "value"),
+    [
+        ("issues.labeled", "repository.name", ".."),
+        ("issues.labeled", "repository.name", "."),
+        ("issues.labeled", "repository.name", "a/b"),
+        ("issues.labeled", "repository.name", "../../app/installations"),
+        ("issues.labeled", "repository.name", "widgets.git"),
+        ("issues.labeled", "repository.name", "x" * 101),
+        ("issues.labeled", "repository.name", ""),
+        ("issues.labeled", "repository.name", "wid gets"),
+        ("issue_comment.created", "repository.owner.login", ".."),
+        ("issue_comment.created", "repository.owner.login", "-octo"),
+        ("issue_comment.created", "repository.owner.login", "octo/../x"),
+        ("issue_comment.created", "repository.owner.login", "o" * 40),
+        ("issue_comment.created", "repository.owner.login", "octo%2F.."),
+        ("issue_comment.created", "comment.user.login", "../users/x"),
+        ("issues.labeled", "sender.login", "a b[bot]"),
+    ],
+)
+def test_a_name_that_breaks_githubs_rules_is_refused_naming_its_field(
+    payload: Load, name: str, path: str, value: str
+) -> None:
+    data = set_path(payload(name), path, value)
+    with pytest.raises(PayloadError, match=r"not a GitHub (account|repository) name") as caught:
+        parse(name.split(".")[0], data)
+    assert caught.value.field == path
+    assert str(caught.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    "owner",
+    ["octo", "O", "a-b", "a1", "x" * 39, "old--style", "legacy-", "mona_acme"],
+)
+def test_github_account_names_pass(owner: str) -> None:
+    assert check_owner(owner) == owner
+
+
+@pytest.mark.parametrize("owner", ["", "-a", "a_", "_a", "a_b_c", "a.b", "a/b", "é", "x" * 40])
+def test_other_account_names_do_not(owner: str) -> None:
+    with pytest.raises(PayloadError):
+        check_owner(owner, field="f")
+
+
+@pytest.mark.parametrize(
+    "name", [".github", "a", "a.b_c-d", "-x", "x" * 100, "git", "my.gitlab", ".git-blame"]
+)
+def test_github_repository_names_pass(name: str) -> None:
+    assert check_repo_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a.git", "A.GIT", "a/b", "a b", "ä", "x" * 101])
+def test_other_repository_names_do_not(name: str) -> None:
+    with pytest.raises(PayloadError):
+        check_repo_name(name)
 
 
 @pytest.mark.parametrize("value", [["x" * 500] * 500, {"k": "v" * 10_000}, 10**500])
