@@ -3,8 +3,8 @@
 `GitHubApp` (the REST adapter) and `Office` (the engine) meet here. A label starts one job
 per issue (only for senders with write access); the decider's reply answers the job's
 open question; the `JobDriver` keeps each job's tracking comment, gate comments, branch
-and pull request in line with the store. A repository becomes a path only once its names
-pass GitHub's rules.
+and pull request in line with the store. The App's own comments are found by marker and
+author (`Identity`), and a repository becomes a path only once its names pass GitHub's rules.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from bot.events import (
     check_repo_name,
     parse_command,
 )
-from bot.forge import GitHubForge, Subject, git_credentials
+from bot.forge import GitHubForge, Subject, find_comment, git_credentials
 from bot.github import GitHubApp, Installation
 from bot.sanitizer import quote
 from bot.settings import Settings
-from bot.tracking import config_error_body, marker, refusal_body
+from bot.tracking import config_error_body, refusal_body
 from orchestrator.config import Project, load_project
 from orchestrator.driver import Forge, JobDriver
 from orchestrator.errors import ConfigError, ConfigIssue
@@ -78,6 +78,7 @@ class GitHubService:
             Subject.from_json(row[0]),
             server_url=self.settings.server_url,
             status_interval_s=self.settings.status_interval_s,
+            identity=await self.github.identity(),
         )
 
     async def handle(self, delivery: Delivery) -> tuple[str, int | None]:
@@ -254,8 +255,8 @@ class GitHubService:
     async def _comment_once(
         self, gh: Installation, owner: str, repo: str, number: int, key: str, body: str
     ) -> None:
-        wanted = marker(key)
-        if not any(wanted in str(c.get("body")) for c in await gh.comments(owner, repo, number)):
+        identity = await self.github.identity()
+        if await find_comment(gh, identity, owner, repo, number, key) is None:
             await gh.comment(owner, repo, number, body)
 
 

@@ -24,7 +24,6 @@ HANDLED_EVENTS: frozenset[str] = frozenset(
 _OWNER = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*(?:_[A-Za-z0-9]+)?")
 _REPO = re.compile(r"[A-Za-z0-9._-]+")
 _BOT_SUFFIX = "[bot]"  # an App's account: `{slug}[bot]`
-MARKER_PREFIX = "<!-- teaparty:"  # every comment the app writes carries a hidden marker
 _T = TypeVar("_T")
 _NOUNS = {str: "a string", int: "an integer", bool: "a boolean", list: "a list"}
 
@@ -136,8 +135,10 @@ def parse_command(
     """Turn one delivery's event name and decoded JSON payload into a command; no I/O.
 
     What `app_login` (e.g. "teaparty[bot]") did is Ignored, and so is what any bot did unless
-    `allowed_bots` names it. Owner, repository and actor names that break GitHub's rules
-    raise PayloadError naming the field.
+    `allowed_bots` names it. A comment is the app's own by its author alone: a person's
+    comment that carries a `<!-- teaparty:` marker (a quote of a gate, say) is still that
+    person's, its marker removed with the rest of what GitHub does not show. Owner, repository
+    and actor names that break GitHub's rules raise PayloadError naming the field.
     """
     if not isinstance(payload, dict):
         raise PayloadError("payload", "expected an object")
@@ -153,7 +154,7 @@ def parse_command(
     else:
         why = _IGNORED.get(name) or _IGNORED.get(event, "the app does not know it")
         return Ignored(f"{name} is ignored: {why}.")
-    if refused := _refusal(name, actor, raw, app_login=app_login, allowed_bots=allowed_bots):
+    if refused := _refusal(name, actor, app_login=app_login, allowed_bots=allowed_bots):
         return refused
     repo, issue = _repo(payload), _issue(payload)
     if event == "issues":
@@ -162,10 +163,8 @@ def parse_command(
 
 
 def _refusal(
-    name: str, actor: Actor, raw: str, *, app_login: str | None, allowed_bots: frozenset[str]
+    name: str, actor: Actor, *, app_login: str | None, allowed_bots: frozenset[str]
 ) -> Ignored | None:
-    if MARKER_PREFIX in raw:  # whoever the author: the app may write with a person's token
-        return Ignored(f"{name} is ignored: it carries the app's own marker.")
     login = actor.login.casefold()  # GitHub logins are case-insensitive
     if app_login is not None and login == app_login.casefold():
         return Ignored(f"{name} is ignored: {actor.login!r} is the app's own account.")

@@ -32,7 +32,7 @@ from starlette.routing import Route
 from bot import fakehub_webhooks as webhooks
 from bot.fakehub_auth import AuthKind, authenticate, credential
 from bot.fakehub_git import create_bare
-from bot.fakehub_pulls import PULL_ROUTES
+from bot.fakehub_pulls import PULL_ROUTES, open_pull
 from bot.fakehub_routes import ROUTES, Call, Reply, repo_for
 from bot.fakehub_serve import ThreadRunner, serve_local
 from bot.fakehub_shapes import Json, Urls
@@ -170,6 +170,14 @@ class FakeGitHub:
         """Open an issue as `author`; returns its number."""
         repo = self.state.repo(owner, name)
         return self.state.open_issue(repo, title=title, body=body, author=author).number
+
+    async def open_pull_as(
+        self, owner: str, name: str, *, author: str, head: str, base: str, title: str
+    ) -> int:
+        """Open a pull request from branch `head` as a person (no webhook); returns its number."""
+        repo = self.state.repo(owner, name)
+        body = {"head": head, "base": base, "title": title, "body": None}
+        return (await open_pull(self.state, repo, body, author=author)).number
 
     def issue(self, owner: str, name: str, number: int) -> Issue:
         """The issue or pull request `number`."""

@@ -111,6 +111,13 @@ async def create_pull(state: HubState, call: Call) -> Reply:
         raise validation_failed(
             {"resource": "PullRequest", "field": "title", "code": "missing_field"}
         )
+    issue = await open_pull(state, repo, body, author=state.bot.login)
+    reply = await _full(state, repo, issue, call)
+    return Reply(201, reply, {"Location": reply["url"]})
+
+
+async def open_pull(state: HubState, repo: Repo, body: Json, *, author: str) -> Issue:
+    """Open a pull request as `author` (the App's bot user, or a person), as GitHub checks it."""
     pull = await _new_pull(repo, body)
     with state.lock:
         _duplicate(repo, pull)
@@ -118,10 +125,9 @@ async def create_pull(state: HubState, call: Call) -> Reply:
         raise validation_failed(_custom(f"No commits between {pull.base_ref} and {pull.head_ref}"))
     with state.lock:
         _duplicate(repo, pull)  # again: another request may have won while git ran
-        issue = _issue_for(state, repo, body)
+        issue = _issue_for(state, repo, body, author=author)
         issue.pull, issue.pull_id = pull, state.next_id()
-    reply = await _full(state, repo, issue, call)
-    return Reply(201, reply, {"Location": reply["url"]})
+    return issue
 
 
 async def _new_pull(repo: Repo, body: Json) -> PullInfo:
@@ -144,12 +150,10 @@ async def _new_pull(repo: Repo, body: Json) -> PullInfo:
     )
 
 
-def _issue_for(state: HubState, repo: Repo, body: Json) -> Issue:
+def _issue_for(state: HubState, repo: Repo, body: Json, *, author: str) -> Issue:
     if body.get("issue") is None:
-        issue = state.open_issue(
-            repo, title=body["title"], body=body.get("body"), author=state.bot.login
-        )
-        issue.via_app = True
+        issue = state.open_issue(repo, title=body["title"], body=body.get("body"), author=author)
+        issue.via_app = issue.author == state.bot.login
         return issue
     issue = state.issue(repo, body["issue"])
     if issue.pull is not None:

@@ -3,7 +3,8 @@
 Each object the bot makes on GitHub is recorded in the store (`forge_objects`) under a
 stable key once made, and looked up by its hidden marker (or its branch, for the pull
 request) before it is made, so a crash between creating and recording never makes a
-second one.
+second one. A lookup accepts only what the App wrote: authored by its `Identity` (or an id
+it recorded); anyone can write a marker, so a planted one is never adopted.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 
 from bot.errors import BotError, GitHubError
-from bot.github import GitHubApp, Installation, Json
+from bot.github import GitHubApp, Identity, Installation, Json
 from bot.tracking import (
     failure_body,
     gate_body,
@@ -77,6 +78,7 @@ class GitHubForge:
         *,
         server_url: str,
         status_interval_s: float,
+        identity: Identity,
     ) -> None:
         self.app = app
         self.office = office
@@ -84,6 +86,7 @@ class GitHubForge:
         self.subject = subject
         self.server_url = server_url.rstrip("/")
         self.status_interval_s = status_interval_s
+        self.identity = identity
 
     def remote(self) -> str:
         """The repository's git remote (no credentials in it)."""
@@ -162,9 +165,7 @@ class GitHubForge:
         return str(pull["html_url"])
 
     async def _pull(self, gh: Installation, branch: str) -> Json | None:
-        head = f"{self.subject.owner}:{branch}"
-        pulls = await gh.open_pulls(self.subject.owner, self.subject.repo, head=head)
-        return pulls[0] if pulls else None
+        return await find_pull(gh, self.identity, self.subject.owner, self.subject.repo, branch)
 
     async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:
         s = self.subject
@@ -175,22 +176,22 @@ class GitHubForge:
         except GitHubError as exc:  # opened meanwhile by another attempt: use that one
             if exc.status != 422 or "already exists" not in str(exc):
                 raise
-            pulls = await gh.open_pulls(s.owner, s.repo, head=f"{s.owner}:{branch}")
-            if not pulls:
+            pull = await find_pull(gh, self.identity, s.owner, s.repo, branch)
+            if pull is None:  # someone else's pull request from our branch is not adopted
                 raise
-            return pulls[0]
+            return pull
 
     async def _post_once(self, job_id: int, key: str, marker_key: str, body: str) -> str:
-        """Find the comment bearing the marker, or post it; record it either way."""
+        """Find the App's comment bearing the marker, or post it; record it either way."""
         gh = await self._gh()
         s = self.subject
-        wanted = marker(marker_key)
-        found = [
-            c for c in await gh.comments(s.owner, s.repo, s.number) if wanted in str(c.get("body"))
-        ]
-        if found:
-            comment_id = str(found[0]["id"])
-            if str(found[0].get("body")) != body:
+        recorded = await self._recorded(job_id)
+        found = await find_comment(
+            gh, self.identity, s.owner, s.repo, s.number, marker_key, recorded=recorded
+        )
+        if found is not None:
+            comment_id = str(found["id"])
+            if str(found.get("body")) != body:
                 await gh.edit_comment(s.owner, s.repo, int(comment_id), body)
         else:
             comment_id = str((await gh.comment(s.owner, s.repo, s.number, body))["id"])
@@ -207,6 +208,14 @@ class GitHubForge:
         )
         return None if row is None else (str(row[0]), str(row[1]), float(row[2]))
 
+    async def _recorded(self, job_id: int) -> frozenset[str]:
+        rows = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT external_id FROM forge_objects WHERE job_id = ?", (job_id,)
+            ).fetchall()
+        )
+        return frozenset(str(row[0]) for row in rows)
+
     async def _record(self, job_id: int, key: str, external_id: str, digest: str) -> None:
         await self.store.write(lambda tx: record_object(tx, job_id, key, external_id, digest))
 
@@ -214,6 +223,38 @@ class GitHubForge:
         if not branch or not self.server_url.startswith("http"):
             return None
         return f"{self.server_url}/{self.subject.owner}/{self.subject.repo}/tree/{branch}"
+
+
+async def find_comment(
+    gh: Installation,
+    identity: Identity,
+    owner: str,
+    repo: str,
+    number: int,
+    key: str,
+    *,
+    recorded: frozenset[str] = frozenset(),
+) -> Json | None:
+    """The App's comment on an issue bearing the marker of `key`, or None.
+
+    It is the App's when `identity` wrote it or its id is one the App recorded; a marker in
+    anyone else's comment (planted, or quoted from the App's) does not make it the App's.
+    """
+    wanted = marker(key)
+    for comment in await gh.comments(owner, repo, number):
+        if wanted in str(comment.get("body")) and (
+            str(comment.get("id")) in recorded or identity.wrote(comment)
+        ):
+            return comment
+    return None
+
+
+async def find_pull(
+    gh: Installation, identity: Identity, owner: str, repo: str, branch: str
+) -> Json | None:
+    """The open pull request the App opened from `branch` of `owner/repo`, or None."""
+    pulls = await gh.open_pulls(owner, repo, head=f"{owner}:{branch}")
+    return next((pull for pull in pulls if identity.opened(pull)), None)
 
 
 def record_object(tx: Tx, job_id: int, key: str, external_id: str, digest: str) -> None:

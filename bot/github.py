@@ -40,6 +40,36 @@ Json = Any
 Call = Callable[[GitHub[Any]], Awaitable[Response[Any]]]
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who the App is on GitHub: what its comments and pull requests are authored as.
+
+    `login` is the author's login (`{slug}[bot]` for an App); `app_id` is what GitHub puts in
+    a comment's `performed_via_github_app.id` (None where it puts none, e.g. a person's
+    token). Runner mode passes the identity of its token instead (`github-actions[bot]`, the
+    Actions App's id).
+    """
+
+    login: str
+    app_id: int | None
+
+    def wrote(self, comment: Json) -> bool:
+        """Whether an issue comment is ours: our login, made through our App where we have one."""
+        if not self.opened(comment):
+            return False
+        if self.app_id is None:
+            return True
+        via = comment.get("performed_via_github_app")
+        app_id = via.get("id") if isinstance(via, dict) else None
+        return type(app_id) is int and app_id == self.app_id
+
+    def opened(self, item: Json) -> bool:
+        """Whether a pull request (which names no App) or comment is authored by our login."""
+        user = item.get("user") if isinstance(item, dict) else None
+        login = user.get("login") if isinstance(user, dict) else None
+        return isinstance(login, str) and login.casefold() == self.login.casefold()
+
+
 @dataclass
 class _Token:
     value: str
@@ -72,7 +102,7 @@ class GitHubApp:
         self._tokens: dict[int, _Token] = {}
         self._token_locks: dict[int, asyncio.Lock] = {}
         self._clients: dict[int, tuple[str, GitHub[Any]]] = {}
-        self._login: str | None = None
+        self._identity: Identity | None = None
 
     def _client(self, auth: Any) -> GitHub[Any]:
         return GitHub(
@@ -86,12 +116,16 @@ class GitHubApp:
             timeout=30.0,
         )
 
+    async def identity(self) -> Identity:
+        """The App as the author of its comments: `{slug}[bot]` and its id, asked once."""
+        if self._identity is None:
+            app = await self.call(self._app, lambda gh: gh.rest.apps.async_get_authenticated())
+            self._identity = Identity(f"{app['slug']}[bot]", int(app["id"]))
+        return self._identity
+
     async def login(self) -> str:
         """The app's bot login, `{slug}[bot]`: what its comments are authored as."""
-        if self._login is None:
-            app = await self.call(self._app, lambda gh: gh.rest.apps.async_get_authenticated())
-            self._login = f"{app['slug']}[bot]"
-        return self._login
+        return (await self.identity()).login
 
     async def token(self, installation_id: int) -> str:
         """An installation token, minted once and reused until shortly before it expires."""

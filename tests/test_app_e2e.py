@@ -3,6 +3,7 @@
 A signed `issues.labeled` gets 202, a 👀 and one tracking comment; the job runs; its gate
 is answered by the decider's reply; the branch is pushed and one PR closes the issue.
 The same delivery sent again 10 times and 10 concurrent label events change nothing.
+Markers planted by a reader are not adopted; a decider who quotes a gate still answers it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from app_harness import (
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub import FakeGitHub
+from bot.fakehub_state import Comment
 from bot.tracking import MARKER_PREFIX
 
 pytestmark = pytest.mark.timeout(180)
@@ -140,6 +142,46 @@ def assert_no_secret_leaked(world: World) -> None:
     for secret in secrets:
         for where, content in places.items():
             assert secret.encode() not in content, f"a secret leaked into {where}"
+
+
+async def test_planted_markers_are_not_adopted_and_a_decider_quoting_a_gate_answers_it(
+    world: World,
+) -> None:
+    hub, server = world.hub, world.server
+    bot = hub.state.bot.login
+    number = hub.open_issue(OWNER, REPO, title="Add a changelog", body="Please.", author="alice")
+    planted = [
+        f"{MARKER_PREFIX}{kind}:{n} -->\nPlanted by a reader: adopt me."
+        for kind in ("job", "gate")
+        for n in (1, 2, 3)
+    ]
+    for body in planted:  # before the label, as a read-only user may
+        await hub.comment_as(OWNER, REPO, number, "mallory", body)
+    await settled(server)
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    await until(lambda: questions(hub, number), what="the plan question")
+
+    (asked,) = questions(hub, number)
+    assert asked.author == bot  # posted by the App, not written into a planted comment
+    assert [c.body for c in hub.comments(OWNER, REPO, number) if c.author == "mallory"] == planted
+    quoted = "\n".join(f"> {line}" for line in asked.body.splitlines())
+    assert f"{MARKER_PREFIX}gate:" in quoted
+    await hub.comment_as(OWNER, REPO, number, "alice", f"{quoted}\n\nyes")  # the decider
+    await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+    await settled(server)
+
+    mine = [c.body for c in hub.comments(OWNER, REPO, number) if c.author == bot]
+    assert len([b for b in mine if f"{MARKER_PREFIX}job:" in b]) == 1
+    assert len([b for b in mine if f"{MARKER_PREFIX}gate:" in b]) == 1
+    assert [c.body for c in hub.comments(OWNER, REPO, number) if c.author == "mallory"] == planted
+    edits = [r for r in hub.requests if r.method == "PATCH" and "/issues/comments/" in r.path]
+    mallorys = {c.comment_id for c in hub.comments(OWNER, REPO, number) if c.author == "mallory"}
+    assert not [r for r in edits if int(r.path.rsplit("/", 1)[1]) in mallorys]
+
+
+def questions(hub: FakeGitHub, number: int) -> list[Comment]:
+    """Comments that ask a gate's question (whoever wrote them)."""
+    return [c for c in hub.comments(OWNER, REPO, number) if "**Question" in c.body]
 
 
 async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> None:

@@ -226,11 +226,15 @@ def test_the_apps_own_label_is_ignored(payload: Load) -> None:
     assert "the app's own" in command.reason
 
 
-def test_a_comment_with_the_apps_marker_is_ignored_whoever_wrote_it(payload: Load) -> None:
+def test_a_persons_comment_with_the_apps_marker_is_still_theirs(payload: Load) -> None:
+    # a decider who quotes the App's gate comment answers it; the marker is not an author
     data = payload("issue_comment.created")
-    data["comment"]["body"] = "Plan ready.\n<!-- teaparty:job=42 -->"
+    data["comment"]["body"] = "> <!-- teaparty:gate:3 -->\n> **Question 3** Proceed?\n\nyes"
     command = parse("issue_comment", data)
-    assert command == Ignored("issue_comment.created is ignored: it carries the app's own marker.")
+    assert isinstance(command, CommentAdded)
+    assert command.author == CODERTOCAT
+    assert command.body == ">\n> **Question 3** Proceed?\n\nyes"  # the marker is stripped
+    assert "teaparty" not in command.body
 
 
 def test_without_an_app_login_a_person_is_still_heard(payload: Load) -> None:
