@@ -4,7 +4,8 @@ Each object the bot makes on GitHub is recorded in the store (`forge_objects`) u
 stable key once made, and looked up by its hidden marker (or its branch, for the pull
 request) before it is made, so a crash between creating and recording never makes a
 second one. A lookup accepts only what the App wrote: authored by its `Identity` (or an id
-it recorded); anyone can write a marker, so a planted one is never adopted.
+it recorded); anyone can write a marker, so a planted one is never adopted. What agents
+wrote is posted through `Outbound`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 from bot.errors import BotError, GitHubError
 from bot.github import GitHubApp, Identity, Installation, Json
+from bot.outbound import Outbound
 from bot.tracking import (
     failure_body,
     gate_body,
@@ -87,6 +89,7 @@ class GitHubForge:
         self.server_url = server_url.rstrip("/")
         self.status_interval_s = status_interval_s
         self.identity = identity
+        self.agent = Outbound(subject.owner, subject.repo, subject.number, self.server_url)
 
     def remote(self) -> str:
         """The repository's git remote (no credentials in it)."""
@@ -103,6 +106,7 @@ class GitHubForge:
             status,
             branch_url=self._branch_url(status.branch),
             trigger_label=self.subject.trigger_label,
+            agent=self.agent,
         )
         key = "tracking"
         known = await self._known(status.job_id, key)
@@ -124,7 +128,7 @@ class GitHubForge:
         key = f"gate:{gate.gate_id}"
         if await self._known(status.job_id, key) is not None:
             return
-        body = gate_body(gate, decider=self.subject.decider)
+        body = gate_body(gate, decider=self.subject.decider, agent=self.agent)
         comment_id = await self._post_once(status.job_id, key, key, body)
         await self.store.write(
             lambda tx: tx.execute(
@@ -138,7 +142,9 @@ class GitHubForge:
         await self.show(status)
         key = f"failure:{_digest(error)[:12]}"
         if await self._known(status.job_id, key) is None:
-            body = failure_body(status, error, key=key, trigger_label=self.subject.trigger_label)
+            body = failure_body(
+                status, error, key=key, trigger_label=self.subject.trigger_label, agent=self.agent
+            )
             await self._post_once(status.job_id, key, key, body)
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
@@ -152,8 +158,9 @@ class GitHubForge:
         gh = await self._gh()
         token = await self.app.token(self.subject.installation_id)
         await self.office.workspace.publish(job.space, self.remote(), auth=git_credentials(token))
-        title = f"{self.subject.title} (#{self.subject.number})"[:250]
-        body = pull_body(status, number=self.subject.number)
+        suffix = f" (#{self.subject.number})"
+        title = self.agent.inline(self.subject.title, limit=250 - len(suffix)) + suffix
+        body = pull_body(status, agent=self.agent)
         pull = await self._pull(gh, job.space.branch)
         if pull is None:
             pull = await self._open_pull(gh, job.space.branch, title=title, body=body)

@@ -1,12 +1,14 @@
 """What the bot writes on GitHub, rendered from engine state: pure text, no I/O.
 
 Every comment carries a hidden marker (`<!-- teaparty:… -->`) so a retry or a restart
-finds and edits it instead of posting a second one, and so the bot never reads its own
-comments as commands.
+finds (by marker and author) and edits it instead of posting a second one. What agents
+wrote (plan, step, result, errors, questions and options) goes through `Outbound` first:
+the App's own words (the decider's mention, `Closes #N`) are composed around it.
 """
 
 from __future__ import annotations
 
+from bot.outbound import Outbound, code_span
 from orchestrator.board import Task
 from orchestrator.driver import JobStatus
 from orchestrator.gates import Gate
@@ -36,17 +38,19 @@ def marker(key: str) -> str:
     return f"{MARKER_PREFIX}{key} -->"
 
 
-def tracking_body(status: JobStatus, *, branch_url: str | None, trigger_label: str) -> str:
+def tracking_body(
+    status: JobStatus, *, branch_url: str | None, trigger_label: str, agent: Outbound
+) -> str:
     """The job's one tracking comment."""
     lines = [
         marker(f"job:{status.job_id}"),
         f"### {_STATE_ICON[status.state]} TeaParty job {status.job_id}: {status.state}",
         "",
-        f"**Now:** {status.step}",
+        f"**Now:** {agent.inline(status.step)}",
         "",
     ]
     if status.tasks:
-        lines += ["**Plan**", *(_task_line(task) for task in status.tasks), ""]
+        lines += ["**Plan**", *(_task_line(task, agent) for task in status.tasks), ""]
     branch = f"[`{status.branch}`]({branch_url})" if branch_url else f"`{status.branch}`"
     if status.branch:
         lines.append(f"**Branch:** {branch}")
@@ -54,9 +58,9 @@ def tracking_body(status: JobStatus, *, branch_url: str | None, trigger_label: s
         lines.append(f"**Pull request:** {status.link}")
     lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
     if status.result and status.state in ("delivering", "done"):
-        lines += ["", "**Result**", "", quote_block(status.result[:RESULT_LIMIT])]
+        lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:
-        lines += ["", f"**Stopped:** {status.error[:RESULT_LIMIT]}"]
+        lines += ["", "**Stopped:**", "", quote_block(agent.block(status.error[:RESULT_LIMIT]))]
     lines += [
         "",
         f"<sub>Edited in place as the job runs. To retry a stopped job, remove the "
@@ -65,10 +69,11 @@ def tracking_body(status: JobStatus, *, branch_url: str | None, trigger_label: s
     return "\n".join(lines)
 
 
-def _task_line(task: Task) -> str:
+def _task_line(task: Task, agent: Outbound) -> str:
     box = "x" if task.state == "done" else " "
-    note = f": {task.blocked_reason}" if task.state == "blocked" and task.blocked_reason else ""
-    return f"- [{box}] #{task.number} {_inline(task.title)} ({_TASK_STATE[task.state]}{note})"
+    blocked = task.state == "blocked" and task.blocked_reason
+    note = f": {agent.inline(task.blocked_reason or '')}" if blocked else ""
+    return f"- [{box}] #{task.number} {agent.inline(task.title)} ({_TASK_STATE[task.state]}{note})"
 
 
 def _tokens(status: JobStatus) -> str:
@@ -79,14 +84,14 @@ def _tokens(status: JobStatus) -> str:
     )
 
 
-def gate_body(gate: Gate, *, decider: str) -> str:
-    """A gate's question as a new comment addressed to the decider."""
-    options = f"\n\nOptions: {', '.join(f'`{o}`' for o in gate.options)}" if gate.options else ""
-    asker = gate.asked_by.rsplit("/", 1)[-1]
+def gate_body(gate: Gate, *, decider: str, agent: Outbound) -> str:
+    """A gate's question as a new comment addressed to the decider (the App's one mention)."""
+    options = f"\n\nOptions: {', '.join(map(code_span, gate.options))}" if gate.options else ""
+    asker = agent.inline(gate.asked_by.rsplit("/", 1)[-1])
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
-        f"**Question {gate.gate_id}** from {asker} ({gate.kind}):\n\n"
-        f"{quote_block(gate.question)}{options}\n\n"
+        f"**Question {gate.gate_id}** from {asker} ({agent.inline(gate.kind)}):\n\n"
+        f"{quote_block(agent.block(gate.question))}{options}\n\n"
         f"@{decider}, please answer by replying to this issue."
     )
 
@@ -100,11 +105,14 @@ def refusal_body(login: str, *, label: str) -> str:
     )
 
 
-def failure_body(status: JobStatus, error: str, *, key: str, trigger_label: str) -> str:
+def failure_body(
+    status: JobStatus, error: str, *, key: str, trigger_label: str, agent: Outbound
+) -> str:
     """Says what stopped the job, that its branch is kept, and how to retry."""
     return (
         f"{marker(key)}\n"
-        f"⚠️ TeaParty job {status.job_id} stopped: {error[:RESULT_LIMIT]}\n\n"
+        f"⚠️ TeaParty job {status.job_id} stopped:\n\n"
+        f"{quote_block(agent.block(error[:RESULT_LIMIT]))}\n\n"
         f"The job branch `{status.branch}` is kept and the work so far is saved. To retry, "
         f"remove the `{trigger_label}` label and add it again."
     )
@@ -120,29 +128,24 @@ def config_error_body(error: str, *, label: str) -> str:
     )
 
 
-def pull_body(status: JobStatus, *, number: int) -> str:
-    """The pull request's description: summary, tasks, cost, and the issue it closes."""
-    tasks = [_task_line(task) for task in status.tasks] or ["- (no tasks)"]
+def pull_body(status: JobStatus, *, agent: Outbound) -> str:
+    """The pull request's description: summary, tasks, cost, and the one issue it closes."""
+    tasks = [_task_line(task, agent) for task in status.tasks] or ["- (no tasks)"]
     return "\n".join(
         [
             marker(f"pull:{status.job_id}"),
-            quote_block((status.result or "Done.")[:RESULT_LIMIT]),
+            quote_block(agent.block((status.result or "Done.")[:RESULT_LIMIT])),
             "",
             "**Tasks**",
             *tasks,
             "",
             f"**Tokens:** {_tokens(status)} · **Cost:** ${status.cost_usd:.4f}",
             "",
-            f"Closes #{number}",
+            f"Closes #{agent.number}",
         ]
     )
 
 
 def quote_block(text: str) -> str:
-    """Text as a Markdown quote, with @mentions defused so agents' words ping nobody."""
-    defused = text.replace("@", "@\u200b")
-    return "\n".join(f"> {line}" if line else ">" for line in defused.splitlines()) or ">"
-
-
-def _inline(text: str) -> str:
-    return text.replace("\n", " ").replace("@", "@\u200b")
+    """Text as a Markdown quote: a code fence or HTML block in it ends where the quote ends."""
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines()) or ">"
