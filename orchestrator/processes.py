@@ -75,8 +75,21 @@ async def run_process(
     and a moment to act on it (a launcher that reaps what escaped the group needs it).
     """
     output = CappedOutput(cap)
-    proc, stream, transport = await _spawn(args, cwd=cwd, env=env)
-    reader = asyncio.create_task(_collect(stream, output))
+    pipe = _Pipe(output)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            cwd=cwd,
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=pipe.write_fd,
+            stderr=pipe.write_fd,
+            start_new_session=True,
+        )
+    except BaseException:
+        pipe.close()
+        raise
+    pipe.close_write_end()
     returncode: int | None = None
     try:
         async with asyncio.timeout(timeout_s):
@@ -90,53 +103,62 @@ async def run_process(
     finally:
         _kill_group(proc.pid)
         await proc.wait()
-        await _settle(reader)
-        transport.close()
+        await pipe.drained(_DRAIN_S)
+        pipe.close()
     return Finished(returncode, output)
 
 
-async def _spawn(
-    args: Sequence[str], *, cwd: Path, env: Mapping[str, str]
-) -> tuple[asyncio.subprocess.Process, asyncio.StreamReader, asyncio.ReadTransport]:
-    # Our own pipe, not PIPE: asyncio's Process.wait() also waits for its pipes to close,
-    # which a background child holding stdout would delay until it exits.
-    read_fd, write_fd = os.pipe()
-    stream = asyncio.StreamReader()
-    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(stream), os.fdopen(read_fd, "rb", buffering=0)
-    )
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            cwd=cwd,
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=write_fd,
-            stderr=write_fd,
-            start_new_session=True,
-        )
-    except BaseException:
-        transport.close()
-        raise
-    finally:
-        os.close(write_fd)
-    return proc, stream, transport
+class _Pipe:
+    """Our own pipe for the child's output, read with the loop's reader callbacks.
 
+    Not PIPE: asyncio's Process.wait() also waits for its pipes to close, which a background
+    child holding stdout would delay until it exits. Not connect_read_pipe with a file
+    object either: uvloop closes the descriptor itself and the file object closes the same
+    number again later, by then perhaps the store's (SQLite: "disk I/O error"). Here one
+    owner opens and closes each end exactly once.
+    """
 
-async def _collect(stream: asyncio.StreamReader, output: CappedOutput) -> None:
-    while chunk := await stream.read(_CHUNK):
-        output.feed(chunk)
+    def __init__(self, output: CappedOutput) -> None:
+        self.output = output
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.loop = asyncio.get_running_loop()
+        self.eof = self.loop.create_future()
+        self.loop.add_reader(self.read_fd, self._readable)
 
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self.read_fd, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            self.output.feed(chunk)
+            return
+        self.loop.remove_reader(self.read_fd)
+        if not self.eof.done():
+            self.eof.set_result(None)
 
-async def _settle(reader: asyncio.Task[None]) -> None:
-    # A process that left the group (setsid) may hold the pipe open: stop waiting for it.
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(_DRAIN_S):
-            await asyncio.shield(reader)
-    if not reader.done():
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
+    def close_write_end(self) -> None:
+        """The child holds the write end now; ours would keep the pipe from ending."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    async def drained(self, limit_s: float) -> None:
+        """Wait for end of output; a process that left the group (setsid) may hold it open."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(limit_s):
+                await asyncio.shield(self.eof)
+
+    def close(self) -> None:
+        """Stop reading and close both ends (each once)."""
+        self.close_write_end()
+        if self.read_fd >= 0:
+            self.loop.remove_reader(self.read_fd)
+            os.close(self.read_fd)
+            self.read_fd = -1
 
 
 def _kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:
