@@ -27,10 +27,10 @@ from bot.forge import GitHubForge, Subject, find_comment, git_credentials
 from bot.github import GitHubApp, Installation
 from bot.sanitizer import quote
 from bot.settings import Settings
-from bot.tracking import config_error_body, refusal_body
+from bot.tracking import config_error_body, no_sandbox_body, refusal_body
 from orchestrator.config import Project, load_project
 from orchestrator.driver import Forge, JobDriver
-from orchestrator.errors import ConfigError, ConfigIssue
+from orchestrator.errors import ConfigError, ConfigIssue, SandboxError
 from orchestrator.inbox import Delivery
 from orchestrator.jobs import Office
 from orchestrator.worktrees import slug
@@ -145,7 +145,12 @@ class GitHubService:
             config.project.humans.decider,
             label,
         )
-        job_id = await self._start(gh, subject, config, body=issue.body)
+        try:
+            job_id = await self._start(gh, subject, config, body=issue.body)
+        except SandboxError as exc:  # not retried: nothing changes until the operator acts
+            key, text = "no-sandbox", no_sandbox_body(str(exc), label=label)
+            await self._comment_once(gh, repo.owner, repo.name, issue.number, key, text)
+            return f"refused: {exc}", None
         return f"job {job_id}", job_id
 
     async def _start(

@@ -33,6 +33,7 @@ from orchestrator.events import Event, GateAsked, JobStarted, StateChanged, Usag
 from orchestrator.jobs import Office
 from orchestrator.local_run import AGENT_IDENTITY
 from orchestrator.ports import Model
+from orchestrator.sandbox import Sandbox
 from orchestrator.sandbox_probe import announce, probe
 
 log = logging.getLogger(__name__)
@@ -59,11 +60,16 @@ class Runtime:
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
         scripted: bool = False,
+        sandbox: Sandbox | None = None,
     ) -> Runtime:
-        """Open the store under the settings' home and wire the App around it."""
+        """Open the store under the settings' home and wire the App around it.
+
+        `sandbox` is how agents are confined; by default, what this host gives (`probe`).
+        """
         org = load_organisation(settings.config_dir or shipped_org_dir())
         key_file = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
-        sandbox = await probe(env, home=settings.home, hidden=[Path(key_file)] if key_file else [])
+        hidden = [Path(key_file)] if key_file else []
+        sandbox = sandbox or await probe(env, home=settings.home, hidden=hidden)
         announce(sandbox)
         office = await Office.open(
             settings.home,

@@ -57,6 +57,9 @@ def tracking_body(
     if status.link:
         lines.append(f"**Pull request:** {status.link}")
     lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
+    if status.sandbox:
+        warning = "⚠️ " if status.sandbox.startswith("OFF") else ""
+        lines.append(f"**Sandbox:** {warning}{status.sandbox}")
     if status.result and status.state in ("delivering", "done"):
         lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:
@@ -125,6 +128,17 @@ def config_error_body(error: str, *, label: str) -> str:
         f"⚠️ TeaParty could not start: `.teaparty/project.yaml` on the default branch is "
         f"not valid:\n\n```\n{error[:RESULT_LIMIT]}\n```\n\nFix it, then remove the "
         f"`{label}` label and add it again."
+    )
+
+
+def no_sandbox_body(reason: str, *, label: str) -> str:
+    """The job could not start: its agents have a shell and nothing here can confine it."""
+    return (
+        f"{marker('no-sandbox')}\n"
+        "⚠️ TeaParty could not start this job: its agents run commands, and the App's host "
+        "cannot sandbox them, so they do not run at all.\n\n"
+        f"```\n{reason[:RESULT_LIMIT]}\n```\n\nThe App's operator can see why with "
+        f"`teaparty doctor`. Once it is fixed, remove the `{label}` label and add it again."
     )
 
 

@@ -43,6 +43,7 @@ class JobStatus:
     result: str | None = None
     link: str | None = None  # the change request, once there is one
     error: str | None = None
+    sandbox: str = ""  # how the job's agents are confined (Office.sandbox_summary)
 
 
 class Forge(Protocol):
@@ -84,14 +85,15 @@ class JobDriver:
         """The job's status from the store."""
         store = self.office.engine.store
         row, tasks, gates, result = await store.read(lambda tx: _job_facts(tx, job_id))
-        title, state, branch = row
+        title, state, branch, project = row
         budget = self.office.engine.scheduler.runner.budget
         spent = await budget.spent(job_id) if isinstance(budget, JobBudget) else None
         usage, cost = (spent.usage, spent.usd) if spent else (Usage(), 0.0)
         failure = self._failure(job_id, await store.read(lambda tx: _conversations(tx, job_id)))
         phase, step = _phase(state, tasks, gates, result, failure)
+        sandbox = self.office.sandbox_summary(project)
         return JobStatus(
-            job_id, title, phase, step, tasks, usage, cost, branch, result, link, failure
+            job_id, title, phase, step, tasks, usage, cost, branch, result, link, failure, sandbox
         )
 
     def _failure(self, job_id: int, conversations: set[str]) -> str | None:
@@ -154,9 +156,9 @@ class JobDriver:
 
 def _job_facts(
     tx: Tx, job_id: int
-) -> tuple[tuple[str, str, str], tuple[Task, ...], list[int], str | None]:
+) -> tuple[tuple[str, str, str, str], tuple[Task, ...], list[int], str | None]:
     row = tx.execute(
-        "SELECT j.title, j.state, coalesce(w.branch, '') FROM jobs j"
+        "SELECT j.title, j.state, coalesce(w.branch, ''), j.project FROM jobs j"
         " LEFT JOIN job_workspaces w USING (job_id) WHERE j.job_id = ?",
         (job_id,),
     ).fetchone()
@@ -172,7 +174,7 @@ def _job_facts(
         "SELECT result FROM conversations WHERE conversation_id = ?",
         (job_conversation_id(job_id),),
     ).fetchone()
-    return (row[0], row[1], row[2]), tuple(list_tasks(tx, job_id)), gates, result
+    return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), gates, result
 
 
 def _conversations(tx: Tx, job_id: int) -> set[str]:

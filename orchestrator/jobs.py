@@ -167,6 +167,19 @@ class Office:
             return Network(hosts=setting)
         return Network(open=setting == "open")
 
+    def sandbox_summary(self, project: str) -> str:
+        """One line on how the project's agents are confined, for its status report."""
+        network = self.network(project).describe()
+        if self.sandbox.mode == "off":
+            return (
+                "OFF (TEAPARTY_SANDBOX=off): agents' processes run unconfined on the App's "
+                f"host; network: {network}"
+            )
+        if self.sandbox.mode == "unavailable":
+            return "none on this host: agents' shells do not run"
+        name = {"bwrap": "bubblewrap", "landlock": "Landlock"}[self.sandbox.mode]
+        return f"{name}, the task's worktree only; network: {network}"
+
     def require_sandbox(self, project: str) -> None:
         """Raise SandboxError when the project's agents have a shell this host cannot confine."""
         found = self.projects.get(project)

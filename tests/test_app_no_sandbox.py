@@ -1,0 +1,72 @@
+"""On a host that cannot confine agents' shells, a labelled issue gets one comment saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from app_harness import APP_ID, OWNER, REPO, SECRET, make_hub, until
+
+from bot.demo import free_port, private_key_pem
+from bot.runtime import Runtime, server
+from bot.settings import Settings
+from bot.tracking import MARKER_PREFIX
+from orchestrator.local_run import models
+from orchestrator.sandbox import Sandbox
+
+
+def pending_is(runtime: Runtime, count: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        (pending,) = await runtime.office.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT count(*) FROM deliveries WHERE state = 'pending'"
+            ).fetchone()
+        )
+        return bool(pending == count)
+
+    return check
+
+
+NOWHERE = Sandbox("unavailable", "bwrap: no user namespaces here; landlock: Linux 5.10")
+
+
+async def test_a_job_that_needs_a_sandbox_is_refused_once_with_the_cause(tmp_path: Path) -> None:
+    pem, port = private_key_pem(), free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub.add_user("alice", "admin")
+    async with hub.serve() as api_url:
+        settings = Settings(
+            app_id=str(APP_ID),
+            private_key=pem,
+            webhook_secret=SECRET,
+            home=tmp_path / "home",
+            api_url=api_url,
+            server_url=hub.server_url,
+            write_interval_s=0.0,
+        )
+        # A real model (never called): its agents have shells, so they need a sandbox.
+        runtime = await Runtime.open(
+            settings, models=models("scripted", {}), env={}, scripted=False, sandbox=NOWHERE
+        )
+        app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
+        running = asyncio.create_task(runtime.run(app))
+        try:
+            await until(lambda: app.started, what="the server to start")
+            number = hub.open_issue(OWNER, REPO, title="Do it", body="please", author="alice")
+            for _ in range(2):
+                await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+            await until(pending_is(runtime, 0), what="both deliveries to be handled")
+        finally:
+            app.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            await runtime.close()
+    comments = hub.comments(OWNER, REPO, number)
+    assert len(comments) == 1, [c.body for c in comments]
+    body = comments[0].body
+    assert body.startswith(MARKER_PREFIX + "no-sandbox -->")
+    assert "no user namespaces here; landlock: Linux 5.10" in body
+    assert "teaparty doctor" in body
+    assert not [c for c in comments if MARKER_PREFIX + "job:" in c.body], "no job started"
