@@ -285,9 +285,18 @@ async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
     return out.split()
 
 
+# Forges close an issue named after these words when the commit reaches the default branch;
+# in a message an agent wrote they must not (the pull request closes the job's own issue).
+_CLOSING = re.compile(
+    r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(\s*:?\s+)(?=[\w./-]*#\d|gh-\d|https?://)",
+    re.IGNORECASE,
+)
+
+
 def _commit_text(reply: str) -> str:
-    """The worker's reply as a commit message body: printable, bounded."""
+    """The worker's reply as a commit message body: printable, bounded, closing nothing."""
     kept = "".join(c for c in reply if c.isprintable() or c in "\n\t")
+    kept = _CLOSING.sub(r"\1 (reference only)\2", kept)
     return _clip(kept.strip(), 2_000) or "(the worker gave no summary)"
 
 
