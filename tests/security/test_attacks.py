@@ -123,7 +123,7 @@ def test_the_attacks_work_with_the_protections_off(unprotected: tuple[Report, Pa
     assert report["survivors"], "a setsid process outlived its call"
     assert "exfil canary-net" in report["received"], "data left through the network"
     plain = set(report["after_plain"])
-    assert {"hook-pre-commit.txt", "fsmonitor-ran"} <= plain, "the planted code ran in plain git"
+    assert {"hook-pre-commit.txt", "fsmonitor-ran", "clean-ran"} <= plain, "plain git ran them"
     assert any(v in report["plain_hook_saw"] for v in VALUES), "and saw the secrets"
 
 
