@@ -171,12 +171,12 @@ class Sandbox:
         )
 
     def explain(self, finished: Finished) -> str:
-        """A note naming the resource limit a failed call ran into, or ''."""
+        """A note naming the resource limit a call ran into (by its signal or words), or ''."""
         code = finished.returncode
         limits = self.limits.__dict__
         if code in _LIMIT_NOTES:
             return "[sandbox: " + _LIMIT_NOTES[code].format(**limits) + "]"
-        if code in (None, 0):
+        if code is None:  # timed out: the tool says so itself
             return ""
         text = finished.output.text()
         hits = sorted({note.format(**limits) for needle, note in _EXHAUSTED if needle in text})
