@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orchestrator import anthropic_model
+from orchestrator.errors import SandboxError
 from orchestrator.sandbox import Sandbox
 from orchestrator.sandbox_probe import probe
 
@@ -38,3 +40,37 @@ def hand_to_agents(path: Path, sandbox: Sandbox) -> Path:
             for name in [*dirs, *files, ""]:
                 os.lchown(os.path.join(folder, name) if name else folder, *sandbox.run_as)
     return path
+
+
+def survivors(marker: str) -> list[int]:
+    """Host pids of processes whose command line holds `marker` (pids inside a sandbox differ)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def confined(mode: str, name: str) -> Iterator[tuple[Sandbox, Path]]:
+    """A `mode` sandbox and a worktree the agents' user owns, or a skip naming why not.
+
+    Under /tmp with searchable parents: Landlock as root needs the agents' user to reach it.
+    """
+    home = Path("/tmp") / f"teaparty-{name}"
+    home.mkdir(mode=0o711, exist_ok=True)
+    home.chmod(0o711)
+    try:
+        try:
+            found = asyncio.run(probe({"TEAPARTY_SANDBOX": mode}, home=home))
+        except SandboxError as exc:
+            pytest.skip(f"TEAPARTY_SANDBOX={mode}: {exc}")
+        work = home / "wt"
+        work.mkdir(exist_ok=True)
+        work.chmod(0o755)
+        yield found, hand_to_agents(work, found)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import hand_to_agents
+from conftest import confined
 
-from orchestrator.errors import SandboxError
 from orchestrator.sandbox import Limits, Place, Sandbox
-from orchestrator.sandbox_probe import probe
 from orchestrator.shell import agent_env
 
 SMALL = Limits(processes=40, file_mb=1, memory_mb=200, open_files=64)
@@ -21,18 +17,8 @@ SMALL = Limits(processes=40, file_mb=1, memory_mb=200, open_files=64)
 
 @pytest.fixture(params=["bwrap", "landlock"])
 def small(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
-    home = Path("/tmp") / f"teaparty-limits-{tmp_path.name}"
-    home.mkdir(mode=0o711, exist_ok=True)
-    home.chmod(0o711)
-    try:
-        found = asyncio.run(probe({"TEAPARTY_SANDBOX": request.param}, home=home))
-    except SandboxError as exc:
-        pytest.skip(f"TEAPARTY_SANDBOX={request.param}: {exc}")
-    work = home / "wt"
-    work.mkdir()
-    work.chmod(0o755)
-    yield replace(found, limits=SMALL), hand_to_agents(work, found)
-    shutil.rmtree(home, ignore_errors=True)
+    for found, work in confined(request.param, f"limits-{tmp_path.name}"):
+        yield replace(found, limits=SMALL), work
 
 
 async def run(sandbox: Sandbox, work: Path, command: str) -> tuple[int | None, str, str]:

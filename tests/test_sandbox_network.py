@@ -6,22 +6,18 @@ resolver (to 127.0.0.1), so nothing leaves this machine.
 
 from __future__ import annotations
 
-import asyncio
 import http.server
 import ipaddress
-import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import hand_to_agents
+from conftest import confined
 
-from orchestrator.errors import SandboxError
 from orchestrator.netproxy import EgressProxy, IPAddress
 from orchestrator.sandbox import Network, Place, Sandbox
-from orchestrator.sandbox_probe import probe
 from orchestrator.shell import agent_env
 
 LOOPBACK = ipaddress.ip_address("127.0.0.1")
@@ -55,19 +51,11 @@ def egress(hosts: Sequence[str]) -> EgressProxy:
 
 
 @pytest.fixture(params=["bwrap", "landlock"])
-def confined(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
-    home = Path("/tmp") / f"teaparty-net-{tmp_path.name}"
-    home.mkdir(mode=0o711, exist_ok=True)
-    home.chmod(0o711)
-    try:
-        found = asyncio.run(probe({"TEAPARTY_SANDBOX": request.param}, home=home))
-    except SandboxError as exc:
-        pytest.skip(f"TEAPARTY_SANDBOX={request.param}: {exc}")
-    work = home / "wt"
-    work.mkdir(exist_ok=True)
-    work.chmod(0o755)
-    yield replace(found, egress=egress), hand_to_agents(work, found)
-    shutil.rmtree(home, ignore_errors=True)
+def confined_with_proxy(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[Sandbox, Path]]:
+    for found, work in confined(request.param, f"net-{tmp_path.name}"):
+        yield replace(found, egress=egress), work
 
 
 FETCH = (
@@ -98,9 +86,9 @@ async def run(sandbox: Sandbox, work: Path, command: str, network: Network) -> s
 
 
 async def test_listed_hosts_are_reached_through_the_proxy_and_nothing_else(
-    confined: tuple[Sandbox, Path], server: int
+    confined_with_proxy: tuple[Sandbox, Path], server: int
 ) -> None:
-    sandbox, work = confined
+    sandbox, work = confined_with_proxy
     listed = Network(hosts=("pypi.test",))
     assert "hello from outside" in await run(
         sandbox, work, FETCH + f"http://pypi.test:{server}/", listed
@@ -111,9 +99,9 @@ async def test_listed_hosts_are_reached_through_the_proxy_and_nothing_else(
 
 
 async def test_the_network_is_off_by_default_and_open_on_request(
-    confined: tuple[Sandbox, Path], server: int
+    confined_with_proxy: tuple[Sandbox, Path], server: int
 ) -> None:
-    sandbox, work = confined
+    sandbox, work = confined_with_proxy
     assert "refused:" in await run(sandbox, work, DIRECT + str(server), Network())
     assert "failed:" in await run(sandbox, work, FETCH + f"http://pypi.test:{server}/", Network())
     assert "connected" in await run(sandbox, work, DIRECT + str(server), Network(open=True))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import hand_to_agents
+from conftest import hand_to_agents, survivors
 
 from orchestrator.messages import ToolCall, ToolResult
 from orchestrator.sandbox import Sandbox
@@ -303,19 +303,6 @@ async def test_shell_runs_in_the_worktree(tools: WorktreeTools, worktree: Path) 
     assert await ok(tools, "shell", command="cat") == "[exit code 0]"
     home = await ok(tools, "shell", command='touch "$HOME/x" && ls "$HOME"')
     assert home == "x\n[exit code 0]", "HOME is a writable place of the call's own"
-
-
-def survivors(marker: str) -> list[int]:
-    """Host pids of processes whose command line holds `marker` (pids inside a sandbox differ)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def gone(marker: str) -> bool:

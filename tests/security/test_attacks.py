@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import survivors
 
 HARNESS = Path(__file__).with_name("harness.py")
 CANARIES = {
@@ -39,18 +40,6 @@ VALUES = (
 )
 PROTECTED = ("bwrap", "landlock")
 Report = dict[str, Any]
-
-
-def survivors(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def run_harness(mode: str, *, protect: bool) -> tuple[Report, Path]:
