@@ -24,13 +24,13 @@ from pathlib import Path
 
 import aiosqlite
 
-from orchestrator.context import estimate_tokens
-from orchestrator.engine import Engine
-from orchestrator.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.agents.context import estimate_tokens
+from orchestrator.agents.engine import Engine
+from orchestrator.agents.tools import BUS_SPECS, ToolSpec
+from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.bus.routing import Router, Team
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import AgentSpec, ModelRequest
-from orchestrator.routing import Router, Team
-from orchestrator.scripted import FunctionModel
-from orchestrator.tools import BUS_SPECS, ToolSpec
 
 LEAD, WORKER, FLAT = "p/lead", "p/w/worker", "p/flat"
 READ_FILE = ToolSpec("read_file", "Read a file of the worktree.", {"type": "object"})

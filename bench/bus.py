@@ -19,11 +19,11 @@ from pathlib import Path
 
 import aiosqlite
 
-from orchestrator.engine import Engine
-from orchestrator.messages import AssistantTurn, InboxKind, ToolCall
+from orchestrator.agents.engine import Engine
+from orchestrator.agents.tools import BUS_SPECS
+from orchestrator.bus.messages import AssistantTurn, InboxKind, ToolCall
+from orchestrator.bus.routing import Router, Team
 from orchestrator.ports import AgentSpec, ModelRequest
-from orchestrator.routing import Router, Team
-from orchestrator.tools import BUS_SPECS
 
 LEAD, WORKER = "p/lead", "p/w/worker"
 BODY = "x" * 1024  # a 1 KB message, like a short brief or reply

@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import Sandbox
-from orchestrator.sandbox_probe import probe
-from orchestrator.worktree_tools import WorktreeTools
-from orchestrator.worktrees import add_worktree, git
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.probe import probe
+from orchestrator.workspace.file_tools import WorktreeTools
+from orchestrator.workspace.git import add_worktree, git
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import teams

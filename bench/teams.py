@@ -30,16 +30,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator import team_tools, workspace, worktrees
-from orchestrator.board import RESULT_MAX, list_tasks
+from orchestrator.agents.context import estimate_tokens
+from orchestrator.agents.toolbox import Toolbox
+from orchestrator.bus.messages import (
+    AssistantTurn,
+    Message,
+    ToolCall,
+    ToolResult,
+    assistant_content,
+)
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.context import estimate_tokens
-from orchestrator.jobs import Office
-from orchestrator.messages import AssistantTurn, Message, ToolCall, ToolResult, assistant_content
+from orchestrator.jobs.office import Office
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest, ToolRunner
-from orchestrator.sandbox_probe import probe
-from orchestrator.scripted import FunctionModel
-from orchestrator.toolbox import Toolbox
+from orchestrator.sandbox.probe import probe
+from orchestrator.teams import tools as team_tools
+from orchestrator.teams.board import RESULT_MAX, list_tasks
+from orchestrator.workspace import git as worktrees
+from orchestrator.workspace import layout as workspace
 
 PROJECT = "widgets"
 
@@ -430,7 +438,7 @@ def print_overhead(ours: Split, raw: RawRun, recycled: RawRun, *, tasks: int) ->
     row("orchestration vs raw git recycling one worktree", mine, orchestration(recycled))
     print_once(ours, raw, tasks=tasks)
     print(
-        "  engine git: every git subprocess of orchestrator.worktrees, .workspace and"
+        "  engine git: every git subprocess of orchestrator.workspace.git, .workspace and"
         "\n  .team_tools (their `git` wrapped with a timer); worker: its tool calls, timed at"
         "\n  the toolbox. raw git: worktree add -b, write, add, commit, merge --no-ff in a"
         f"\n  job-branch checkout, worktree remove, for {len(raw.totals)} tasks; recycling: the"

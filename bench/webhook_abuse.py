@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.demo import free_port, private_key_pem
-from bot.webhooks import signature
+from bot.server.webhooks import signature
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_MB = 200

@@ -6,14 +6,14 @@
 For concurrency 1, 16 and 64, each endpoint gets its own uvicorn process (1 worker, uvloop
 + httptools, access log off) on a pre-bound loopback socket, started fresh for each point:
 - bare: a FastAPI POST that reads the body and answers 202 (the baseline);
-- durable: `bot.server.create_app` over a fresh Store (WAL, synchronous=FULL) in a temp
+- durable: `bot.server.endpoint.create_app` over a fresh Store (WAL, synchronous=FULL) in a temp
   dir, with a real secret: each request is a signed `issues.labeled` delivery with its own
   X-GitHub-Delivery, so every one is verified, parsed, committed and only then answered.
 The load comes from wrk (one thread, a Lua `request()` that numbers the delivery ids) when
 it is installed, else from an asyncio keep-alive client in this process. A point is a 1 s
 warm-up, then R runs (default 1) of S seconds (default 5). Afterwards every acknowledged
 delivery id is looked up in the store. `--loop asyncio` serves both endpoints on the
-stdlib event loop, as `bot.runtime.server` does today. `--http teaparty` serves both with
+stdlib event loop, as `bot.server.runtime.server` does today. `--http teaparty` serves both with
 the HTTP stack of `teaparty serve` (`bot.serve.app_server`: h11, the request deadline, the
 head and connection bounds) instead of httptools.
 """
@@ -47,12 +47,12 @@ import uvicorn
 import uvloop
 from fastapi import FastAPI, Request, Response
 
-from bot.events import HANDLED_EVENTS
+from bot.handlers.payloads import HANDLED_EVENTS
 from bot.serve import app_server
-from bot.server import create_app
+from bot.server.endpoint import create_app
+from bot.server.webhooks import signature
 from bot.settings import Settings
-from bot.webhooks import signature
-from orchestrator.store import Store
+from orchestrator.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = ROOT / "tests" / "payloads" / "issues.labeled.json"

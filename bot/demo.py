@@ -24,11 +24,11 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from bot.fakehub import FakeGitHub
-from bot.runtime import Runtime, server
+from bot.fakehub.hub import FakeGitHub
+from bot.github.tracking import MARKER_PREFIX
 from bot.serve import model_kind, models
+from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from bot.tracking import MARKER_PREFIX
 
 OWNER, REPO, DECIDER, APP_ID = "octo", "demo", "maintainer", 1
 TITLE = "Add a CHANGELOG"

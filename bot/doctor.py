@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import Sandbox
-from orchestrator.sandbox_probe import probe
-from orchestrator.worktrees import git
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.probe import probe
+from orchestrator.workspace.git import git
 
 EXIT_OK, EXIT_UNCONFINED = 0, 1
 

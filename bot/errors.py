@@ -3,7 +3,7 @@
 BotError
  ├── SettingsError      the environment does not describe a working App
  ├── DeliveryError      a webhook delivery refused (carries the HTTP status to answer)
- ├── PayloadError       (bot.events) a payload lacks or mistypes a field we need
+ ├── PayloadError       (bot.handlers.payloads) a payload lacks or mistypes a field we need
  └── GitHubError        a GitHub API call failed for good
       └── RateLimitedError   GitHub asked us to wait longer than we wait in one call
 """

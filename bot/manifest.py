@@ -28,7 +28,7 @@ from urllib.parse import SplitResult, quote, urlsplit
 import httpx
 
 from bot.errors import BotError, GitHubError
-from bot.github import USER_AGENT
+from bot.github.client import USER_AGENT
 from bot.settings import DEFAULT_API_URL, DEFAULT_SERVER_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -54,7 +54,7 @@ DEFAULT_PERMISSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "metadata": "read",  # mandatory for every App; collaborator permission checks
     }
 )
-# The deliveries bot.events acts on; installation events reach every App unasked.
+# The deliveries bot.handlers.payloads acts on; installation events reach every App unasked.
 DEFAULT_EVENTS: Final[tuple[str, ...]] = (
     "issues",  # issues.labeled: a label hands an issue to the bot
     "issue_comment",  # issue_comment.created: commands written in comments

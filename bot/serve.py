@@ -22,13 +22,13 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from bot.errors import SettingsError
-from bot.runtime import Runtime
-from bot.server import DEADLINE_PASSED
+from bot.server.endpoint import DEADLINE_PASSED
+from bot.server.runtime import Runtime
 from bot.settings import Settings
-from orchestrator import local_run
 from orchestrator.config import AgentDef
 from orchestrator.errors import OrchestratorError
-from orchestrator.local_run import ModelKind
+from orchestrator.jobs import local_run
+from orchestrator.jobs.local_run import ModelKind
 from orchestrator.ports import Model
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

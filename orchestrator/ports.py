@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from orchestrator.messages import AssistantTurn, Message, ToolCall, ToolResult
-from orchestrator.tools import ToolSpec
+from orchestrator.agents.tools import ToolSpec
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from bot.fakehub import FakeGitHub
+from bot.fakehub.hub import FakeGitHub
 
 SECRET = "e2e-webhook-secret"
 APP_ID = 4242

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import anthropic_model
 from orchestrator.errors import SandboxError
-from orchestrator.sandbox import Sandbox
-from orchestrator.sandbox_probe import probe
+from orchestrator.models import anthropic as anthropic_model
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.probe import probe
 
 
 @pytest.fixture(autouse=True)

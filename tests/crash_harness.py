@@ -24,14 +24,14 @@ from typing import Any
 
 from fakes import OM, FunctionModel, StaticAgents, calls, org_router, replies, say, send
 
-from orchestrator.bus import ConversationBus, Step
-from orchestrator.events import EventBus
-from orchestrator.loop import Runner
-from orchestrator.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.agents.loop import Runner
+from orchestrator.agents.scheduler import Scheduler
+from orchestrator.agents.tools import BusCalls
+from orchestrator.bus.conversations import ConversationBus, Step
+from orchestrator.bus.events import EventBus
+from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.ports import ModelRequest
-from orchestrator.scheduler import Scheduler
-from orchestrator.store import Store, Tx
-from orchestrator.tools import BusCalls
+from orchestrator.store.sqlite import Store, Tx
 
 JOB_KEY = "widgets#7"
 WORKERS = 5

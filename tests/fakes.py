@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from orchestrator import scripted
-from orchestrator.messages import AssistantTurn, Message, ToolCall
+from orchestrator.agents.tools import BUS_SPECS, ToolSpec
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.bus.routing import Router, Team
+from orchestrator.models import scripted
 from orchestrator.ports import AgentSpec, Model, ModelRequest
-from orchestrator.routing import Router, Team
-from orchestrator.tools import BUS_SPECS, ToolSpec
 
 
 class FunctionModel(scripted.FunctionModel):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import teams_script as script
 
-from orchestrator.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
-from orchestrator.scripted import FunctionModel
-from orchestrator.team_tools import TeamTools
+from orchestrator.teams.tools import TeamTools
 
 SEEN: Counter[str] = Counter()
 

@@ -15,12 +15,12 @@ import re
 import subprocess
 from pathlib import Path
 
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.jobs import JobHandle, Office
-from orchestrator.messages import AssistantTurn, Message, ToolCall
+from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import Model, ModelRequest
-from orchestrator.sandbox_probe import probe
-from orchestrator.scripted import FunctionModel
+from orchestrator.sandbox.probe import probe
 
 ENV = {
     "GIT_AUTHOR_NAME": "worker",

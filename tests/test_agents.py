@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from fakes import calls, say, send
 
-from orchestrator.agents import ConfigAgents, UnknownAgentError
+from orchestrator.agents.engine import Engine
+from orchestrator.agents.roster import ConfigAgents, UnknownAgentError
+from orchestrator.agents.tools import BUS_SPECS, ToolSpec
+from orchestrator.bus.routing import Router, organisation_teams
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.engine import Engine
 from orchestrator.errors import OrchestratorError
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import Model, ModelRequest
-from orchestrator.routing import Router, organisation_teams
-from orchestrator.scripted import FunctionModel
-from orchestrator.tools import BUS_SPECS, ToolSpec
 
 ALL_TOOLS = {
     **BUS_SPECS,

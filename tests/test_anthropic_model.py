@@ -11,21 +11,8 @@ import anthropic
 import httpx2
 import pytest
 
-from orchestrator import anthropic_model
-from orchestrator.anthropic_model import (
-    AnthropicModel,
-    api_messages,
-    request_params,
-    retry_delay,
-    turn_from_response,
-)
-from orchestrator.errors import (
-    ModelAuthError,
-    ModelError,
-    ModelRequestError,
-    ModelUnavailableError,
-)
-from orchestrator.messages import (
+from orchestrator.agents.tools import SEND_SPEC, ToolSpec
+from orchestrator.bus.messages import (
     Message,
     ToolCall,
     ToolResult,
@@ -33,9 +20,22 @@ from orchestrator.messages import (
     assistant_content,
     tool_content,
 )
+from orchestrator.errors import (
+    ModelAuthError,
+    ModelError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from orchestrator.models import anthropic as anthropic_model
+from orchestrator.models.anthropic import (
+    AnthropicModel,
+    api_messages,
+    request_params,
+    retry_delay,
+    turn_from_response,
+)
+from orchestrator.models.pricing import cost_usd
 from orchestrator.ports import ModelRequest
-from orchestrator.pricing import cost_usd
-from orchestrator.tools import SEND_SPEC, ToolSpec
 
 BASE_URL = "https://api.anthropic.test"
 KEY = "sk-ant-test-do-not-leak-0123456789"

@@ -27,9 +27,9 @@ from app_harness import (
 )
 
 from bot.demo import free_port, private_key_pem
-from bot.fakehub import FakeGitHub
-from bot.fakehub_state import Comment
-from bot.tracking import MARKER_PREFIX
+from bot.fakehub.hub import FakeGitHub
+from bot.fakehub.state import Comment
+from bot.github.tracking import MARKER_PREFIX
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from app_harness import APP_ID, OWNER, REPO, SECRET, make_hub, until
 
 from bot.demo import free_port, private_key_pem
-from bot.runtime import Runtime, server
+from bot.github.tracking import MARKER_PREFIX
+from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from bot.tracking import MARKER_PREFIX
-from orchestrator.local_run import models
-from orchestrator.sandbox import Sandbox
+from orchestrator.jobs.local_run import models
+from orchestrator.sandbox.confine import Sandbox
 
 
 def pending_is(runtime: Runtime, count: int) -> Callable[[], Awaitable[bool]]:

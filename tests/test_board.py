@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.board import RESULT_MAX, TaskBoard
-from orchestrator.board_tools import SPECS, BoardTools, job_of_conversation
+from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.errors import ToolError
-from orchestrator.messages import ToolCall, ToolResult
-from orchestrator.store import Store
+from orchestrator.store.sqlite import Store
+from orchestrator.teams.board import RESULT_MAX, TaskBoard
+from orchestrator.teams.board_tools import SPECS, BoardTools, job_of_conversation
 
 LEAD = "widgets/coding-lead"
 CONVERSATION = "job:1"

@@ -1,4 +1,4 @@
-"""bot.events: real webhook payloads become commands; names are checked, text sanitized."""
+"""bot.handlers.payloads: real webhook payloads become commands; names checked, text sanitized."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.events import (
+from bot.handlers.payloads import (
     HANDLED_EVENTS,
     Actor,
     Command,

@@ -17,9 +17,9 @@ from fakes import (
     send,
 )
 
-from orchestrator.engine import Engine
-from orchestrator.events import DispatchCompleted, DispatchStarted, Event, StateChanged
-from orchestrator.messages import InboxKind, Message, ToolCall
+from orchestrator.agents.engine import Engine
+from orchestrator.bus.events import DispatchCompleted, DispatchStarted, Event, StateChanged
+from orchestrator.bus.messages import InboxKind, Message, ToolCall
 from orchestrator.ports import ModelRequest
 
 

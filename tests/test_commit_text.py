@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.team_tools import _commit_text
+from orchestrator.teams.tools import _commit_text
 
 
 @pytest.mark.parametrize(

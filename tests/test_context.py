@@ -8,12 +8,12 @@ from typing import Any
 
 from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
 
-from orchestrator.context import COMPACT_INSTRUCTION, compaction_point, model_view
-from orchestrator.engine import Engine
-from orchestrator.messages import Message, ToolCall, ToolResult
+from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
+from orchestrator.agents.engine import Engine
+from orchestrator.agents.tools import BUS_SPECS
+from orchestrator.bus.messages import Message, ToolCall, ToolResult
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import AgentSpec, Model, ModelRequest
-from orchestrator.scripted import FunctionModel
-from orchestrator.tools import BUS_SPECS
 
 
 def msg(seq: int, role: str, **content: Any) -> Message:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
-from orchestrator.sandbox import Sandbox
+from orchestrator.sandbox.confine import Sandbox
 
 
 def test_doctor_names_the_mode_in_use_and_its_guarantees(

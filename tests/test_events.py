@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.events import Event, EventBus, JobStarted, StateChanged
+from orchestrator.bus.events import Event, EventBus, JobStarted, StateChanged
 
 
 async def test_events_reach_every_subscriber_in_order() -> None:

@@ -30,9 +30,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.fakehub import FakeGitHub
-from bot.fakehub_serve import serve_local
-from bot.openapi_check import OpenAPI
+from bot.fakehub.hub import FakeGitHub
+from bot.fakehub.openapi import OpenAPI
+from bot.fakehub.serve import serve_local
 
 APP_ID = 4242
 INSTALLATION = 77

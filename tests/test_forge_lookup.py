@@ -17,10 +17,10 @@ import pytest
 from app_harness import APP_ID
 
 from bot.demo import private_key_pem
-from bot.fakehub import FakeGitHub
-from bot.forge import find_comment, find_pull
-from bot.github import GitHubApp, Identity
-from bot.tracking import marker
+from bot.fakehub.hub import FakeGitHub
+from bot.github.client import GitHubApp, Identity
+from bot.github.forge import find_comment, find_pull
+from bot.github.tracking import marker
 
 OWNER, REPO = "octo", "widgets"
 PEM = private_key_pem()

@@ -11,8 +11,8 @@ from app_harness import APP_ID
 
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, RateLimitedError
-from bot.fakehub import FakeGitHub
-from bot.github import GitHubApp
+from bot.fakehub.hub import FakeGitHub
+from bot.github.client import GitHubApp
 
 OWNER, REPO = "octo", "widgets"
 PEM = private_key_pem()

@@ -8,8 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {"bot", "fastapi", "starlette", "githubkit", "uvicorn"}
 ADAPTERS = {
-    "aiosqlite": {"orchestrator/store.py"},
-    "anthropic": {"orchestrator/anthropic_model.py"},
+    "aiosqlite": {"orchestrator/store/sqlite.py"},
+    "anthropic": {"orchestrator/models/anthropic.py"},
 }
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from orchestrator.bus.gates import Gate
 from orchestrator.config import shipped_org_dir
-from orchestrator.gates import Gate
-from orchestrator.local_run import run_local
+from orchestrator.jobs.local_run import run_local
 
 ENV = {
     "GIT_AUTHOR_NAME": "dev",

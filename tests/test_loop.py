@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
 
-from orchestrator.bus import Tail
-from orchestrator.engine import Engine
+from orchestrator.agents.engine import Engine
+from orchestrator.agents.loop import CallModel, Consume, Idle, Park, RunTools, Stop, next_step
+from orchestrator.agents.tools import BUS_SPECS, ToolSpec
+from orchestrator.bus.conversations import Tail
+from orchestrator.bus.messages import Message, ToolCall, ToolResult
 from orchestrator.errors import BusError
-from orchestrator.loop import CallModel, Consume, Idle, Park, RunTools, Stop, next_step
-from orchestrator.messages import Message, ToolCall, ToolResult
+from orchestrator.models.scripted import FunctionModel, ScriptedModel, ScriptError
 from orchestrator.ports import AgentSpec, Model
-from orchestrator.scripted import FunctionModel, ScriptedModel, ScriptError
-from orchestrator.tools import BUS_SPECS, ToolSpec
 
 
 def msg(seq: int, role: str, **content: Any) -> Message:
@@ -179,8 +179,8 @@ def test_unplayed_scripted_turns_are_reported() -> None:
 async def test_a_spent_budget_stops_every_turn_of_the_job_with_an_error_reply(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.budget import JobBudget
-    from orchestrator.messages import AssistantTurn, Usage
+    from orchestrator.bus.messages import AssistantTurn, Usage
+    from orchestrator.jobs.budget import JobBudget
 
     def fn(request: Any) -> AssistantTurn:
         used = Usage(input_tokens=300, output_tokens=100)
@@ -212,8 +212,8 @@ async def test_a_spent_budget_stops_every_turn_of_the_job_with_an_error_reply(
 
 
 async def test_a_turn_that_runs_past_its_wall_time_stops(tmp_path: Path) -> None:
-    from orchestrator.loop import Runner
-    from orchestrator.scheduler import Scheduler
+    from orchestrator.agents.loop import Runner
+    from orchestrator.agents.scheduler import Scheduler
 
     now = [0.0]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import sandbox_bridge
-from orchestrator.netproxy import (
+from orchestrator.sandbox import bridge as sandbox_bridge
+from orchestrator.sandbox.netproxy import (
     EgressProxy,
     HostPolicy,
     IPAddress,

@@ -1,4 +1,4 @@
-"""bot.outbound and bot.tracking: what agents wrote reaches GitHub as plain, harmless text."""
+"""bot.github.outbound and .tracking: what agents wrote reaches GitHub as plain, harmless text."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.outbound import NEUTRAL, Outbound, code_span
-from bot.tracking import failure_body, gate_body, pull_body, tracking_body
-from orchestrator.board import Task
-from orchestrator.driver import JobStatus
-from orchestrator.gates import Gate
-from orchestrator.messages import Usage
+from bot.github.outbound import NEUTRAL, Outbound, code_span
+from bot.github.tracking import failure_body, gate_body, pull_body, tracking_body
+from orchestrator.bus.gates import Gate
+from orchestrator.bus.messages import Usage
+from orchestrator.jobs.driver import JobStatus
+from orchestrator.teams.board import Task
 
 AGENT = Outbound("octo", "widgets", 5)
 GHES = Outbound("octo", "widgets", 5, server_url="https://ghe.example.com")

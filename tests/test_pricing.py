@@ -6,9 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.bus.messages import Usage
 from orchestrator.errors import ConfigError
-from orchestrator.messages import Usage
-from orchestrator.pricing import ModelPrice, PriceTable, cost_usd, load_prices, shipped_prices
+from orchestrator.models.pricing import (
+    ModelPrice,
+    PriceTable,
+    cost_usd,
+    load_prices,
+    shipped_prices,
+)
 
 
 def test_shipped_table_prices_every_model_the_shipped_organisation_uses() -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import uvloop
 
-from orchestrator.sandbox_probe import probe
-from orchestrator.store import Store
+from orchestrator.sandbox.probe import probe
+from orchestrator.store.sqlite import Store
 
 
 def test_the_probe_never_closes_the_store_under_uvloop(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from fakes import (
     org_router,
 )
 
+from orchestrator.bus.routing import Router, Team, organisation_teams
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.errors import RoutingError
-from orchestrator.routing import Router, Team, organisation_teams
 
 ALLOWED = [
     (IMPLEMENTER, "coding-lead", CODING_LEAD),  # member -> its lead

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator import sandbox_launch
+from orchestrator.sandbox import launch as sandbox_launch
 
 LAUNCHER = str(Path(sandbox_launch.__file__).resolve())
 ABI = sandbox_launch.abi_version()
@@ -365,7 +365,7 @@ PROC_FILES = ("environ", "maps", "cmdline")
 CONFINED_AS_ROOT = (
     "import os, sys\n"
     "sys.path.insert(0, os.path.dirname(sys.argv[1]))\n"
-    "import sandbox_launch as launch\n"
+    "import launch\n"
     "policy = launch.Policy(sys.argv[2].split(':'), ['/dev/null'], None)\n"
     "launch.enforce(launch.build_ruleset(policy, launch.abi_version()))\n"
     "os.execv(sys.argv[3], sys.argv[3:])\n"

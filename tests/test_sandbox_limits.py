@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import confined
 
-from orchestrator.sandbox import Limits, Place, Sandbox
-from orchestrator.shell import agent_env
+from orchestrator.sandbox.confine import Limits, Place, Sandbox
+from orchestrator.workspace.shell import agent_env
 
 SMALL = Limits(processes=40, file_mb=1, memory_mb=200, open_files=64)
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import confined
 
-from orchestrator.netproxy import EgressProxy, IPAddress
-from orchestrator.sandbox import Network, Place, Sandbox
-from orchestrator.shell import agent_env
+from orchestrator.sandbox.confine import Network, Place, Sandbox
+from orchestrator.sandbox.netproxy import EgressProxy, IPAddress
+from orchestrator.workspace.shell import agent_env
 
 LOOPBACK = ipaddress.ip_address("127.0.0.1")
 

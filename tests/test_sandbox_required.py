@@ -9,8 +9,8 @@ import teams_script as script
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.errors import SandboxError
-from orchestrator.jobs import Office
-from orchestrator.sandbox import Sandbox
+from orchestrator.jobs.office import Office
+from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "bwrap: no user namespaces; landlock: kernel too old")
 

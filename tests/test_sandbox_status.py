@@ -7,13 +7,13 @@ from pathlib import Path
 
 import teams_script as script
 
-from bot.outbound import Outbound
-from bot.tracking import tracking_body
+from bot.github.outbound import Outbound
+from bot.github.tracking import tracking_body
+from orchestrator.bus.messages import Usage
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.driver import JobStatus
-from orchestrator.jobs import Office
-from orchestrator.messages import Usage
-from orchestrator.sandbox import Sandbox
+from orchestrator.jobs.driver import JobStatus
+from orchestrator.jobs.office import Office
+from orchestrator.sandbox.confine import Sandbox
 
 AGENT = Outbound("o", "r", 5, "https://github.com")
 

@@ -1,4 +1,4 @@
-"""bot.sanitizer: untrusted text loses what GitHub does not show, and is quoted as data."""
+"""bot.github.sanitizer: untrusted text loses what GitHub does not show, and is quoted as data."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bot.sanitizer import MAX_TEXT_CHARS, quote, sanitize
+from bot.github.sanitizer import MAX_TEXT_CHARS, quote, sanitize
 
 # sanitize
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import StoreError, StoreLockedError
-from orchestrator.migrations import MIGRATIONS
-from orchestrator.store import Store
+from orchestrator.store.migrations import MIGRATIONS
+from orchestrator.store.sqlite import Store
 
 TABLES = {
     "jobs",
@@ -125,7 +125,7 @@ async def test_concurrent_writes_share_a_commit_and_a_failing_one_rolls_back_alo
 
 
 async def test_a_version_1_store_is_migrated_forward_keeping_its_rows(tmp_path: Path) -> None:
-    from orchestrator.migrations import INITIAL
+    from orchestrator.store.migrations import INITIAL
 
     with sqlite3.connect(tmp_path / "s.db") as conn:
         conn.executescript(INITIAL)

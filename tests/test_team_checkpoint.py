@@ -7,14 +7,14 @@ from pathlib import Path
 
 import teams_script as script
 
-from orchestrator.board import list_tasks
+from orchestrator.agents.context import COMPACT_INSTRUCTION
+from orchestrator.bus.messages import AssistantTurn
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.context import COMPACT_INSTRUCTION
-from orchestrator.jobs import Office
-from orchestrator.messages import AssistantTurn
+from orchestrator.jobs.office import Office
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
-from orchestrator.sandbox_probe import probe
-from orchestrator.scripted import FunctionModel
+from orchestrator.sandbox.probe import probe
+from orchestrator.teams.board import list_tasks
 
 TASKS = 8
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import teams_script as script
 
-from orchestrator.board import list_tasks, task_log
-from orchestrator.messages import AssistantTurn
+from orchestrator.bus.messages import AssistantTurn
+from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
-from orchestrator.scripted import FunctionModel
+from orchestrator.teams.board import list_tasks, task_log
 
 Role = Callable[[ModelRequest], AssistantTurn]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import teams_script as script
 
-from orchestrator.board import list_tasks, task_log
+from orchestrator.teams.board import list_tasks, task_log
 
 
 @pytest.fixture

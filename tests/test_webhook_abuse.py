@@ -23,7 +23,7 @@ from app_harness import SECRET, Server, make_hub, serve, server_env, until
 
 from bot.demo import free_port, private_key_pem
 from bot.serve import MAX_HEAD_BYTES
-from bot.webhooks import signature
+from bot.server.webhooks import signature
 
 DEADLINE_S = 1.0
 SLACK_S = 3.0  # a loaded 2-core CI machine: the deadline plus this is "in time"
@@ -255,12 +255,12 @@ async def test_a_client_leaving_mid_body_is_one_log_line(app: App) -> None:
 
 
 async def test_values_from_requests_are_escaped_in_the_log(app: App) -> None:
-    forged = "\x85\x1b[31mINFO bot.server: delivery 'x' accepted"  # NEL starts a new line
+    forged = "\x85\x1b[31mINFO bot.server.endpoint: delivery 'x' accepted"  # NEL starts a new line
     head = request_head(delivery="escape-me", extra={"User-Agent": "hookshot" + forged})
     answer = await post(app.port, head.replace(b"escape-me", b"bad\x85id"), b"{}")
     assert answer.status == 400  # the id is malformed: refused, and logged
     (line,) = app.lines("'bad\\x85id'")
-    assert "hookshot\\x85\\x1b[31mINFO bot.server: delivery 'x' accepted" in line
+    assert "hookshot\\x85\\x1b[31mINFO bot.server.endpoint: delivery 'x' accepted" in line
     assert b"\x1b" not in app.server.log.read_bytes()
     assert "\x85" not in app.server.output()
 

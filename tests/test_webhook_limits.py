@@ -14,12 +14,12 @@ from fastapi import FastAPI
 
 from bot.demo import private_key_pem
 from bot.errors import DeliveryError, SettingsError
-from bot.events import HANDLED_EVENTS
+from bot.handlers.payloads import HANDLED_EVENTS
 from bot.serve import MAX_HEAD_BYTES, DeadlineProtocol, app_server
-from bot.server import SPOOL_RAM_BYTES, create_app
+from bot.server.endpoint import SPOOL_RAM_BYTES, create_app
+from bot.server.webhooks import Signature, check_head, decode, shown, signature
 from bot.settings import Settings
-from bot.webhooks import Signature, check_head, decode, shown, signature
-from orchestrator.store import Store
+from orchestrator.store.sqlite import Store
 
 SECRET = "It's a Secret to Everybody"
 

@@ -9,12 +9,12 @@ import httpx
 import pytest
 
 from bot.errors import DeliveryError, GitHubError, RateLimitedError
-from bot.events import HANDLED_EVENTS, PayloadError
-from bot.server import create_app
-from bot.webhooks import parse_delivery, signature
-from bot.worker import DeliveryWorker
-from orchestrator import inbox
-from orchestrator.store import Store
+from bot.handlers.payloads import HANDLED_EVENTS, PayloadError
+from bot.server.endpoint import create_app
+from bot.server.webhooks import parse_delivery, signature
+from bot.server.worker import DeliveryWorker
+from orchestrator.store import deliveries as inbox
+from orchestrator.store.sqlite import Store
 
 PAYLOADS = Path(__file__).parent / "payloads"
 SECRET = "It's a Secret to Everybody"

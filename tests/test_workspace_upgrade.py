@@ -7,7 +7,7 @@ from pathlib import Path
 
 import teams_script as script
 
-from orchestrator.worktrees import Checkout
+from orchestrator.workspace.git import Checkout
 
 BRANCH = "teaparty/job-1-old"
 

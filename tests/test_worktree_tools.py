@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from conftest import hand_to_agents, survivors
 
-from orchestrator.messages import ToolCall, ToolResult
-from orchestrator.sandbox import Sandbox
-from orchestrator.worktree_tools import SPECS, WorktreeTools
-from orchestrator.worktrees import add_worktree, git
+from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.workspace.file_tools import SPECS, WorktreeTools
+from orchestrator.workspace.git import add_worktree, git
 
 PATH = os.environ["PATH"]
 SECRET_NAME = re.compile("TOKEN|KEY|SECRET|PASSWORD|PASS|CREDENTIAL|AUTH|PRIVATE", re.IGNORECASE)

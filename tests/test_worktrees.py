@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.worktrees import (
+from orchestrator.workspace.git import (
     Checkout,
     GitError,
     add_worktree,

@@ -5,7 +5,7 @@ Run: python tools/trim_openapi.py [SOURCE] [DEST]
 Keeps the listed operations and every `components` entry they reference transitively; drops
 examples, descriptions and the per-version `x-github-breaking-changes` patches (the stand-in
 checks against the base description, whatever `X-GitHub-Api-Version` asks for), and writes
-compact JSON to bot/data/github-openapi.json next to a copy of the description's licence.
+compact JSON to bot/fakehub/data/github-openapi.json next to a copy of the description's licence.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 REFERENCE = Path("/work/shared/reference/github")
 SOURCE = REFERENCE / "openapi" / "api.github.com.json"
 LICENSE = REFERENCE / "LICENSE.octokit-openapi"
-DEST = Path(__file__).resolve().parent.parent / "bot" / "data" / "github-openapi.json"
+DEST = Path(__file__).resolve().parent.parent / "bot" / "fakehub" / "data" / "github-openapi.json"
 
 OPERATIONS = frozenset(
     {

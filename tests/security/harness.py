@@ -29,13 +29,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent)]
 
 from bot.secrets import take_secrets  # noqa: E402
-from orchestrator.board import create_task  # noqa: E402
+from orchestrator.bus.messages import ToolCall  # noqa: E402
 from orchestrator.config import load_organisation, load_project, shipped_org_dir  # noqa: E402
-from orchestrator.demo import DemoModel  # noqa: E402
-from orchestrator.jobs import Office  # noqa: E402
-from orchestrator.messages import ToolCall  # noqa: E402
-from orchestrator.sandbox_probe import probe  # noqa: E402
-from orchestrator.workspace_tools import WorkspaceTools  # noqa: E402
+from orchestrator.jobs.office import Office  # noqa: E402
+from orchestrator.models.offline import DemoModel  # noqa: E402
+from orchestrator.sandbox.probe import probe  # noqa: E402
+from orchestrator.teams.board import create_task  # noqa: E402
+from orchestrator.workspace.tools import WorkspaceTools  # noqa: E402
 
 HOOKS = (
     *("pre-commit", "post-commit", "pre-push", "post-checkout", "reference-transaction"),

@@ -1,0 +1,279 @@
+"""GitHubForge: the engine's Forge on one issue — tracking comment, gate comments, branch, PR.
+
+Each object the bot makes on GitHub is recorded in the store (`forge_objects`) under a
+stable key once made, and looked up by its hidden marker (or its branch, for the pull
+request) before it is made, so a crash between creating and recording never makes a
+second one. A lookup accepts only what the App wrote: authored by its `Identity` (or an id
+it recorded); anyone can write a marker, so a planted one is never adopted. What agents
+wrote is posted through `Outbound`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, replace
+
+from bot.errors import BotError, GitHubError
+from bot.github.client import GitHubApp, Identity, Installation, Json
+from bot.github.outbound import Outbound
+from bot.github.tracking import (
+    failure_body,
+    gate_body,
+    marker,
+    pull_body,
+    tracking_body,
+)
+from orchestrator.bus.gates import Gate
+from orchestrator.errors import ForgeError
+from orchestrator.jobs.driver import JobStatus
+from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.store.sqlite import Store, Tx, now
+
+log = logging.getLogger(__name__)
+URGENT = frozenset({"waiting", "delivering", "done", "failed"})
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The issue a job serves, and how to reach its repository."""
+
+    owner: str
+    repo: str
+    number: int
+    installation_id: int
+    default_branch: str
+    title: str
+    requester: str
+    decider: str
+    trigger_label: str
+    project_yaml: str | None = None  # the project file the job started with, for a restart
+    learnings: str | None = None
+
+    def to_json(self) -> str:
+        """As stored in job_links."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Subject:
+        """From job_links."""
+        return cls(**json.loads(text))
+
+
+def git_credentials(token: str) -> str:
+    """The HTTP header that authenticates git (the engine scopes it to the one remote URL)."""
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return f"Authorization: Basic {basic}"
+
+
+class GitHubForge:
+    """The Forge for one job on one GitHub issue."""
+
+    def __init__(
+        self,
+        app: GitHubApp,
+        office: Office,
+        subject: Subject,
+        *,
+        server_url: str,
+        status_interval_s: float,
+        identity: Identity,
+    ) -> None:
+        self.app = app
+        self.office = office
+        self.store: Store = office.engine.store
+        self.subject = subject
+        self.server_url = server_url.rstrip("/")
+        self.status_interval_s = status_interval_s
+        self.identity = identity
+        self.agent = Outbound(subject.owner, subject.repo, subject.number, self.server_url)
+
+    def remote(self) -> str:
+        """The repository's git remote (no credentials in it)."""
+        return f"{self.server_url}/{self.subject.owner}/{self.subject.repo}.git"
+
+    async def _gh(self) -> Installation:
+        return await self.app.installation(self.subject.installation_id)
+
+    async def show(self, status: JobStatus) -> None:
+        """Create the tracking comment once, then edit it when what it says changes."""
+        if status.link is None and (pull := await self._known(status.job_id, "pull")):
+            status = replace(status, link=pull[0])
+        body = tracking_body(
+            status,
+            branch_url=self._branch_url(status.branch),
+            trigger_label=self.subject.trigger_label,
+            agent=self.agent,
+        )
+        key = "tracking"
+        known = await self._known(status.job_id, key)
+        digest = _digest(body)
+        if known is not None:
+            comment_id, old_digest, updated_at = known
+            if old_digest == digest:
+                return
+            if status.state not in URGENT and now() - updated_at < self.status_interval_s:
+                return  # coalesce progress edits; the next sync (or the final one) catches up
+            gh = await self._gh()
+            await gh.edit_comment(self.subject.owner, self.subject.repo, int(comment_id), body)
+            await self._record(status.job_id, key, comment_id, digest)
+            return
+        await self._post_once(status.job_id, key, f"job:{status.job_id}", body)
+
+    async def ask(self, status: JobStatus, gate: Gate) -> None:
+        """Post a gate's question as its own comment, once."""
+        key = f"gate:{gate.gate_id}"
+        if await self._known(status.job_id, key) is not None:
+            return
+        body = gate_body(gate, decider=self.subject.decider, agent=self.agent)
+        comment_id = await self._post_once(status.job_id, key, key, body)
+        await self.store.write(
+            lambda tx: tx.execute(
+                "UPDATE gates SET comment_ref = ?, decider = ? WHERE gate_id = ?",
+                (comment_id, self.subject.decider, gate.gate_id),
+            )
+        )
+
+    async def fail(self, status: JobStatus, error: str) -> None:
+        """Update the tracking comment and say once per distinct error what failed."""
+        await self.show(status)
+        key = f"failure:{_digest(error)[:12]}"
+        if await self._known(status.job_id, key) is None:
+            body = failure_body(
+                status, error, key=key, trigger_label=self.subject.trigger_label, agent=self.agent
+            )
+            await self._post_once(status.job_id, key, key, body)
+
+    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
+        """Push the job branch, then open its pull request or update the open one."""
+        try:
+            return await self._deliver(status, job)
+        except BotError as exc:
+            raise ForgeError(str(exc)) from exc
+
+    async def _deliver(self, status: JobStatus, job: JobHandle) -> str:
+        gh = await self._gh()
+        token = await self.app.token(self.subject.installation_id)
+        await self.office.workspace.publish(job.space, self.remote(), auth=git_credentials(token))
+        suffix = f" (#{self.subject.number})"
+        title = self.agent.inline(self.subject.title, limit=250 - len(suffix)) + suffix
+        body = pull_body(status, agent=self.agent)
+        pull = await self._pull(gh, job.space.branch)
+        if pull is None:
+            pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
+        else:
+            pull = await gh.update_pull(
+                self.subject.owner, self.subject.repo, int(pull["number"]), title=title, body=body
+            )
+        await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
+        return str(pull["html_url"])
+
+    async def _pull(self, gh: Installation, branch: str) -> Json | None:
+        return await find_pull(gh, self.identity, self.subject.owner, self.subject.repo, branch)
+
+    async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:
+        s = self.subject
+        try:
+            return await gh.create_pull(
+                s.owner, s.repo, title=title, head=branch, base=s.default_branch, body=body
+            )
+        except GitHubError as exc:  # opened meanwhile by another attempt: use that one
+            if exc.status != 422 or "already exists" not in str(exc):
+                raise
+            pull = await find_pull(gh, self.identity, s.owner, s.repo, branch)
+            if pull is None:  # someone else's pull request from our branch is not adopted
+                raise
+            return pull
+
+    async def _post_once(self, job_id: int, key: str, marker_key: str, body: str) -> str:
+        """Find the App's comment bearing the marker, or post it; record it either way."""
+        gh = await self._gh()
+        s = self.subject
+        recorded = await self._recorded(job_id)
+        found = await find_comment(
+            gh, self.identity, s.owner, s.repo, s.number, marker_key, recorded=recorded
+        )
+        if found is not None:
+            comment_id = str(found["id"])
+            if str(found.get("body")) != body:
+                await gh.edit_comment(s.owner, s.repo, int(comment_id), body)
+        else:
+            comment_id = str((await gh.comment(s.owner, s.repo, s.number, body))["id"])
+        await self._record(job_id, key, comment_id, _digest(body))
+        return comment_id
+
+    async def _known(self, job_id: int, key: str) -> tuple[str, str, float] | None:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT external_id, digest, updated_at FROM forge_objects"
+                " WHERE job_id = ? AND key = ?",
+                (job_id, key),
+            ).fetchone()
+        )
+        return None if row is None else (str(row[0]), str(row[1]), float(row[2]))
+
+    async def _recorded(self, job_id: int) -> frozenset[str]:
+        rows = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT external_id FROM forge_objects WHERE job_id = ?", (job_id,)
+            ).fetchall()
+        )
+        return frozenset(str(row[0]) for row in rows)
+
+    async def _record(self, job_id: int, key: str, external_id: str, digest: str) -> None:
+        await self.store.write(lambda tx: record_object(tx, job_id, key, external_id, digest))
+
+    def _branch_url(self, branch: str) -> str | None:
+        if not branch or not self.server_url.startswith("http"):
+            return None
+        return f"{self.server_url}/{self.subject.owner}/{self.subject.repo}/tree/{branch}"
+
+
+async def find_comment(
+    gh: Installation,
+    identity: Identity,
+    owner: str,
+    repo: str,
+    number: int,
+    key: str,
+    *,
+    recorded: frozenset[str] = frozenset(),
+) -> Json | None:
+    """The App's comment on an issue bearing the marker of `key`, or None.
+
+    It is the App's when `identity` wrote it or its id is one the App recorded; a marker in
+    anyone else's comment (planted, or quoted from the App's) does not make it the App's.
+    """
+    wanted = marker(key)
+    for comment in await gh.comments(owner, repo, number):
+        if wanted in str(comment.get("body")) and (
+            str(comment.get("id")) in recorded or identity.wrote(comment)
+        ):
+            return comment
+    return None
+
+
+async def find_pull(
+    gh: Installation, identity: Identity, owner: str, repo: str, branch: str
+) -> Json | None:
+    """The open pull request the App opened from `branch` of `owner/repo`, or None."""
+    pulls = await gh.open_pulls(owner, repo, head=f"{owner}:{branch}")
+    return next((pull for pull in pulls if identity.opened(pull)), None)
+
+
+def record_object(tx: Tx, job_id: int, key: str, external_id: str, digest: str) -> None:
+    """Remember what the bot made on GitHub for a job under `key`."""
+    tx.execute(
+        "INSERT INTO forge_objects (job_id, key, external_id, digest, updated_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, key) DO UPDATE SET"
+        " external_id = excluded.external_id, digest = excluded.digest,"
+        " updated_at = excluded.updated_at",
+        (job_id, key, external_id, digest, time.time()),
+    )
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,165 @@
+"""What the bot writes on GitHub, rendered from engine state: pure text, no I/O.
+
+Every comment carries a hidden marker (`<!-- teaparty:… -->`) so a retry or a restart
+finds (by marker and author) and edits it instead of posting a second one. What agents
+wrote (plan, step, result, errors, questions and options) goes through `Outbound` first:
+the App's own words (the decider's mention, `Closes #N`) are composed around it.
+"""
+
+from __future__ import annotations
+
+from bot.github.outbound import Outbound, code_span
+from orchestrator.bus.gates import Gate
+from orchestrator.jobs.driver import JobStatus
+from orchestrator.teams.board import Task
+
+MARKER_PREFIX = "<!-- teaparty:"
+RESULT_LIMIT = 3000
+_STATE_ICON = {
+    "planning": "📝",
+    "working": "🛠️",
+    "waiting": "⏳",
+    "delivering": "📦",
+    "done": "✅",
+    "failed": "⚠️",
+}
+_TASK_STATE = {
+    "pending": "to do",
+    "in_progress": "in progress",
+    "in_review": "in review",
+    "done": "done",
+    "blocked": "blocked",
+    "cancelled": "cancelled",
+}
+
+
+def marker(key: str) -> str:
+    """The hidden marker of one bot comment, e.g. `<!-- teaparty:job:7 -->`."""
+    return f"{MARKER_PREFIX}{key} -->"
+
+
+def tracking_body(
+    status: JobStatus, *, branch_url: str | None, trigger_label: str, agent: Outbound
+) -> str:
+    """The job's one tracking comment."""
+    lines = [
+        marker(f"job:{status.job_id}"),
+        f"### {_STATE_ICON[status.state]} TeaParty job {status.job_id}: {status.state}",
+        "",
+        f"**Now:** {agent.inline(status.step)}",
+        "",
+    ]
+    if status.tasks:
+        lines += ["**Plan**", *(_task_line(task, agent) for task in status.tasks), ""]
+    branch = f"[`{status.branch}`]({branch_url})" if branch_url else f"`{status.branch}`"
+    if status.branch:
+        lines.append(f"**Branch:** {branch}")
+    if status.link:
+        lines.append(f"**Pull request:** {status.link}")
+    lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
+    if status.sandbox:
+        warning = "⚠️ " if status.sandbox.startswith("OFF") else ""
+        lines.append(f"**Sandbox:** {warning}{status.sandbox}")
+    if status.result and status.state in ("delivering", "done"):
+        lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
+    if status.error:
+        lines += ["", "**Stopped:**", "", quote_block(agent.block(status.error[:RESULT_LIMIT]))]
+    lines += [
+        "",
+        f"<sub>Edited in place as the job runs. To retry a stopped job, remove the "
+        f"`{trigger_label}` label and add it again.</sub>",
+    ]
+    return "\n".join(lines)
+
+
+def _task_line(task: Task, agent: Outbound) -> str:
+    box = "x" if task.state == "done" else " "
+    blocked = task.state == "blocked" and task.blocked_reason
+    note = f": {agent.inline(task.blocked_reason or '')}" if blocked else ""
+    return f"- [{box}] #{task.number} {agent.inline(task.title)} ({_TASK_STATE[task.state]}{note})"
+
+
+def _tokens(status: JobStatus) -> str:
+    u = status.usage
+    total = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+    return (
+        f"{total:,} (in {u.input_tokens:,}, out {u.output_tokens:,}, cache {u.cache_read_tokens:,})"
+    )
+
+
+def gate_body(gate: Gate, *, decider: str, agent: Outbound) -> str:
+    """A gate's question as a new comment addressed to the decider (the App's one mention)."""
+    options = f"\n\nOptions: {', '.join(map(code_span, gate.options))}" if gate.options else ""
+    asker = agent.inline(gate.asked_by.rsplit("/", 1)[-1])
+    return (
+        f"{marker(f'gate:{gate.gate_id}')}\n"
+        f"**Question {gate.gate_id}** from {asker} ({agent.inline(gate.kind)}):\n\n"
+        f"{quote_block(agent.block(gate.question))}{options}\n\n"
+        f"@{decider}, please answer by replying to this issue."
+    )
+
+
+def refusal_body(login: str, *, label: str) -> str:
+    """The one polite answer to someone who may not start a job."""
+    return (
+        f"{marker(f'refused:{login.lower()}')}\n"
+        f"Thanks, @{login}. Only people with write access to this repository can start "
+        f"TeaParty jobs, so the `{label}` label did nothing. A maintainer can add it."
+    )
+
+
+def failure_body(
+    status: JobStatus, error: str, *, key: str, trigger_label: str, agent: Outbound
+) -> str:
+    """Says what stopped the job, that its branch is kept, and how to retry."""
+    return (
+        f"{marker(key)}\n"
+        f"⚠️ TeaParty job {status.job_id} stopped:\n\n"
+        f"{quote_block(agent.block(error[:RESULT_LIMIT]))}\n\n"
+        f"The job branch `{status.branch}` is kept and the work so far is saved. To retry, "
+        f"remove the `{trigger_label}` label and add it again."
+    )
+
+
+def config_error_body(error: str, *, label: str) -> str:
+    """The job could not start: the repository's configuration is broken."""
+    return (
+        f"{marker('config-error')}\n"
+        f"⚠️ TeaParty could not start: `.teaparty/project.yaml` on the default branch is "
+        f"not valid:\n\n```\n{error[:RESULT_LIMIT]}\n```\n\nFix it, then remove the "
+        f"`{label}` label and add it again."
+    )
+
+
+def no_sandbox_body(reason: str, *, label: str) -> str:
+    """The job could not start: its agents have a shell and nothing here can confine it."""
+    return (
+        f"{marker('no-sandbox')}\n"
+        "⚠️ TeaParty could not start this job: its agents run commands, and the App's host "
+        "cannot sandbox them, so they do not run at all.\n\n"
+        f"```\n{reason[:RESULT_LIMIT]}\n```\n\nThe App's operator can see why with "
+        f"`teaparty doctor`. Once it is fixed, remove the `{label}` label and add it again."
+    )
+
+
+def pull_body(status: JobStatus, *, agent: Outbound) -> str:
+    """The pull request's description: summary, tasks, cost, and the one issue it closes."""
+    tasks = [_task_line(task, agent) for task in status.tasks] or ["- (no tasks)"]
+    return "\n".join(
+        [
+            marker(f"pull:{status.job_id}"),
+            quote_block(agent.block((status.result or "Done.")[:RESULT_LIMIT])),
+            "",
+            "**Tasks**",
+            *tasks,
+            "",
+            f"**Tokens:** {_tokens(status)} · **Cost:** ${status.cost_usd:.4f}",
+            "",
+            f"Closes #{agent.number}",
+        ]
+    )
+
+
+def quote_block(text: str) -> str:
+    """Text as a Markdown quote: a code fence or HTML block in it ends where the quote ends."""
+    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines()) or ">"

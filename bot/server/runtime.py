@@ -1,0 +1,228 @@
+"""`teaparty serve` assembled: webhook server, delivery worker, engine and job driver in one loop.
+
+On start the engine's store says what was under way: each active job the App started gets
+its project and workspace back before the scheduler resumes its conversations, and every
+pending delivery is worked off. Engine events (a turn, a gate, a reply) and a periodic
+sweep sync the jobs they touch, so GitHub shows what the store holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from bot.github.client import GitHubApp, Sleep
+from bot.github.forge import Subject
+from bot.handlers.payloads import HANDLED_EVENTS
+from bot.handlers.service import GitHubService, subject_project
+from bot.server.endpoint import create_app
+from bot.server.worker import DeliveryWorker
+from bot.settings import Settings
+from orchestrator.bus.events import Event, GateAsked, JobStarted, StateChanged, UsageRecorded
+from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
+from orchestrator.errors import ConfigError
+from orchestrator.jobs.local_run import AGENT_IDENTITY
+from orchestrator.jobs.office import Office
+from orchestrator.ports import Model
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.probe import announce, probe
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything one `teaparty serve` process runs."""
+
+    settings: Settings
+    office: Office
+    github: GitHubApp
+    service: GitHubService
+    worker: DeliveryWorker
+    app: FastAPI
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        models: Callable[[AgentDef], Model],
+        env: Mapping[str, str],
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        scripted: bool = False,
+        sandbox: Sandbox | None = None,
+    ) -> Runtime:
+        """Open the store under the settings' home and wire the App around it.
+
+        `sandbox` is how agents are confined; by default, what this host gives (`probe`).
+        """
+        org = load_organisation(settings.config_dir or shipped_org_dir())
+        key_file = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
+        hidden = [Path(key_file)] if key_file else []
+        sandbox = sandbox or await probe(env, home=settings.home, hidden=hidden)
+        announce(sandbox)
+        office = await Office.open(
+            settings.home,
+            org=org,
+            projects=[],
+            models=models,
+            env={**env, **AGENT_IDENTITY},
+            sandbox=sandbox,
+            scripted=scripted,
+        )
+        github = GitHubApp(
+            app_id=settings.app_id,
+            private_key=settings.private_key,
+            api_url=settings.api_url,
+            transport=transport,
+            sleep=sleep,
+            write_interval_s=settings.write_interval_s,
+        )
+        service = GitHubService(settings, office, github)
+        runtime: Runtime
+        worker = DeliveryWorker(
+            office.engine.store, service.handle, on_job=lambda j: runtime.kick(j)
+        )
+        app = create_app(
+            office.engine.store,
+            secret=None if settings.insecure_no_signature else settings.webhook_secret,
+            events=HANDLED_EVENTS,
+            on_stored=worker.wake,
+        )
+        runtime = cls(settings, office, github, service, worker, app)
+        return runtime
+
+    def __post_init__(self) -> None:
+        self._syncing: dict[int, asyncio.Task[None]] = {}
+        self._again: set[int] = set()
+        self._job_of: dict[str, int] = {}
+        self.office.engine.events.subscribe(self._on_event)
+
+    def kick(self, job_id: int) -> None:
+        """Sync a job soon; a sync under way runs once more after it ends."""
+        if job_id in self._syncing:
+            self._again.add(job_id)
+            return
+        task = asyncio.get_running_loop().create_task(self._sync(job_id))
+        self._syncing[job_id] = task
+
+    async def _sync(self, job_id: int) -> None:
+        try:
+            while True:
+                self._again.discard(job_id)
+                try:
+                    await self.service.driver.sync(job_id)
+                except Exception:  # the job runner's guard: one job's sync must not stop the App
+                    log.exception("job %d: sync failed; the next event or sweep retries it", job_id)
+                if job_id not in self._again:
+                    return
+        finally:
+            self._syncing.pop(job_id, None)
+
+    async def _on_event(self, event: Event) -> None:
+        if isinstance(event, JobStarted):
+            self.kick(event.job_id)
+            return
+        if isinstance(event, GateAsked | StateChanged | UsageRecorded):
+            job_id = await self._job(event.conversation_id)
+            if job_id is not None:
+                self.kick(job_id)
+
+    async def _job(self, conversation_id: str) -> int | None:
+        if conversation_id not in self._job_of:
+            row = await self.office.engine.store.read(
+                lambda tx: tx.execute(
+                    "SELECT job_id FROM conversations WHERE conversation_id = ?",
+                    (conversation_id,),
+                ).fetchone()
+            )
+            if row is None or row[0] is None:
+                return None
+            self._job_of[conversation_id] = int(row[0])
+        return self._job_of[conversation_id]
+
+    async def resume(self) -> list[int]:
+        """Give each active App job its project and worktree back; their ids."""
+        rows = await self.office.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT j.job_id, l.subject FROM jobs j JOIN job_links l USING (job_id)"
+                " WHERE j.state = 'active' AND l.forge = 'github' ORDER BY j.job_id"
+            ).fetchall()
+        )
+        resumed = []
+        for job_id, text in rows:
+            subject = Subject.from_json(text)
+            try:
+                project = subject_project(subject, self.office)
+            except ConfigError as exc:  # one job's project no longer loads: the rest go on
+                log.error("job %d not resumed: %s", job_id, exc)
+                continue
+            self.office.add_project(project, learnings=subject.learnings)
+            space = await self.office.workspace.job(job_id)
+            if space is not None:
+                await self.office.workspace.reopen(space)
+            resumed.append(int(job_id))
+        return resumed
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.status_interval_s)
+            for job_id in await self._active():
+                self.kick(job_id)
+
+    async def _active(self) -> list[int]:
+        rows = await self.office.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT job_id FROM jobs JOIN job_links USING (job_id) WHERE state = 'active'"
+            ).fetchall()
+        )
+        return [int(r[0]) for r in rows]
+
+    async def run(self, server: uvicorn.Server | None = None) -> None:
+        """Resume, then serve until the server stops (or forever without one)."""
+        for job_id in await self.resume():
+            self.kick(job_id)
+        background: list[asyncio.Task[Any]] = [
+            asyncio.create_task(self.office.engine.scheduler.serve()),
+            asyncio.create_task(self.worker.run()),
+            asyncio.create_task(self._sweep()),
+        ]
+        try:
+            if server is None:
+                await asyncio.gather(*background)
+            else:
+                await server.serve()
+        finally:
+            for task in [*background, *self._syncing.values()]:
+                task.cancel()
+            for task in [*background, *self._syncing.values()]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def close(self) -> None:
+        """Close the engine's store."""
+        await self.github.aclose()
+        await self.office.close()
+
+
+def server(app: FastAPI, *, host: str, port: int, quiet: bool = False) -> uvicorn.Server:
+    """A uvicorn server for the App (uvloop and httptools when installed)."""
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="off",
+        log_level="warning" if quiet else "info",
+        access_log=False,  # one line per delivery comes from the worker instead
+    )
+    return uvicorn.Server(config)

@@ -1,0 +1,108 @@
+"""The delivery worker: takes stored deliveries in order and acts on each, with retries.
+
+A delivery is marked done only after its handler returned, so a crash mid-way leaves it
+pending and the next process handles it again (the handlers are idempotent). A bad
+payload fails at once; a GitHub or git failure is retried with backoff; a rate limit
+waits for its reset without spending an attempt; a bug in a handler is logged and
+retried like a failure, so it never stops the worker. Jobs a delivery touched are synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from bot.errors import BotError, RateLimitedError
+from bot.handlers.payloads import PayloadError
+from orchestrator.errors import OrchestratorError
+from orchestrator.store import deliveries as inbox
+from orchestrator.store.sqlite import Store, now
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[inbox.Delivery], Awaitable[tuple[str, int | None]]]
+IDLE_POLL_S = 30.0
+PRUNE_EVERY_S = 3600.0
+
+
+class DeliveryWorker:
+    """Works off the store's pending deliveries; `wake()` when a new one is stored."""
+
+    def __init__(
+        self, store: Store, handler: Handler, *, on_job: Callable[[int], None] = lambda _: None
+    ) -> None:
+        self.store = store
+        self.handler = handler
+        self.on_job = on_job
+        self._wake = asyncio.Event()
+        self.handled = 0
+
+    def wake(self) -> None:
+        """A delivery was stored: look now."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Handle due deliveries until cancelled; forget old handled ones hourly."""
+        pruned_at = 0.0
+        while True:
+            if now() - pruned_at > PRUNE_EVERY_S:
+                await self.store.write(lambda tx: inbox.prune(tx, at=now()))
+                pruned_at = now()
+            self._wake.clear()
+            if not await self.drain():
+                await self._sleep_until_due()
+
+    async def drain(self) -> int:
+        """Handle every delivery due now; how many were handled."""
+        count = 0
+        while batch := await self.store.read(lambda tx: inbox.due(tx, at=now())):
+            for delivery in batch:
+                await self.one(delivery)
+                count += 1
+        return count
+
+    async def _sleep_until_due(self) -> None:
+        next_at = await self.store.read(inbox.next_due_at)
+        timeout = IDLE_POLL_S if next_at is None else max(0.0, min(IDLE_POLL_S, next_at - now()))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def one(self, delivery: inbox.Delivery) -> None:
+        """Handle one delivery and record what came of it."""
+        did = delivery.delivery_id
+        try:
+            outcome, job_id = await self.handler(delivery)
+        except (PayloadError, json.JSONDecodeError) as exc:
+            log.warning("delivery %s (%s): bad payload: %s", did, delivery.event, exc)
+            await self._failed(did, f"bad payload: {exc}", retry=False)
+            return
+        except RateLimitedError as exc:
+            log.warning("delivery %s: rate limited; retrying after the reset", did)
+            retry_at, error = exc.retry_at, str(exc)
+            await self.store.write(
+                lambda tx: inbox.retry_later(tx, did, at=now(), not_before=retry_at, error=error)
+            )
+            return
+        except (BotError, OrchestratorError) as exc:
+            log.warning("delivery %s (%s) failed: %s", did, delivery.event, exc)
+            await self._failed(did, str(exc), retry=True)
+            return
+        except Exception as exc:  # the worker's guard: a bug in one handler stops no other
+            log.exception("delivery %s (%s): handler raised", did, delivery.event)
+            await self._failed(did, f"{type(exc).__name__}: {exc}", retry=True)
+            return
+        await self.store.write(lambda tx: inbox.done(tx, did, outcome=outcome, at=now()))
+        self.handled += 1
+        log.info("delivery %s %s.%s: %s", did, delivery.event, delivery.action, outcome)
+        if job_id is not None:
+            self.on_job(job_id)
+
+    async def _failed(self, delivery_id: str, error: str, *, retry: bool) -> None:
+        again = await self.store.write(
+            lambda tx: inbox.failed_attempt(tx, delivery_id, error=error, at=now(), retry=retry)
+        )
+        if not again:
+            log.error("delivery %s failed for good: %s", delivery_id, error)

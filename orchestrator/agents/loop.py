@@ -1,0 +1,214 @@
+"""The turn loop: decide the next step from the transcript (pure), then carry it out.
+
+A conversation's state is its transcript plus its inbox and pending count, all in the
+store. `next_step` reads only that, so a process that died anywhere resumes by calling it
+again: a step whose result was committed is never taken twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
+from orchestrator.agents.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
+from orchestrator.bus.conversations import ConversationBus, Step, Tail
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.bus.routing import Router
+from orchestrator.errors import BusError
+from orchestrator.ports import Agents, AgentSpec, Budget, ModelRequest, NoTools, ToolRunner
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Consume:
+    """Take the inbox into the transcript."""
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Ask the model for the next assistant turn."""
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """Run tool calls that have no persisted result yet."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class Park:
+    """Wait for replies (or a human); the store will wake this conversation."""
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing to do until something arrives."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End the turn with an error reply the sender can act on (a limit was hit)."""
+
+    reason: str
+
+
+NextStep = Consume | CallModel | RunTools | Park | Idle | Stop
+
+
+def turns_since_request(transcript: Sequence[Message]) -> int:
+    """Model turns taken since the request this conversation is working on arrived."""
+    turns = 0
+    for message in reversed(transcript):
+        if message.role == "user" and message.content.get("kind") == "request":
+            break
+        turns += message.role == "assistant"
+    return turns
+
+
+def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
+    """Tool calls of the last assistant message that have no result after it."""
+    for index in range(len(transcript) - 1, -1, -1):
+        message = transcript[index]
+        if message.role == "assistant":
+            answered = {m.call_id for m in transcript[index + 1 :] if m.role == "tool"}
+            return tuple(c for c in message.tool_calls if c.call_id not in answered)
+    return ()
+
+
+def next_step(transcript: Sequence[Message], tail: Tail, *, max_turns: int) -> NextStep:
+    """What a conversation does next, from its persisted state alone."""
+    if not tail.active:
+        return Idle()
+    missing = open_calls(transcript)
+    local = tuple(c for c in missing if c.name not in ANSWERED_LATER)
+    if local:
+        return RunTools(local)
+    if missing:
+        if tail.pending_count or tail.awaiting_input:
+            return Park()
+        if not tail.inbox_size:
+            raise BusError(
+                f"{transcript[-1].conversation_id!r} waits on {[c.call_id for c in missing]} "
+                "but nothing is pending"
+            )
+        return Consume()
+    if tail.inbox_size:
+        return Consume()
+    last = transcript[-1] if transcript else None
+    if last is None or (last.role == "assistant" and not last.tool_calls):
+        return Idle()
+    if turns_since_request(transcript) >= max_turns:
+        return Stop(f"max_turns: {max_turns} model turns without finishing")
+    return CallModel()
+
+
+class Runner:
+    """Drives one conversation through its steps until it parks or has nothing to do."""
+
+    def __init__(
+        self,
+        bus: ConversationBus,
+        agents: Agents,
+        router: Router,
+        *,
+        tools: ToolRunner | None = None,
+        budget: Budget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.bus = bus
+        self.agents = agents
+        self.router = router
+        self.tools = tools or NoTools()
+        self.budget = budget
+        self.clock = clock
+        # Transcripts of parked conversations, so a lead woken by fan-in reads only what
+        # is new; only this runner appends to a transcript, and seqs are consecutive.
+        self._parked: dict[str, list[Message]] = {}
+        # What the engine adds to a compaction, e.g. a lead's task board (its checkpoint).
+        self.checkpoint: Callable[[str, AgentSpec], Awaitable[str | None]] | None = None
+
+    async def run(self, conversation_id: str) -> NextStep:
+        """Run `conversation_id` from its stored state; return why it stopped (Park or Idle)."""
+        transcript = self._parked.pop(conversation_id, [])
+        snapshot = await self.bus.snapshot(conversation_id, after_seq=len(transcript))
+        transcript.extend(snapshot.transcript)
+        row = snapshot.conversation
+        tail = Tail(
+            snapshot.inbox_size, row.pending_count, row.awaiting_input, row.state == "active"
+        )
+        agent = row.agent
+        spec = self.agents.spec(agent)
+        started = self.clock()
+        while True:
+            step = next_step(transcript, tail, max_turns=spec.max_turns)
+            if isinstance(step, CallModel):
+                step = await self._limits(spec, row.job_id, started) or step
+            if isinstance(step, Park):
+                self._parked[conversation_id] = transcript
+            if isinstance(step, Park | Idle):
+                return step
+            if isinstance(step, Consume):
+                done = await self.bus.consume(conversation_id)
+                if not done.appended:  # a mini-team waiting for a free place in its job
+                    return Idle()
+            elif isinstance(step, Stop):
+                turn = AssistantTurn(text=f"stopped before finishing ({step.reason})")
+                done = await self.bus.finish(conversation_id, turn, error=True)
+            elif isinstance(step, RunTools):
+                results = [await self.tools.run(agent, conversation_id, c) for c in step.calls]
+                done = await self.bus.record_results(conversation_id, agent, results)
+            else:
+                done = await self._call_model(agent, conversation_id, transcript)
+            transcript.extend(done.appended)
+            tail = done.tail
+
+    async def _limits(self, spec: AgentSpec, job_id: int | None, started: float) -> Stop | None:
+        """A Stop when this turn ran too long or its job spent its budget."""
+        if self.clock() - started > spec.wall_time_s:
+            return Stop(f"wall_time: over {spec.wall_time_s:.0f} s in one turn")
+        if self.budget is not None and job_id is not None:
+            reason = await self.budget.exhausted(job_id)
+            if reason is not None:
+                return Stop(reason)
+        return None
+
+    async def _call_model(
+        self, agent: str, conversation_id: str, transcript: list[Message]
+    ) -> Step:
+        spec = self.agents.spec(agent)
+        view = model_view(transcript)
+        covers_through = compaction_point(view, bound=spec.context_tokens)
+        if covers_through is not None:
+            compacted = await self._compact(spec, conversation_id, view, covers_through)
+            transcript.extend(compacted.appended)
+            view = model_view(transcript)
+        request = ModelRequest(agent, spec.system, view, spec.tools)
+        turn = await spec.model.complete(request)
+        if not turn.tool_calls:
+            return await self.bus.finish(conversation_id, turn)
+        bus_calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS]
+        resolved = resolve_bus_calls(bus_calls, sender=agent, router=self.router)
+        return await self.bus.record_turn(conversation_id, turn, resolved)
+
+    async def _compact(
+        self, spec: AgentSpec, conversation_id: str, view: tuple[Message, ...], covers_through: int
+    ) -> Step:
+        covered = tuple(m for m in view if m.seq <= covers_through)
+        instruction = Message(conversation_id, 0, "engine", "user", {"text": COMPACT_INSTRUCTION})
+        request = ModelRequest(spec.address, spec.system, (*covered, instruction), ())
+        summary = await spec.model.complete(request)
+        text = summary.text
+        if self.checkpoint is not None and (state := await self.checkpoint(conversation_id, spec)):
+            text = f"{text}\n\n{state}"
+        return await self.bus.record_compaction(
+            conversation_id,
+            spec.address,
+            text,
+            covers_through=covers_through,
+            usage=summary.usage,
+        )

@@ -1,0 +1,111 @@
+"""Agents as the configuration defines them, looked up by address.
+
+Context discipline lives here and in Send: an agent's standing context is its role prompt,
+where it sits and whom it can reach, and its project's standing learnings. Its first
+message is only the brief its sender composed; it never sees the sender's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from orchestrator.agents.tools import ToolSpec
+from orchestrator.bus.routing import Router
+from orchestrator.config import AgentDef, Organisation, Project, Workgroup
+from orchestrator.errors import OrchestratorError
+from orchestrator.ports import AgentSpec, Model
+
+
+class UnknownAgentError(OrchestratorError):
+    """An address names no agent of the configuration."""
+
+
+class ConfigAgents:
+    """The Agents port over an organisation and its projects."""
+
+    def __init__(
+        self,
+        org: Organisation,
+        projects: Sequence[Project],
+        *,
+        router: Router,
+        models: Callable[[AgentDef], Model],
+        tool_specs: Mapping[str, ToolSpec],
+        learnings: Mapping[str, str] | None = None,
+    ) -> None:
+        self.router = router
+        self.models = models
+        self.tool_specs = tool_specs
+        self.learnings = dict(learnings or {})
+        self._agents: dict[str, tuple[AgentDef, str]] = {
+            org.office_manager.name: (org.office_manager, "the office manager"),
+            org.proxy.name: (org.proxy, "the human proxy of the management team"),
+        }
+        self._specs: dict[str, AgentSpec] = {}
+        for project in projects:
+            self.add_project(project)
+
+    def add_project(self, project: Project, *, learnings: str | None = None) -> None:
+        """Add (or replace) a project's agents; every spec is rebuilt, as routes changed."""
+        self._agents[f"{project.name}/{project.lead.name}"] = (
+            project.lead,
+            f"the project lead of project {project.name}",
+        )
+        for workgroup in project.workgroups:
+            self._add_workgroup(project, workgroup)
+        if learnings is not None:
+            self.learnings[project.name] = learnings
+        self._specs.clear()
+
+    def _add_workgroup(self, project: Project, workgroup: Workgroup) -> None:
+        base = f"{project.name}/{workgroup.name}"
+        self._agents[f"{base}/{workgroup.lead.name}"] = (
+            workgroup.lead,
+            f"the lead of workgroup {workgroup.name} in project {project.name}",
+        )
+        for member in workgroup.members:
+            self._agents[f"{base}/{member.name}"] = (
+                member,
+                f"a member of workgroup {workgroup.name} in project {project.name}",
+            )
+
+    def definition(self, address: str) -> AgentDef | None:
+        """The configured agent at `address`, or None."""
+        found = self._agents.get(address)
+        return None if found is None else found[0]
+
+    def spec(self, address: str) -> AgentSpec:
+        """The agent at `address`, with its prompt, tools, model and turn limit."""
+        if address not in self._specs:
+            self._specs[address] = self._build(address)
+        return self._specs[address]
+
+    def _build(self, address: str) -> AgentSpec:
+        try:
+            agent, position = self._agents[address]
+        except KeyError:
+            raise UnknownAgentError(f"no agent at {address!r} in this configuration") from None
+        missing = [t for t in agent.tools if t not in self.tool_specs]
+        if missing:
+            raise OrchestratorError(f"agent {agent.name!r}: no implementation of tools {missing}")
+        tools = tuple(self.tool_specs[t] for t in agent.tools)
+        system = self.system_prompt(address, agent, position)
+        return AgentSpec(
+            address,
+            system,
+            tools,
+            self.models(agent),
+            agent.max_turns,
+            context_tokens=agent.context_tokens,
+        )
+
+    def system_prompt(self, address: str, agent: AgentDef, position: str) -> str:
+        """Role prompt, position, reachable members, and the project's standing learnings."""
+        parts = [agent.prompt.strip(), f"## Where you are\nYou are {agent.name}, {position}."]
+        reachable = sorted(self.router.reachable(address))
+        if "send" in agent.tools and reachable:
+            parts.append("You can send to: " + ", ".join(reachable) + ".")
+        project = address.split("/", 1)[0] if "/" in address else None
+        if project and self.learnings.get(project):
+            parts.append("## Standing learnings of this project\n" + self.learnings[project])
+        return "\n\n".join(parts)

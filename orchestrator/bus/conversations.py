@@ -1,0 +1,291 @@
+"""The conversation bus: durable conversations, inboxes and Send over the store.
+
+Each method is one committed step (see transactions.py). After the commit it publishes
+events and tells the scheduler which conversations may now have work (`on_wake`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.agents.tools import BusCalls
+from orchestrator.bus import dispatch, gates
+from orchestrator.bus import transactions as txn
+from orchestrator.bus.events import (
+    DispatchCompleted,
+    DispatchStarted,
+    EventBus,
+    GateAnswered,
+    GateAsked,
+    JobStarted,
+    StateChanged,
+    UsageRecorded,
+)
+from orchestrator.bus.messages import (
+    AssistantTurn,
+    ConversationKind,
+    InboxItem,
+    InboxKind,
+    Message,
+    ToolResult,
+    Usage,
+    job_conversation_id,
+)
+from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.teams import transactions as team_tx
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A conversation's state right after a step committed."""
+
+    inbox_size: int
+    pending_count: int
+    awaiting_input: bool
+    active: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one committed step appended, and the conversation's state after it."""
+
+    appended: tuple[Message, ...]
+    tail: Tail
+
+
+@dataclass(frozen=True)
+class JobStart:
+    """The job a key names, and whether this call created it."""
+
+    job_id: int
+    conversation_id: str
+    created: bool
+
+
+def _tail(tx: Tx, conversation_id: str) -> Tail:
+    row = tx.execute(
+        "SELECT (SELECT count(*) FROM inbox i WHERE i.conversation_id = c.conversation_id),"
+        " a.pending_count, c.awaiting_input, c.state = 'active'"
+        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return Tail(row[0], row[1], bool(row[2]), bool(row[3]))
+
+
+class ConversationBus:
+    """Async face of the store's conversation tables."""
+
+    def __init__(self, store: Store, events: EventBus) -> None:
+        self.store = store
+        self.events = events
+        self.on_wake: Callable[[Iterable[str]], None] = lambda ids: None
+
+    async def start_job(
+        self,
+        *,
+        job_key: str,
+        project: str,
+        title: str,
+        agent: str,
+        brief: str,
+        max_parallel: int = 3,
+        wake: bool = True,
+    ) -> JobStart:
+        """Create a job and its root conversation once per key; later calls find it.
+
+        With `wake=False` the job waits until its conversation is woken (`on_wake`), so its
+        workspace can be made first.
+        """
+
+        def start(tx: Tx) -> JobStart:
+            found = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
+            if found is not None:
+                return JobStart(found[0], job_conversation_id(found[0]), created=False)
+            stamp = now()
+            (job_id,) = tx.execute(
+                "INSERT INTO jobs (job_key, project, title, created_at, updated_at, max_parallel)"
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING job_id",
+                (job_key, project, title, stamp, stamp, max_parallel),
+            ).fetchone()
+            root = job_conversation_id(job_id)
+            txn.create_conversation(
+                tx,
+                conversation_id=root,
+                kind=ConversationKind.JOB,
+                agent=agent,
+                initiator="engine",
+                parent_id=None,
+                job_id=job_id,
+            )
+            txn.deliver(tx, root, kind=InboxKind.REQUEST, sender="engine", content={"text": brief})
+            return JobStart(job_id, root, created=True)
+
+        started = await self.store.write(start)
+        if started.created:
+            self.events.publish(JobStarted(started.job_id, title))
+            if wake:
+                self.on_wake([started.conversation_id])
+        return started
+
+    async def snapshot(self, conversation_id: str, *, after_seq: int = 0) -> txn.Snapshot:
+        """A conversation, its transcript after `after_seq` and its inbox, at one instant."""
+        return await self.store.read(
+            lambda tx: txn.snapshot(tx, conversation_id, after_seq=after_seq)
+        )
+
+    async def transcript(self, conversation_id: str) -> tuple[Message, ...]:
+        """Every message of a conversation, in order."""
+        return await self.store.read(lambda tx: txn.transcript(tx, conversation_id))
+
+    async def peek(self, conversation_id: str) -> list[InboxItem]:
+        """What waits in a conversation's inbox, left in place."""
+        return await self.store.read(lambda tx: txn.inbox(tx, conversation_id))
+
+    async def runnable(self) -> list[str]:
+        """Every conversation with work to do, as the store has it."""
+        return await self.store.read(txn.runnable)
+
+    async def consume(self, conversation_id: str) -> Step:
+        """Take the whole inbox into the transcript (receive-and-clear).
+
+        A mini-team that would exceed its job's bound takes nothing: the step appends no
+        message, and the team is woken again when another of its job's teams ends.
+        """
+
+        def consume(tx: Tx) -> txn.Outcome:
+            if not team_tx.may_start(tx, txn.conversation(tx, conversation_id)):
+                return txn.Outcome()  # a mini-team over its job's bound waits
+            return txn.consume(tx, conversation_id)
+
+        outcome, tail = await self._write(conversation_id, consume)
+        if outcome.appended:
+            self.events.publish(StateChanged(conversation_id, "running"))
+        return Step(tuple(outcome.appended), tail)
+
+    async def record_turn(self, conversation_id: str, turn: AssistantTurn, calls: BusCalls) -> Step:
+        """Persist a tool-calling turn and carry out its sends and messages with it."""
+        outcome, tail = await self._write(
+            conversation_id,
+            lambda tx: dispatch.record_turn(
+                tx,
+                conversation_id,
+                turn,
+                sends=calls.sends,
+                messages=calls.messages,
+                asks=calls.asks,
+                refusals=calls.refusals,
+                dispatches=calls.dispatches,
+            ),
+        )
+        agent = outcome.appended[0].sender
+        self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
+        for opened in outcome.opened:
+            self.events.publish(
+                DispatchStarted(
+                    conversation_id, opened.conversation_id, agent, opened.recipient, opened.queued
+                )
+            )
+        for gate_id, ask in zip(outcome.gates, calls.asks, strict=True):
+            self.events.publish(GateAsked(gate_id, conversation_id, ask.kind, ask.question))
+        if tail.awaiting_input:
+            self.events.publish(StateChanged(conversation_id, "awaiting_input"))
+        elif tail.pending_count:
+            self.events.publish(StateChanged(conversation_id, "parked"))
+        self.on_wake(outcome.woken)
+        return Step(tuple(outcome.appended), tail)
+
+    async def record_results(
+        self, conversation_id: str, sender: str, results: list[ToolResult]
+    ) -> Step:
+        """Persist results of tools the engine ran."""
+        outcome, tail = await self._write(
+            conversation_id,
+            lambda tx: dispatch.record_results(tx, conversation_id, sender, results),
+        )
+        return Step(tuple(outcome.appended), tail)
+
+    async def record_compaction(
+        self, conversation_id: str, agent: str, summary: str, *, covers_through: int, usage: Usage
+    ) -> Step:
+        """Persist a compaction summary; the model sees it in place of what it covers."""
+        content: dict[str, Any] = {
+            "text": summary,
+            "kind": "compaction",
+            "covers_through": covers_through,
+        }
+
+        def compact(tx: Tx) -> txn.Outcome:
+            return txn.Outcome(
+                appended=txn.append(tx, conversation_id, [(agent, "user", content, usage)])
+            )
+
+        outcome, tail = await self._write(conversation_id, compact)
+        self.events.publish(UsageRecorded(conversation_id, agent, usage))
+        return Step(tuple(outcome.appended), tail)
+
+    async def finish(
+        self, conversation_id: str, turn: AssistantTurn, *, error: bool = False
+    ) -> Step:
+        """Persist a final turn; its text goes back as the reply to the request it served."""
+        outcome, tail = await self._write(
+            conversation_id, lambda tx: dispatch.finish(tx, conversation_id, turn, error=error)
+        )
+        agent = outcome.appended[0].sender
+        self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
+        if outcome.replied_to is not None:
+            self.events.publish(DispatchCompleted(outcome.replied_to, conversation_id, agent))
+        self.events.publish(StateChanged(conversation_id, "closed" if outcome.closed else "idle"))
+        self.on_wake(outcome.woken)
+        return Step(tuple(outcome.appended), tail)
+
+    async def post(
+        self,
+        conversation_id: str,
+        *,
+        kind: InboxKind,
+        sender: str,
+        text: str,
+        call_id: str | None = None,
+        **extra: Any,
+    ) -> None:
+        """Deliver a message from outside the agents (a person, the engine) to an inbox."""
+        await self.store.write(
+            lambda tx: txn.deliver(
+                tx,
+                conversation_id,
+                kind=kind,
+                sender=sender,
+                content={"text": text, **extra},
+                call_id=call_id,
+            )
+        )
+        self.on_wake([conversation_id])
+
+    async def open_gates(self, job_id: int | None = None) -> list[gates.Gate]:
+        """Unanswered gates, oldest first."""
+        return await self.store.read(lambda tx: gates.open_gates(tx, job_id))
+
+    async def answer_gate(
+        self, gate_id: int, *, text: str, answered_by: str, via: gates.AnsweredVia = "human"
+    ) -> gates.Gate:
+        """Record an answer and wake the conversation that asked."""
+        gate = await self.store.write(
+            lambda tx: gates.answer(tx, gate_id, text=text, answered_by=answered_by, via=via)
+        )
+        self.events.publish(GateAnswered(gate_id, gate.conversation_id, answered_by, via))
+        self.on_wake([gate.conversation_id])
+        return gate
+
+    async def close(self, conversation_id: str) -> None:
+        """Close a conversation; an unanswered Send to it is answered with an error."""
+        outcome = await self.store.write(lambda tx: dispatch.close(tx, conversation_id))
+        self.events.publish(StateChanged(conversation_id, "closed"))
+        self.on_wake(outcome.woken)
+
+    async def _write(
+        self, conversation_id: str, fn: Callable[[Tx], txn.Outcome]
+    ) -> tuple[txn.Outcome, Tail]:
+        return await self.store.write(lambda tx: (fn(tx), _tail(tx, conversation_id)))

@@ -1,0 +1,334 @@
+"""Send, replies, teammate messages and closing: a turn's effects on the bus, as transactions.
+
+Like everything in transactions.py, each public function here commits as one step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.bus import gates
+from orchestrator.bus.gates import AskIntent
+from orchestrator.bus.messages import (
+    AssistantTurn,
+    ConversationKind,
+    InboxKind,
+    Role,
+    ToolResult,
+    Usage,
+    assistant_content,
+    dispatch_id,
+    tool_content,
+)
+from orchestrator.bus.transactions import (
+    ConversationRow,
+    Opened,
+    Outcome,
+    append,
+    conversation,
+    create_conversation,
+    deliver,
+)
+from orchestrator.errors import BusError
+from orchestrator.store.sqlite import Tx, now
+from orchestrator.teams.transactions import DispatchIntent, dispatch_task, waiting_teams
+
+
+@dataclass(frozen=True)
+class SendIntent:
+    """A routed Send: open a new conversation with `recipient`, or continue `context_id`."""
+
+    call_id: str
+    recipient: str
+    brief: str
+    context_id: str | None = None
+
+
+@dataclass(frozen=True)
+class MessageIntent:
+    """A teammate message: `to` is a teammate's name, a conversation id, or '*' for all."""
+
+    call_id: str
+    to: str
+    kind: InboxKind
+    text: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def record_turn(
+    tx: Tx,
+    conversation_id: str,
+    turn: AssistantTurn,
+    *,
+    sends: Iterable[SendIntent] = (),
+    messages: Iterable[MessageIntent] = (),
+    asks: Iterable[AskIntent] = (),
+    refusals: Iterable[ToolResult] = (),
+    dispatches: Iterable[DispatchIntent] = (),
+) -> Outcome:
+    """Persist an assistant turn that called tools, and carry out its bus tools at once.
+
+    Sends open child conversations (or queue into open ones) and raise this context's
+    pending_count; ask_human opens gates and parks the turn until they are answered;
+    teammate messages land in inboxes; refusals become error results the
+    agent reads on its next step. All of it commits together with the turn.
+    """
+    row = conversation(tx, conversation_id)
+    outcome = Outcome()
+    results: list[ToolResult] = list(refusals)
+    entries: list[tuple[str, Role, dict[str, Any], Usage | None]] = [
+        (row.agent, "assistant", assistant_content(turn), turn.usage)
+    ]
+    opened = [_send(tx, row, send, outcome) for send in sends]
+    opened += [dispatch_task(tx, row, intent, outcome) for intent in dispatches]
+    results += [refusal for refusal in opened if refusal is not None]
+    pending = opened.count(None)  # each Send or dispatch that opened awaits one reply
+    for message in messages:
+        results.append(_message(tx, row, message, outcome))
+    outcome.gates += [gates.ask(tx, row, intent) for intent in asks]
+    order = {c.call_id: n for n, c in enumerate(turn.tool_calls)}
+    results.sort(key=lambda r: order.get(r.call_id, len(order)))
+    entries += [(row.agent, "tool", tool_content(r), None) for r in results]
+    outcome.appended = append(tx, conversation_id, entries)
+    if pending:
+        tx.execute(
+            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
+            (pending, conversation_id),
+        )
+    return outcome
+
+
+def _send(tx: Tx, row: ConversationRow, send: SendIntent, outcome: Outcome) -> ToolResult | None:
+    brief = {"text": send.brief}
+    if send.context_id is None:
+        child = dispatch_id(row.agent, send.recipient)
+        create_conversation(
+            tx,
+            conversation_id=child,
+            kind=ConversationKind.DISPATCH,
+            agent=send.recipient,
+            initiator=row.agent,
+            parent_id=row.conversation_id,
+            job_id=row.job_id,
+            request_call_id=send.call_id,
+        )
+        deliver(
+            tx,
+            child,
+            kind=InboxKind.REQUEST,
+            sender=row.agent,
+            content=brief,
+            call_id=send.call_id,
+            source_conversation=row.conversation_id,
+        )
+        outcome.opened.append(Opened(child, send.recipient, queued=False))
+        outcome.woken.append(child)
+        return None
+    target = tx.execute(
+        "SELECT c.state, c.initiator, c.parent_id, c.in_turn, a.status, a.pending_count,"
+        " EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id)"
+        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.conversation_id = ?",
+        (send.context_id,),
+    ).fetchone()
+    problem = _continuation_problem(row, send, target)
+    if problem:
+        return ToolResult(send.call_id, problem, is_error=True)
+    state, _, _, in_turn, _, pending_count, has_inbox = target
+    tx.execute(
+        "UPDATE agent_contexts SET status = 'open', request_call_id = ? WHERE context_id = ?",
+        (send.call_id, send.context_id),
+    )
+    deliver(
+        tx,
+        send.context_id,
+        kind=InboxKind.REQUEST,
+        sender=row.agent,
+        content=brief,
+        call_id=send.call_id,
+        source_conversation=row.conversation_id,
+    )
+    busy = bool(in_turn or pending_count or has_inbox)
+    outcome.opened.append(Opened(send.context_id, send.recipient, queued=busy))
+    outcome.woken.append(send.context_id)
+    return None
+
+
+def _continuation_problem(row: ConversationRow, send: SendIntent, target: Any) -> str | None:
+    if target is None:
+        return f"no conversation {send.context_id!r}; omit context_id to open a new one"
+    state, initiator, parent_id, _, status, _, _ = target
+    if initiator != row.agent or parent_id != row.conversation_id:
+        return (
+            f"conversation {send.context_id!r} was not opened by you here; you cannot continue it"
+        )
+    if state != "active":
+        return f"conversation {send.context_id!r} is closed; omit context_id to open a new one"
+    if status == "open":
+        return f"conversation {send.context_id!r} has not answered your last Send yet"
+    return None
+
+
+def _message(tx: Tx, row: ConversationRow, intent: MessageIntent, outcome: Outcome) -> ToolResult:
+    targets = _teammates(tx, row, intent.to)
+    if isinstance(targets, str):
+        return ToolResult(intent.call_id, targets, is_error=True)
+    kind = InboxKind.BROADCAST if intent.to == "*" else intent.kind
+    for target in targets:
+        deliver(
+            tx,
+            target,
+            kind=kind,
+            sender=row.agent,
+            content={"text": intent.text, **intent.extra},
+            source_conversation=row.conversation_id,
+        )
+        outcome.woken.append(target)
+    return ToolResult(intent.call_id, f"{kind.value} delivered to {len(targets)} teammate(s)")
+
+
+def _teammates(tx: Tx, row: ConversationRow, to: str) -> list[str] | str:
+    """Conversation ids `to` names among this agent's lead, siblings and children."""
+    rows = tx.execute(
+        "SELECT conversation_id, agent FROM conversations WHERE state = 'active'"
+        " AND conversation_id != ? AND (conversation_id = ? OR parent_id = ?"
+        " OR (parent_id = ? AND ? IS NOT NULL))",
+        (row.conversation_id, row.parent_id, row.conversation_id, row.parent_id, row.parent_id),
+    ).fetchall()
+    team: dict[str, str] = dict(rows)
+    if to == "*":
+        members = [cid for cid in team if cid != row.parent_id]
+        return members or "you have no active teammates to broadcast to"
+    matches = [cid for cid, agent in team.items() if to in (cid, agent, agent.rsplit("/", 1)[-1])]
+    if len(matches) == 1:
+        return matches
+    names = sorted({agent.rsplit("/", 1)[-1] for agent in team.values()})
+    if not matches:
+        return f"no active teammate {to!r}; your team: {', '.join(names) or 'nobody'}"
+    return f"{to!r} names {len(matches)} conversations; use one id of: {', '.join(sorted(matches))}"
+
+
+def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = False) -> Outcome:
+    """Persist a final assistant turn; its text is the reply to the request it served.
+
+    With `error`, the engine ended the turn (a limit), and the reply says so.
+    """
+    row = conversation(tx, conversation_id)
+    content = assistant_content(turn) | ({"stopped": True} if error else {})
+    outcome = Outcome(
+        appended=append(tx, conversation_id, [(row.agent, "assistant", content, turn.usage)])
+    )
+    tx.execute("UPDATE conversations SET in_turn = 0 WHERE conversation_id = ?", (conversation_id,))
+    if row.serving_call_id is not None:
+        _reply(tx, row, turn.text, outcome, error=error)
+    elif row.parent_id is None:
+        tx.execute(
+            "UPDATE conversations SET result = ? WHERE conversation_id = ?",
+            (turn.text, conversation_id),
+        )
+    if row.shutdown_requested_by is not None:
+        _shut_down(tx, row, turn.text, outcome)
+    if row.kind == ConversationKind.TASK:
+        _end_team(tx, row, outcome)
+    return outcome
+
+
+def _end_team(tx: Tx, row: ConversationRow, outcome: Outcome) -> None:
+    """A mini-team's members exit with it, and a waiting mini-team of the job may start."""
+    members = tx.execute(
+        "SELECT conversation_id FROM conversations WHERE parent_id = ? AND state = 'active'",
+        (row.conversation_id,),
+    ).fetchall()
+    for (member,) in members:
+        close(tx, member)
+    close(tx, row.conversation_id)
+    outcome.closed = True
+    outcome.woken += waiting_teams(tx, row.job_id)
+
+
+def _reply(
+    tx: Tx, row: ConversationRow, text: str, outcome: Outcome, *, error: bool = False
+) -> None:
+    call_id = row.serving_call_id or row.request_call_id
+    if row.parent_id is None or call_id is None:
+        raise BusError(f"{row.conversation_id!r} has no request to answer")
+    deliver(
+        tx,
+        row.parent_id,
+        kind=InboxKind.REPLY,
+        sender=row.agent,
+        content={"text": text, "is_error": error},
+        call_id=call_id,
+        source_conversation=row.conversation_id,
+    )
+    tx.execute(
+        "UPDATE agent_contexts SET status = 'closed', serving_call_id = NULL,"
+        " request_call_id = NULL WHERE context_id = ?",
+        (row.conversation_id,),
+    )
+    (left,) = tx.execute(
+        "UPDATE agent_contexts SET pending_count = pending_count - 1 WHERE context_id = ?"
+        " RETURNING pending_count",
+        (row.parent_id,),
+    ).fetchone()
+    outcome.replied_to = row.parent_id
+    if left == 0:
+        outcome.woken.append(row.parent_id)
+
+
+def _shut_down(tx: Tx, row: ConversationRow, text: str, outcome: Outcome) -> None:
+    requester = row.shutdown_requested_by
+    assert requester is not None
+    if tx.execute(
+        "SELECT state FROM conversations WHERE conversation_id = ?", (requester,)
+    ).fetchone() == ("active",):
+        deliver(
+            tx,
+            requester,
+            kind=InboxKind.SHUTDOWN_RESPONSE,
+            sender=row.agent,
+            content={"text": text},
+            source_conversation=row.conversation_id,
+        )
+        outcome.woken.append(requester)
+    outcome.woken += close(tx, row.conversation_id).woken
+    outcome.closed = True
+
+
+def close(tx: Tx, conversation_id: str) -> Outcome:
+    """Close a conversation: it takes no more messages and never runs again.
+
+    A Send it had not answered yet is answered with an error, so its sender is not left
+    waiting; what is left in its inbox stays there, unread, for the record.
+    """
+    row = conversation(tx, conversation_id)
+    outcome = Outcome(closed=True)
+    if row.state == "closed":
+        return outcome
+    if row.status == "open" and row.parent_id is not None:
+        _reply(
+            tx,
+            row,
+            f"conversation {conversation_id!r} was closed before it replied",
+            outcome,
+            error=True,
+        )
+    tx.execute(
+        "UPDATE conversations SET state = 'closed', in_turn = 0, closed_at = ?"
+        " WHERE conversation_id = ?",
+        (now(), conversation_id),
+    )
+    return outcome
+
+
+def record_results(
+    tx: Tx, conversation_id: str, sender: str, results: Sequence[ToolResult]
+) -> Outcome:
+    """Persist results of tools the engine ran itself (one per call; never run twice)."""
+    return Outcome(
+        appended=append(
+            tx, conversation_id, [(sender, "tool", tool_content(r), None) for r in results]
+        )
+    )

@@ -1,0 +1,339 @@
+"""The conversation bus's transactions: synchronous functions run whole in the store thread.
+
+Each public function here is one step of the engine and commits as one transaction
+(`Store.write`), so a process killed at any instant leaves either all of a step or none
+of it. They return what changed so the async side can publish events and wake
+conversations after the commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.bus.messages import (
+    ConversationKind,
+    InboxItem,
+    InboxKind,
+    Message,
+    Role,
+    Usage,
+    dumps,
+)
+from orchestrator.errors import BusError
+from orchestrator.store.sqlite import Tx, now
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    """A conversation and its agent context, as the engine reads them."""
+
+    conversation_id: str
+    kind: str
+    state: str
+    awaiting_input: bool
+    in_turn: bool
+    parent_id: str | None
+    agent: str
+    initiator: str
+    job_id: int | None
+    result: str | None
+    status: str
+    pending_count: int
+    request_call_id: str | None
+    serving_call_id: str | None
+    shutdown_requested_by: str | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one invocation starts from."""
+
+    conversation: ConversationRow
+    transcript: tuple[Message, ...]
+    inbox_size: int
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A dispatch a Send started (or queued, if the recipient was busy)."""
+
+    conversation_id: str
+    recipient: str
+    queued: bool
+
+
+@dataclass
+class Outcome:
+    """What a transaction changed: new transcript entries, dispatches, who may now run."""
+
+    appended: list[Message] = field(default_factory=list)
+    opened: list[Opened] = field(default_factory=list)
+    woken: list[str] = field(default_factory=list)
+    replied_to: str | None = None
+    closed: bool = False
+    gates: list[int] = field(default_factory=list)
+
+
+_CONVERSATION_SQL = """
+SELECT c.conversation_id, c.kind, c.state, c.awaiting_input, c.in_turn, c.parent_id, c.agent,
+       c.initiator, c.job_id, c.result, a.status, a.pending_count, a.request_call_id,
+       a.serving_call_id, a.shutdown_requested_by
+FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id
+WHERE c.conversation_id = ?
+"""
+
+RUNNABLE_SQL = """
+SELECT c.conversation_id FROM conversations c
+JOIN agent_contexts a ON a.context_id = c.conversation_id
+WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0
+  AND (c.in_turn = 1 OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))
+ORDER BY c.created_at, c.conversation_id
+"""
+
+
+def conversation(tx: Tx, conversation_id: str) -> ConversationRow:
+    """Read one conversation with its agent context."""
+    row = tx.execute(_CONVERSATION_SQL, (conversation_id,)).fetchone()
+    if row is None:
+        raise BusError(f"no conversation {conversation_id!r}")
+    return ConversationRow(row[0], row[1], row[2], bool(row[3]), bool(row[4]), *row[5:])
+
+
+def transcript(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> tuple[Message, ...]:
+    """The messages of a conversation after `after_seq`, in order."""
+    rows = tx.execute(
+        "SELECT seq, sender, role, content, input_tokens, output_tokens, cache_read_tokens,"
+        " cache_write_tokens FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq",
+        (conversation_id, after_seq),
+    ).fetchall()
+    return tuple(
+        Message(
+            conversation_id,
+            seq,
+            sender,
+            role,
+            json.loads(content),
+            None if tin is None else Usage(tin, tout, cread, cwrite),
+        )
+        for seq, sender, role, content, tin, tout, cread, cwrite in rows
+    )
+
+
+def snapshot(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> Snapshot:
+    """A conversation, its transcript after `after_seq`, and how much waits in its inbox."""
+    (inbox_size,) = tx.execute(
+        "SELECT count(*) FROM inbox WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()
+    return Snapshot(
+        conversation(tx, conversation_id),
+        transcript(tx, conversation_id, after_seq=after_seq),
+        inbox_size,
+    )
+
+
+def runnable(tx: Tx) -> list[str]:
+    """Conversations with work to do: an unfinished invocation or a non-empty inbox."""
+    return [row[0] for row in tx.execute(RUNNABLE_SQL)]
+
+
+def create_conversation(
+    tx: Tx,
+    *,
+    conversation_id: str,
+    kind: ConversationKind,
+    agent: str,
+    initiator: str,
+    parent_id: str | None,
+    job_id: int | None,
+    request_call_id: str | None = None,
+    task_id: int | None = None,
+) -> None:
+    """Insert a conversation and its agent context; it works on its parent's task by default."""
+    created = now()
+    tx.execute(
+        "INSERT INTO conversations (conversation_id, kind, agent, initiator, parent_id, job_id,"
+        " created_at, task_id) VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(?, (SELECT task_id FROM"
+        " conversations WHERE conversation_id = ?)))",
+        (
+            conversation_id,
+            kind.value,
+            agent,
+            initiator,
+            parent_id,
+            job_id,
+            created,
+            task_id,
+            parent_id,
+        ),
+    )
+    tx.execute(
+        "INSERT INTO agent_contexts (context_id, parent_context_id, initiator, recipient,"
+        " status, request_call_id, opening_call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            conversation_id,
+            parent_id,
+            initiator,
+            agent,
+            "open" if request_call_id else "closed",
+            request_call_id,
+            request_call_id,
+            created,
+        ),
+    )
+
+
+def deliver(
+    tx: Tx,
+    conversation_id: str,
+    *,
+    kind: InboxKind,
+    sender: str,
+    content: dict[str, Any],
+    call_id: str | None = None,
+    source_conversation: str | None = None,
+) -> None:
+    """Put one item in a conversation's inbox; a closed conversation takes nothing."""
+    state = tx.execute(
+        "SELECT state FROM conversations WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()
+    if state is None:
+        raise BusError(f"no conversation {conversation_id!r}")
+    if state[0] != "active":
+        raise BusError(f"conversation {conversation_id!r} is closed")
+    tx.execute(
+        "INSERT INTO inbox (conversation_id, kind, sender, call_id, source_conversation, content,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (conversation_id, kind.value, sender, call_id, source_conversation, dumps(content), now()),
+    )
+
+
+def append(
+    tx: Tx,
+    conversation_id: str,
+    entries: Sequence[tuple[str, Role, dict[str, Any], Usage | None]],
+) -> list[Message]:
+    """Append transcript entries (sender, role, content, usage) with consecutive seqs."""
+    if not entries:
+        return []
+    (last,) = tx.execute(
+        "UPDATE conversations SET last_seq = last_seq + ? WHERE conversation_id = ?"
+        " RETURNING last_seq",
+        (len(entries), conversation_id),
+    ).fetchone()
+    first = last - len(entries) + 1
+    created = now()
+    rows = []
+    messages = []
+    for offset, (sender, role, content, usage) in enumerate(entries):
+        u = usage or Usage()
+        rows.append(
+            (
+                conversation_id,
+                first + offset,
+                sender,
+                role,
+                dumps(content),
+                *(
+                    (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens)
+                    if usage
+                    else (None, None, None, None)
+                ),
+                created,
+            )
+        )
+        messages.append(Message(conversation_id, first + offset, sender, role, content, usage))
+    tx.executemany(
+        "INSERT INTO messages (conversation_id, seq, sender, role, content, input_tokens,"
+        " output_tokens, cache_read_tokens, cache_write_tokens, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    return messages
+
+
+def inbox(tx: Tx, conversation_id: str) -> list[InboxItem]:
+    """Read a conversation's inbox without clearing it (peek)."""
+    rows = tx.execute(
+        "SELECT item_id, kind, sender, content, call_id, source_conversation FROM inbox"
+        " WHERE conversation_id = ? ORDER BY item_id",
+        (conversation_id,),
+    ).fetchall()
+    return [
+        InboxItem(item_id, conversation_id, InboxKind(kind), sender, json.loads(content), call, src)
+        for item_id, kind, sender, content, call, src in rows
+    ]
+
+
+def consume(tx: Tx, conversation_id: str) -> Outcome:
+    """Receive-and-clear: move the whole inbox into the transcript and start (or go on with) a turn.
+
+    Answers to this conversation's own calls (Send replies, human answers) become tool
+    results, first; everything else becomes a user message. A consumed request is the one
+    this conversation's next final output will answer.
+    """
+    items = inbox(tx, conversation_id)
+    answers = [
+        i for i in items if i.kind is InboxKind.REPLY or (i.call_id and i.kind is InboxKind.HUMAN)
+    ]
+    others = [i for i in items if i not in answers]
+    answers.sort(key=_call_order(tx, conversation_id))
+    entries: list[tuple[str, Role, dict[str, Any], Usage | None]] = [
+        (i.sender, "tool", _answer_content(i), None) for i in answers
+    ]
+    entries += [(i.sender, "user", _user_content(i), None) for i in others]
+    outcome = Outcome(appended=append(tx, conversation_id, entries))
+    for item in others:
+        _note_request(tx, conversation_id, item)
+    if items:
+        tx.execute(
+            "DELETE FROM inbox WHERE conversation_id = ? AND item_id <= ?",
+            (conversation_id, items[-1].item_id),
+        )
+    tx.execute("UPDATE conversations SET in_turn = 1 WHERE conversation_id = ?", (conversation_id,))
+    return outcome
+
+
+def _call_order(tx: Tx, conversation_id: str) -> Callable[[InboxItem], int]:
+    """Sort key putting answers in the order of the calls they answer, not of arrival."""
+    row = tx.execute(
+        "SELECT content FROM messages WHERE conversation_id = ? AND role = 'assistant'"
+        " ORDER BY seq DESC LIMIT 1",
+        (conversation_id,),
+    ).fetchone()
+    calls = json.loads(row[0]).get("tool_calls", []) if row else []
+    order = {call["id"]: n for n, call in enumerate(calls)}
+    return lambda item: order.get(item.call_id or "", len(order))
+
+
+def _answer_content(item: InboxItem) -> dict[str, Any]:
+    content: dict[str, Any] = {
+        "call_id": item.call_id,
+        "text": item.content.get("text", ""),
+        "is_error": bool(item.content.get("is_error", False)),
+    }
+    if item.source_conversation is not None:
+        content["conversation_id"] = item.source_conversation
+    return content
+
+
+def _user_content(item: InboxItem) -> dict[str, Any]:
+    content = dict(item.content)
+    content["kind"] = item.kind.value
+    content["from"] = item.sender
+    return content
+
+
+def _note_request(tx: Tx, conversation_id: str, item: InboxItem) -> None:
+    if item.kind is InboxKind.REQUEST and item.call_id:
+        tx.execute(
+            "UPDATE agent_contexts SET serving_call_id = ? WHERE context_id = ?",
+            (item.call_id, conversation_id),
+        )
+    elif item.kind is InboxKind.SHUTDOWN_REQUEST:
+        tx.execute(
+            "UPDATE agent_contexts SET shutdown_requested_by = ? WHERE context_id = ?",
+            (item.source_conversation, conversation_id),
+        )

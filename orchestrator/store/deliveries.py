@@ -1,0 +1,133 @@
+"""Deliveries from the outside world, stored before they are acknowledged and then worked off.
+
+A delivery is committed before its sender hears 202, deduplicated by its id (a redelivery
+is acknowledged and does nothing), and consumed by a worker: one that fails is retried
+with exponential backoff and, after its attempts, marked failed with the error kept.
+Nothing is deleted until it is done and older than the redelivery window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.store.sqlite import Tx
+
+MAX_ATTEMPTS = 6
+BACKOFF_BASE_S = 2.0
+BACKOFF_CAP_S = 600.0
+KEEP_DONE_S = 7 * 24 * 3600.0  # GitHub redelivers for 3 days; ids are kept longer than that
+
+DeliveryState = Literal["pending", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One stored delivery."""
+
+    delivery_id: str
+    event: str
+    action: str
+    body: bytes
+    attempts: int
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """A delivery's bookkeeping, for status and tests."""
+
+    delivery_id: str
+    event: str
+    action: str
+    state: DeliveryState
+    attempts: int
+    outcome: str | None
+    error: str | None
+
+
+def record(tx: Tx, *, delivery_id: str, event: str, action: str, body: bytes, at: float) -> bool:
+    """Store a delivery once; False when its id was seen before (a redelivery)."""
+    cursor = tx.execute(
+        "INSERT OR IGNORE INTO deliveries (delivery_id, event, action, body, received_at,"
+        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (delivery_id, event, action, body, at, at),
+    )
+    return cursor.rowcount == 1
+
+
+def due(tx: Tx, *, at: float, limit: int = 50) -> list[Delivery]:
+    """Pending deliveries whose next attempt is due, oldest first."""
+    rows = tx.execute(
+        "SELECT delivery_id, event, action, body, attempts FROM deliveries"
+        " WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY received_at, rowid LIMIT ?",
+        (at, limit),
+    ).fetchall()
+    return [Delivery(d, e, a, bytes(b), n) for d, e, a, b, n in rows]
+
+
+def next_due_at(tx: Tx) -> float | None:
+    """When the earliest pending delivery is due, or None when none is pending."""
+    row = tx.execute(
+        "SELECT MIN(next_attempt_at) FROM deliveries WHERE state = 'pending'"
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def done(tx: Tx, delivery_id: str, *, outcome: str, at: float) -> None:
+    """Mark a delivery handled, with what came of it."""
+    tx.execute(
+        "UPDATE deliveries SET state = 'done', outcome = ?, error = NULL, finished_at = ?,"
+        " attempts = attempts + 1 WHERE delivery_id = ?",
+        (outcome, at, delivery_id),
+    )
+
+
+def failed_attempt(tx: Tx, delivery_id: str, *, error: str, at: float, retry: bool = True) -> bool:
+    """Record a failed attempt; schedule the next or, after the last, mark it failed.
+
+    Returns True when another attempt is scheduled.
+    """
+    row = tx.execute(
+        "SELECT attempts FROM deliveries WHERE delivery_id = ?", (delivery_id,)
+    ).fetchone()
+    attempts = int(row[0]) + 1
+    if retry and attempts < MAX_ATTEMPTS:
+        delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S**attempts)
+        tx.execute(
+            "UPDATE deliveries SET attempts = ?, error = ?, next_attempt_at = ?"
+            " WHERE delivery_id = ?",
+            (attempts, error, at + delay, delivery_id),
+        )
+        return True
+    tx.execute(
+        "UPDATE deliveries SET state = 'failed', attempts = ?, error = ?, finished_at = ?"
+        " WHERE delivery_id = ?",
+        (attempts, error, at, delivery_id),
+    )
+    return False
+
+
+def retry_later(tx: Tx, delivery_id: str, *, at: float, not_before: float, error: str) -> None:
+    """Put a delivery back without spending an attempt (e.g. rate limited until a time)."""
+    tx.execute(
+        "UPDATE deliveries SET next_attempt_at = ?, error = ? WHERE delivery_id = ?",
+        (max(at, not_before), error, delivery_id),
+    )
+
+
+def get(tx: Tx, delivery_id: str) -> DeliveryRecord | None:
+    """One delivery's bookkeeping."""
+    row = tx.execute(
+        "SELECT delivery_id, event, action, state, attempts, outcome, error FROM deliveries"
+        " WHERE delivery_id = ?",
+        (delivery_id,),
+    ).fetchone()
+    return None if row is None else DeliveryRecord(*row)
+
+
+def prune(tx: Tx, *, at: float) -> int:
+    """Forget handled deliveries older than the keep window; returns how many."""
+    cursor = tx.execute(
+        "DELETE FROM deliveries WHERE state = 'done' AND finished_at < ?", (at - KEEP_DONE_S,)
+    )
+    return cursor.rowcount

@@ -1,0 +1,201 @@
+"""The store's schema as numbered migrations; version N is MIGRATIONS[N - 1]."""
+
+from __future__ import annotations
+
+INITIAL = """
+CREATE TABLE jobs (
+    job_id      INTEGER PRIMARY KEY,
+    job_key     TEXT NOT NULL UNIQUE,
+    project     TEXT NOT NULL,
+    title       TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'active'
+                CHECK (state IN ('active', 'complete', 'failed', 'withdrawn')),
+    result      TEXT,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+
+CREATE TABLE conversations (
+    conversation_id TEXT PRIMARY KEY,
+    kind            TEXT NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'closed')),
+    awaiting_input  INTEGER NOT NULL DEFAULT 0,
+    in_turn         INTEGER NOT NULL DEFAULT 0,
+    parent_id       TEXT REFERENCES conversations (conversation_id),
+    agent           TEXT NOT NULL,
+    initiator       TEXT NOT NULL,
+    job_id          INTEGER REFERENCES jobs (job_id),
+    last_seq        INTEGER NOT NULL DEFAULT 0,
+    result          TEXT,
+    created_at      REAL NOT NULL,
+    closed_at       REAL
+);
+CREATE INDEX conversations_parent ON conversations (parent_id);
+CREATE INDEX conversations_job ON conversations (job_id);
+
+CREATE TABLE messages (
+    message_id          INTEGER PRIMARY KEY,
+    conversation_id     TEXT NOT NULL REFERENCES conversations (conversation_id),
+    seq                 INTEGER NOT NULL,
+    sender              TEXT NOT NULL,
+    role                TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool')),
+    content             TEXT NOT NULL,
+    input_tokens        INTEGER,
+    output_tokens       INTEGER,
+    cache_read_tokens   INTEGER,
+    cache_write_tokens  INTEGER,
+    created_at          REAL NOT NULL,
+    UNIQUE (conversation_id, seq)
+);
+
+CREATE TABLE agent_contexts (
+    context_id          TEXT PRIMARY KEY REFERENCES conversations (conversation_id),
+    parent_context_id   TEXT REFERENCES agent_contexts (context_id),
+    initiator           TEXT NOT NULL,
+    recipient           TEXT NOT NULL,
+    status              TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'closed')),
+    opening_call_id     TEXT,
+    request_call_id     TEXT,
+    serving_call_id     TEXT,
+    shutdown_requested_by TEXT,
+    pending_count       INTEGER NOT NULL DEFAULT 0 CHECK (pending_count >= 0),
+    created_at          REAL NOT NULL
+);
+CREATE INDEX agent_contexts_parent ON agent_contexts (parent_context_id);
+
+CREATE TABLE inbox (
+    item_id             INTEGER PRIMARY KEY,
+    conversation_id     TEXT NOT NULL REFERENCES conversations (conversation_id),
+    kind                TEXT NOT NULL,
+    sender              TEXT NOT NULL,
+    call_id             TEXT,
+    source_conversation TEXT,
+    content             TEXT NOT NULL,
+    created_at          REAL NOT NULL
+);
+CREATE INDEX inbox_conversation ON inbox (conversation_id, item_id);
+"""
+
+BOARD_AND_GATES = """
+CREATE TABLE tasks (
+    task_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER NOT NULL REFERENCES jobs (job_id),
+    number          INTEGER NOT NULL,
+    title           TEXT NOT NULL,
+    spec            TEXT NOT NULL,
+    workgroup       TEXT,
+    review          TEXT NOT NULL DEFAULT 'full' CHECK (review IN ('full', 'spec-only', 'none')),
+    state           TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'in_progress', 'in_review', 'done', 'blocked',
+                                     'cancelled')),
+    result          TEXT,
+    blocked_reason  TEXT,
+    created_by      TEXT NOT NULL,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL,
+    UNIQUE (job_id, number)
+);
+
+CREATE TABLE task_deps (
+    task_id     INTEGER NOT NULL REFERENCES tasks (task_id),
+    blocked_by  INTEGER NOT NULL REFERENCES tasks (task_id),
+    PRIMARY KEY (task_id, blocked_by),
+    CHECK (task_id != blocked_by)
+);
+
+CREATE TABLE gates (
+    gate_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER REFERENCES jobs (job_id),
+    conversation_id TEXT NOT NULL REFERENCES conversations (conversation_id),
+    call_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('plan', 'question', 'escalation', 'pull_request')),
+    question        TEXT NOT NULL,
+    options         TEXT,
+    asked_by        TEXT NOT NULL,
+    decider         TEXT,
+    comment_ref     TEXT,
+    answer          TEXT,
+    answered_by     TEXT,
+    answered_via    TEXT CHECK (answered_via IN ('human', 'proxy')),
+    asked_at        REAL NOT NULL,
+    answered_at     REAL,
+    UNIQUE (conversation_id, call_id)
+);
+CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
+"""
+
+TEAMS = """
+ALTER TABLE jobs ADD COLUMN max_parallel INTEGER NOT NULL DEFAULT 3 CHECK (max_parallel >= 1);
+ALTER TABLE conversations ADD COLUMN task_id INTEGER REFERENCES tasks (task_id);
+CREATE INDEX conversations_task ON conversations (task_id) WHERE task_id IS NOT NULL;
+ALTER TABLE tasks ADD COLUMN resolves INTEGER;
+
+CREATE TABLE job_workspaces (
+    job_id      INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    mirror      TEXT NOT NULL,
+    branch      TEXT NOT NULL UNIQUE,
+    base        TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    removed     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE worktree_slots (
+    path        TEXT PRIMARY KEY,
+    mirror      TEXT NOT NULL,
+    task_id     INTEGER UNIQUE REFERENCES tasks (task_id),
+    leased_at   REAL
+);
+
+CREATE TABLE task_log (
+    entry_id    INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    task_number INTEGER,
+    event       TEXT NOT NULL,
+    detail      TEXT NOT NULL DEFAULT '',
+    at          REAL NOT NULL
+);
+CREATE INDEX task_log_job ON task_log (job_id, entry_id);
+"""
+
+FORGE = """
+CREATE TABLE deliveries (
+    delivery_id     TEXT PRIMARY KEY,
+    event           TEXT NOT NULL,
+    action          TEXT NOT NULL DEFAULT '',
+    body            BLOB NOT NULL,
+    received_at     REAL NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'done', 'failed')),
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at REAL NOT NULL,
+    outcome         TEXT,
+    error           TEXT,
+    finished_at     REAL
+);
+CREATE INDEX deliveries_due ON deliveries (state, next_attempt_at);
+
+CREATE TABLE job_links (
+    job_id      INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    forge       TEXT NOT NULL,
+    subject     TEXT NOT NULL
+);
+
+CREATE TABLE forge_objects (
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    key         TEXT NOT NULL,
+    external_id TEXT NOT NULL,
+    digest      TEXT NOT NULL DEFAULT '',
+    updated_at  REAL NOT NULL,
+    PRIMARY KEY (job_id, key)
+);
+"""
+
+# Each job gets a repository of its own (orchestrator/workspace/layout.py); NULL marks a job whose
+# branches still live in the shared mirror, moved on first use. Task slots are then keyed
+# by that repository, in the existing `mirror` column.
+JOB_REPOSITORIES = """
+ALTER TABLE job_workspaces ADD COLUMN repo TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS, FORGE, JOB_REPOSITORIES)

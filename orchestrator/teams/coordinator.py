@@ -1,0 +1,370 @@
+"""The mini-team coordinator: the engine's code, run as the agent of a task conversation.
+
+A lead's `dispatch` opens a task conversation; this coordinator takes its turns. Each turn
+is a pure function of the transcript (the lead's brief, the team_* step results, the
+members' replies), so the task's progress is exactly what the store holds and a restart
+carries on from it. The members are ordinary agents reached by Send: a fresh worker in the
+task's worktree, then the reviewers the task's review level asks for, each given the
+spec and the diff, never the worker's transcript. Changes requested go back to the worker
+in its own conversation, up to the workgroup's review rounds; then the lead is told. An
+approved branch is merged by the engine; the last merge of a job brings in the phase
+reviewer, whose requested changes become new tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.agents.tools import SEND
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.ports import Agents, AgentSpec, ModelRequest
+from orchestrator.teams.board import RESULT_MAX
+from orchestrator.teams.tools import FINISH, MERGE, PHASE, PREPARE, REVIEW
+from orchestrator.teams.transactions import MINI_TEAM
+
+APPROVE = "approve"
+BLOCKED = "blocked"
+REQUEST_REVIEW = "request review"
+
+
+@dataclass
+class Step:
+    """One tool call of the coordinator and what came back."""
+
+    call: ToolCall
+    results: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+def _steps(messages: Sequence[Message]) -> tuple[Mapping[str, Any], list[list[Step]]]:
+    """The request, and the coordinator's turns as lists of steps with their results."""
+    request: Mapping[str, Any] = {}
+    turns: list[list[Step]] = []
+    by_id: dict[str, Step] = {}
+    for message in messages:
+        if message.role == "user" and message.content.get("kind") == "request" and not request:
+            request = message.content
+        elif message.role == "assistant" and message.tool_calls:
+            turn = [Step(call) for call in message.tool_calls]
+            by_id |= {step.call.call_id: step for step in turn}
+            turns.append(turn)
+        elif message.role == "tool" and message.call_id in by_id:
+            by_id[message.call_id].results.append(message.content)
+    return request, turns
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0].strip().lower() if text.strip() else ""
+
+
+def _json(step: Step) -> dict[str, Any]:
+    result = step.results[0]
+    if result.get("is_error"):
+        return {"error": result.get("text", "")}
+    parsed = json.loads(result.get("text") or "{}")
+    return parsed if isinstance(parsed, dict) else {"error": "unexpected step result"}
+
+
+class Coordinator:
+    """The Model of every mini-team: decides the next step of a task from its transcript."""
+
+    async def complete(self, request: ModelRequest) -> AssistantTurn:
+        """The next turn: a step to take, or the final reply to the lead."""
+        return next_turn(request.messages)
+
+
+def next_turn(messages: Sequence[Message]) -> AssistantTurn:
+    """The coordinator's decision, from the transcript alone."""
+    request, turns = _steps(messages)
+    seq = messages[-1].seq if messages else 0
+    ids = iter(f"team-{seq}-{n}" for n in range(100))
+
+    def call(name: str, **args: Any) -> ToolCall:
+        return ToolCall(next(ids), name, args)
+
+    if not turns:
+        return AssistantTurn(tool_calls=(call(PREPARE),))
+    info = _json(turns[0][0])
+    if "error" in info:
+        return AssistantTurn(text=f"The mini-team could not start: {info['error']}")
+    last = turns[-1]
+    name = last[0].call.name
+    if name == FINISH:
+        return AssistantTurn(text=_final_reply(info, turns))
+    if name == PREPARE:
+        brief = _worker_brief(info, request)
+        return AssistantTurn(tool_calls=(call(SEND, member=info["worker"], message=brief),))
+    if name == REVIEW:
+        return _to_reviewers(info, turns, call)
+    if name == MERGE:
+        return _after_merge(info, _json(last[0]), call)
+    if name == PHASE:
+        return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
+    return _after_replies(info, turns, last, call)
+
+
+Call = Callable[..., ToolCall]
+
+
+def _to_reviewers(info: dict[str, Any], turns: list[list[Step]], call: Call) -> AssistantTurn:
+    review = _json(turns[-1][0])
+    if not review.get("commits"):
+        return _nothing_committed(info, turns, call)
+    rounds = _review_rounds(turns)
+    sends = [
+        call(SEND, member=r, message=_review_brief(info, review, rounds), **_context(turns, r))
+        for r in _reviewers(info, turns)
+    ]
+    return AssistantTurn(tool_calls=tuple(sends))
+
+
+def _nothing_committed(info: dict[str, Any], turns: list[list[Step]], call: Call) -> AssistantTurn:
+    """A worker that says it is done but committed nothing is sent back, then escalated."""
+    empty = sum(turn[0].call.name == REVIEW and not _json(turn[0]).get("commits") for turn in turns)
+    if empty >= info["rounds"]:
+        reason = f"the worker committed nothing on {info['branch']} after {empty} reminder(s)"
+        return AssistantTurn(tool_calls=(call(FINISH, outcome="no commits", reason=reason),))
+    worker = info["worker"]
+    message = (
+        f"Your worktree has no changes beyond the job branch ({info['branch']} has no "
+        "commits), so there is nothing to review or merge. Make the change in your "
+        "worktree and reply when it is done (the engine commits what you leave there); if "
+        "it cannot be done, reply `blocked: <reason>`."
+    )
+    return AssistantTurn(
+        tool_calls=(call(SEND, member=worker, message=message, **_context(turns, worker)),)
+    )
+
+
+def _after_merge(info: dict[str, Any], merged: dict[str, Any], call: Call) -> AssistantTurn:
+    if "conflicts" in merged:
+        reason = "merge conflict in " + ", ".join(merged["conflicts"])
+        return AssistantTurn(tool_calls=(call(FINISH, outcome="conflict", reason=reason),))
+    phase = info.get("phase_reviewer")
+    if merged.get("last") and phase and merged.get("phase_reviews", 0) < info["rounds"]:
+        return AssistantTurn(
+            tool_calls=(call(SEND, member=phase, message=_phase_brief(info, merged)),)
+        )
+    return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
+
+
+def _after_replies(
+    info: dict[str, Any], turns: list[list[Step]], last: list[Step], call: Any
+) -> AssistantTurn:
+    member = last[0].call.args.get("member")
+    replies = [(step.call.args.get("member", ""), _reply_text(step)) for step in last]
+    if member == info.get("phase_reviewer") and len(turns) > 2 and turns[-2][0].call.name == MERGE:
+        verdict = replies[0][1]
+        approved = _first_line(verdict).startswith(APPROVE)
+        return AssistantTurn(tool_calls=(call(PHASE, verdict=verdict, approved=approved),))
+    if member == info["worker"]:
+        text = replies[0][1]
+        if last[0].results[0].get("is_error") or _first_line(text).startswith(BLOCKED):
+            return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=text),))
+        if _reviewers(info, turns):
+            return AssistantTurn(tool_calls=(call(REVIEW, result=text),))
+        return AssistantTurn(tool_calls=(call(MERGE, result=text),))
+    objections = [(who, text) for who, text in replies if not _first_line(text).startswith(APPROVE)]
+    if not objections:
+        return AssistantTurn(tool_calls=(call(MERGE, result=_worker_reply(info, turns)),))
+    points = "\n\n".join(f"{who}:\n{text}" for who, text in objections)
+    rounds = _review_rounds(turns)
+    if rounds >= info["rounds"]:
+        return AssistantTurn(tool_calls=(call(FINISH, outcome="escalated", reason=points),))
+    feedback = (
+        f"Review round {rounds} of {info['rounds']}: changes requested.\n\n{points}\n\n"
+        "Address every point (or say why not) in your worktree, and reply as before; the "
+        "engine commits your changes when you reply."
+    )
+    return AssistantTurn(
+        tool_calls=(
+            call(SEND, member=info["worker"], message=feedback, **_context(turns, info["worker"])),
+        )
+    )
+
+
+def _reply_text(step: Step) -> str:
+    return str(step.results[0].get("text", "")) if step.results else ""
+
+
+def _context(turns: list[list[Step]], member: str) -> dict[str, str]:
+    """context_id of the conversation already open with `member`, to continue it."""
+    for turn in turns:
+        for step in turn:
+            if step.call.name == SEND and step.call.args.get("member") == member and step.results:
+                conversation = step.results[0].get("conversation_id")
+                if conversation:
+                    return {"context_id": str(conversation)}
+    return {}
+
+
+def _worker_replies(info: dict[str, Any], turns: list[list[Step]]) -> list[str]:
+    return [
+        _reply_text(step)
+        for turn in turns
+        for step in turn
+        if step.call.name == SEND and step.call.args.get("member") == info["worker"]
+    ]
+
+
+def _worker_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
+    replies = _worker_replies(info, turns)
+    return replies[-1] if replies else ""
+
+
+def _reviewers(info: dict[str, Any], turns: list[list[Step]]) -> list[str]:
+    """The task's reviewers; a worker may ask for review of a task planned without it."""
+    if info["reviewers"]:
+        return list(info["reviewers"])
+    asked = any(_first_line(r).startswith(REQUEST_REVIEW) for r in _worker_replies(info, turns))
+    return list(info["fallback_reviewers"]) if asked else []
+
+
+def _review_rounds(turns: list[list[Step]]) -> int:
+    return sum(turn[0].call.name == REVIEW for turn in turns)
+
+
+def _worker_brief(info: dict[str, Any], request: Mapping[str, Any]) -> str:
+    lines = [
+        f"Task #{info['task']}: {info['title']}",
+        "",
+        "You are the worker of a fresh mini-team on this task. Your current directory is the "
+        f"task's own git worktree, on branch {info['branch']}, made from the job branch "
+        f"{info['job_branch']}. Leave your changes there: the engine commits them when you "
+        "reply (your git is read-only: status, diff and log work, commit does not) and "
+        "merges your branch into the job branch once review approves.",
+        "",
+        "Spec:",
+        info["spec"],
+    ]
+    if request.get("text"):
+        lines += ["", f"From your lead ({request.get('from', 'the lead')}):", str(request["text"])]
+    if info.get("resolves") is not None:
+        files = ", ".join(info.get("conflicts") or []) or "(none left: check git status)"
+        lines += [
+            "",
+            f"This task resolves a merge conflict: the branch of task #{info['resolves']} is "
+            "being merged into your worktree and git left conflict markers in: "
+            f"{files}. Resolve each conflict keeping the intent of both sides and run the "
+            "tests; the engine concludes the merge with your changes when you reply.",
+        ]
+    review = ", ".join(info["reviewers"]) or "none"
+    lines += [
+        "",
+        f"Review: {review}. Reviewers read the spec and your diff, not this conversation.",
+    ]
+    if not info["reviewers"]:
+        lines.append(
+            f'If the task proves harder than planned, begin your reply with "{REQUEST_REVIEW}".'
+        )
+    lines.append(
+        "Reply with what changed and the tests you ran (your reply becomes the commit "
+        "message); begin with "
+        '"blocked:" and the reason if the task cannot be done as specified.'
+    )
+    return "\n".join(lines)
+
+
+def _review_brief(info: dict[str, Any], review: dict[str, Any], round_number: int) -> str:
+    span = f"{review['base']}..{review['head']}"
+    return "\n".join(
+        [
+            f"Review task #{info['task']}: {info['title']} (round {round_number} of "
+            f"{info['rounds']}).",
+            "",
+            "Spec:",
+            info["spec"],
+            "",
+            f"The change is {review['commits']} commit(s), {span}, on branch {info['branch']}; "
+            f"your current directory is its worktree. Read it with `git diff {span}` and "
+            f"`git log {span}`. You do not edit files.",
+            "",
+            f"The first line of your reply is exactly `{APPROVE}` or `request changes`; after "
+            "`request changes`, a numbered list of specific changes.",
+        ]
+    )
+
+
+def _phase_brief(info: dict[str, Any], merged: dict[str, Any]) -> str:
+    span = f"{merged['base']}..{info['job_branch']}"
+    return "\n".join(
+        [
+            "Every task of this job is merged. Review the job as a whole before it becomes a "
+            "pull request. Your current directory is a checkout of the job branch "
+            f"{info['job_branch']}; the job's change is `git diff {span}`.",
+            "",
+            "The job's request:",
+            str(merged.get("request", "")),
+            "",
+            "The tasks:",
+            str(merged.get("board", "")),
+            "",
+            f"The first line of your reply is exactly `{APPROVE}` or `request changes`; after "
+            "`request changes`, a numbered list: each point becomes a new task.",
+        ]
+    )
+
+
+def _final_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
+    outcome = turns[-1][0].call.args.get("outcome", "merged")
+    reason = str(turns[-1][0].call.args.get("reason", ""))
+    n = info["task"]
+    if outcome == "merged":
+        merge = next(_json(t[0]) for t in reversed(turns) if t[0].call.name == MERGE)
+        text = f"Task #{n} merged into {info['job_branch']} ({str(merge['merged'])[:12]}). "
+        text += _clip(_worker_reply(info, turns), RESULT_MAX)
+        rounds = _review_rounds(turns)
+        if rounds:
+            text += f"\nReview: approved after {rounds} round(s)."
+        phase = [t for t in turns if t[0].call.name == PHASE]
+        created = _json(phase[-1][0]).get("created", []) if phase else []
+        if created:
+            listed = ", ".join(f"#{c}" for c in created)
+            text += (
+                f"\nThis was the last task; the phase reviewer asked for changes, now tasks "
+                f"{listed} on the board: dispatch them."
+            )
+        elif phase:
+            text += "\nThis was the last task; the phase review approved the whole job."
+        elif merge.get("last"):
+            text += "\nThis was the last task; no phase review ran (none configured, or its "
+            text += "rounds are spent)."
+        return text
+    if outcome == "escalated":
+        return (
+            f"Task #{n} escalated: no approval after {info['rounds']} review round(s). It is "
+            f"marked blocked. Open points:\n{reason}\nDecide: dispatch it again with guidance "
+            "in the brief, re-plan it, or leave it blocked."
+        )
+    if outcome == "conflict":
+        merge = _json(next(t for t in reversed(turns) if t[0].call.name == MERGE)[0])
+        return (
+            f"Task #{n} was approved but conflicts with the job branch {info['job_branch']} "
+            f"in: {', '.join(merge['conflicts'])}. It is marked blocked; its branch "
+            f"{info['branch']} is kept. The conflicting hunks:\n{merge.get('hunks', '')}\n"
+            f"Create a resolution task (task_create with resolves={n}) and dispatch it, or "
+            "re-plan."
+        )
+    return f"Task #{n} blocked: {reason}"
+
+
+class TeamAgents:
+    """Agents with the coordinator at every workgroup's `mini-team` address."""
+
+    def __init__(self, inner: Agents) -> None:
+        self.inner = inner
+        self.coordinator = Coordinator()
+
+    def spec(self, address: str) -> AgentSpec:
+        """The coordinator for a mini-team address, else the configured agent."""
+        if address.rsplit("/", 1)[-1] == MINI_TEAM:
+            return AgentSpec(
+                address, "", (), self.coordinator, max_turns=10_000, context_tokens=10**9
+            )
+        return self.inner.spec(address)

@@ -1,0 +1,314 @@
+"""The engine's side of a mini-team: its worktree, review rounds, the merge, the ending.
+
+The coordinator (team.py) calls these as tools, so each step's result is a committed
+row before the next step is decided, and a restarted engine repeats at most the step it
+was in. Every step is idempotent for that reason: leasing returns the task's own slot,
+merging what is merged is a no-op, board updates set what is already set.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.config import Project, Workgroup
+from orchestrator.errors import ToolError
+from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event
+from orchestrator.workspace.git import IDENTITY, git, rev
+from orchestrator.workspace.layout import JobSpace, TaskSpace, Workspace, task_branch
+
+PREPARE, REVIEW, MERGE, PHASE, FINISH = (
+    "team_prepare",
+    "team_review",
+    "team_merge",
+    "team_phase",
+    "team_finish",
+)
+TEAM_TOOLS = frozenset({PREPARE, REVIEW, MERGE, PHASE, FINISH})
+REQUEST_MAX = 4_000
+PHASE_EVENT = "phase review"
+_POINT = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
+
+
+@dataclass(frozen=True)
+class TeamRef:
+    """Which task a mini-team conversation works on."""
+
+    job_id: int
+    number: int
+    project: str
+    workgroup: str
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class TeamTools:
+    """A ToolRunner for the coordinator's team_* tools."""
+
+    def __init__(self, store: Store, workspace: Workspace, projects: Mapping[str, Project]) -> None:
+        self.store = store
+        self.board = TaskBoard(store)
+        self.workspace = workspace
+        self.projects = projects
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        """Run one step; a failure comes back as an error result the coordinator acts on."""
+        try:
+            ref = await self._ref(conversation_id)
+            job = await self.workspace.job(ref.job_id)
+            if job is None:
+                raise ToolError(f"job {ref.job_id} has no workspace")
+            output = await self._step(call.name, ref, job, call.args)
+        except ToolError as exc:
+            return ToolResult(call.call_id, f"{call.name}: {exc}", is_error=True)
+        return ToolResult(call.call_id, json.dumps(output))
+
+    async def _ref(self, conversation_id: str) -> TeamRef:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT t.job_id, t.number, j.project, t.workgroup FROM conversations c"
+                " JOIN tasks t ON t.task_id = c.task_id JOIN jobs j ON j.job_id = t.job_id"
+                " WHERE c.conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+        )
+        if row is None:
+            raise ToolError(f"{conversation_id!r} is not a mini-team of a task")
+        return TeamRef(*row)
+
+    def _workgroup(self, ref: TeamRef) -> Workgroup:
+        project = self.projects.get(ref.project)
+        found = [w for w in project.workgroups if w.name == ref.workgroup] if project else []
+        if not found:
+            raise ToolError(f"project {ref.project!r} has no workgroup {ref.workgroup!r}")
+        return found[0]
+
+    async def _step(
+        self, name: str, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        if name == PREPARE:
+            return await self._prepare(ref, job)
+        if name == REVIEW:
+            return await self._review(ref, job, str(args.get("result", "")))
+        if name == MERGE:
+            return await self._merge(ref, job, str(args.get("result", "")))
+        if name == PHASE:
+            verdict = "" if args.get("approved") else str(args.get("verdict", ""))
+            return await self._phase(ref, verdict)
+        if name == FINISH:
+            return await self._finish(ref, job, args)
+        raise ToolError(f"unknown step; the steps are {sorted(TEAM_TOOLS)}")
+
+    async def _prepare(self, ref: TeamRef, job: JobSpace) -> dict[str, Any]:
+        task = await self.board.get(ref.job_id, ref.number)
+        workgroup = self._workgroup(ref)
+        space = await self.workspace.lease(job, ref.number)
+        conflicts: list[str] = []
+        if task.resolves is not None:
+            conflicts = await _merge_in(space, task_branch(job, task.resolves))
+            await self.workspace.hand_over(space.path)
+        if task.state != "in_progress":
+            await self.board.update(ref.job_id, ref.number, state="in_progress")
+        await self._log(ref, "started", space.path.name)
+        return {
+            "task": task.number,
+            "title": task.title,
+            "spec": task.spec,
+            "review": task.review,
+            "rounds": workgroup.review_rounds,
+            "worker": workgroup.worker_name(),
+            "reviewers": list(workgroup.reviewers(task.review)),
+            "fallback_reviewers": list(workgroup.reviewers("full")),
+            "phase_reviewer": workgroup.phase_reviewer,
+            "branch": space.branch,
+            "job_branch": job.branch,
+            "resolves": task.resolves,
+            "conflicts": conflicts,
+        }
+
+    async def _commit(self, ref: TeamRef, job: JobSpace, result: str) -> list[str]:
+        """The engine commits what the worker left in the slot: agents cannot write git data.
+
+        Returns the nested repositories it had to strip (their `.git`), for the record.
+        """
+        space = await self.workspace.task(job, ref.number)
+        if space is None:
+            return []
+        task = await self.board.get(ref.job_id, ref.number)
+        worker = self._workgroup(ref).worker_name()
+        message = f"Task #{ref.number}: {task.title}\n\n{_commit_text(result)}"
+        author = (f"{worker} (teaparty)", IDENTITY[1])
+        committed = await self.workspace.commit_task(space, message, author=author)
+        return list(committed.stripped)
+
+    async def _review(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+        stripped = await self._commit(ref, job, result)
+        branch = task_branch(job, ref.number)
+        head = await rev(job.repo, f"refs/heads/{branch}")
+        _, base = await git(job.repo, "merge-base", job.branch, branch)
+        _, count = await git(job.repo, "rev-list", "--count", f"{base.strip()}..{head}")
+        await self.board.update(ref.job_id, ref.number, state="in_review")
+        await self._log(ref, "review", f"{base.strip()[:12]}..{(head or '')[:12]}")
+        out = {"base": base.strip(), "head": head, "commits": int(count.strip() or 0)}
+        return out | ({"stripped": stripped} if stripped else {})
+
+    async def _merge(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+        await self._commit(ref, job, result)
+        task = await self.board.get(ref.job_id, ref.number)
+        merged = await self.workspace.merge_task(job, ref.number, task.title)
+        if merged.commit is None:
+            hunks = await self.workspace.conflict_hunks(job, merged)
+            return {"conflicts": list(merged.conflicts), "hunks": hunks}
+        summary = _clip(" ".join(result.split()) or "done", RESULT_MAX)
+        last = await self.store.write(lambda tx: _mark_merged(tx, ref, summary, merged.commit))
+        out: dict[str, Any] = {"merged": merged.commit, "last": last}
+        if last:
+            space = await self.workspace.task(job, ref.number)
+            if space is not None:  # the phase reviewer reads the whole job in this slot
+                await space.checkout.git("checkout", "--quiet", "--detach", job.branch)
+            out |= {"base": job.base, "request": await self._request(ref)}
+            out["board"] = await self.board.summary(ref.job_id)
+            out["phase_reviews"] = await self._count(ref, PHASE_EVENT)
+        return out
+
+    async def _phase(self, ref: TeamRef, verdict: str) -> dict[str, Any]:
+        reviewer = f"{ref.project}/{ref.workgroup}/{self._workgroup(ref).phase_reviewer}"
+        created = await self.store.write(lambda tx: _phase_tasks(tx, ref, reviewer, verdict))
+        return {"created": created}
+
+    async def _finish(self, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]) -> dict[str, Any]:
+        outcome = str(args.get("outcome", "merged"))
+        reason = str(args.get("reason", ""))
+        if outcome != "merged":
+            task = await self.board.get(ref.job_id, ref.number)
+            if task.state != "blocked":
+                why = _clip(f"{outcome}: {' '.join(reason.split())}", RESULT_MAX)
+                await self.board.update(ref.job_id, ref.number, state="blocked", blocked_reason=why)
+        await self.workspace.release(job, ref.number)
+        await self._log(ref, "ended", outcome)
+        return {"outcome": outcome}
+
+    async def _log(self, ref: TeamRef, event: str, detail: str) -> None:
+        await self.store.write(lambda tx: log_event(tx, ref.job_id, ref.number, event, detail))
+
+    async def _count(self, ref: TeamRef, event: str) -> int:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT count(*) FROM task_log WHERE job_id = ? AND event = ?", (ref.job_id, event)
+            ).fetchone()
+        )
+        return int(row[0])
+
+    async def _request(self, ref: TeamRef) -> str:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT m.content FROM messages m JOIN conversations c"
+                " ON c.conversation_id = m.conversation_id WHERE c.job_id = ?"
+                " AND c.parent_id IS NULL AND m.role = 'user' ORDER BY m.seq LIMIT 1",
+                (ref.job_id,),
+            ).fetchone()
+        )
+        text = str(json.loads(row[0]).get("text", "")) if row else ""
+        return _clip(text, REQUEST_MAX)
+
+
+def _phase_tasks(tx: Tx, ref: TeamRef, reviewer: str, verdict: str) -> list[int]:
+    """Create a task per point of the phase review, once per mini-team run (a retry finds them)."""
+    recorded = tx.execute(
+        "SELECT detail FROM task_log WHERE job_id = ? AND task_number = ? AND event = ?"
+        " AND entry_id > (SELECT max(entry_id) FROM task_log WHERE job_id = ? AND"
+        " task_number = ? AND event = 'started')",
+        (ref.job_id, ref.number, PHASE_EVENT, ref.job_id, ref.number),
+    ).fetchone()
+    if recorded is not None:
+        return [int(n) for n in recorded[0].split(",") if n]
+    created = (
+        []
+        if not verdict
+        else [
+            create_task(
+                tx,
+                ref.job_id,
+                title=_clip(point.splitlines()[0], 70),
+                spec=f"The phase review of the whole job asked for this change:\n\n{point}",
+                created_by=reviewer,
+                workgroup=ref.workgroup,
+            ).number
+            for point in _points(verdict)
+        ]
+    )
+    log_event(tx, ref.job_id, ref.number, PHASE_EVENT, ",".join(map(str, created)))
+    return created
+
+
+def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool:
+    """Mark the task (and a task it resolved) done; return whether the board is now all done."""
+    stamp = now()
+    tx.execute(
+        "UPDATE tasks SET state = 'done', result = ?, blocked_reason = NULL, updated_at = ?"
+        " WHERE job_id = ? AND number = ?",
+        (summary, stamp, ref.job_id, ref.number),
+    )
+    tx.execute(
+        "UPDATE tasks SET state = 'done', blocked_reason = NULL, result = ?, updated_at = ?"
+        " WHERE job_id = ? AND state != 'done' AND number = (SELECT resolves FROM tasks"
+        " WHERE job_id = ? AND number = ?)",
+        (f"merged through task #{ref.number}", stamp, ref.job_id, ref.job_id, ref.number),
+    )
+    log_event(tx, ref.job_id, ref.number, "merged", commit or "")
+    (open_tasks,) = tx.execute(
+        "SELECT count(*) FROM tasks WHERE job_id = ? AND state NOT IN ('done', 'cancelled')",
+        (ref.job_id,),
+    ).fetchone()
+    return int(open_tasks) == 0
+
+
+async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
+    """Start merging `branch` into the slot, leaving conflict markers; the conflicting files."""
+    checkout = space.checkout
+    code, _ = await checkout.git("merge-base", "--is-ancestor", branch, "HEAD", check=False)
+    if code != 0 and not (checkout.admin / "MERGE_HEAD").exists():
+        name, email = IDENTITY
+        await checkout.git(
+            *("-c", f"user.name={name}", "-c", f"user.email={email}"),
+            *("merge", "--no-ff", "--no-commit", branch),
+            check=False,
+        )
+    _, out = await checkout.git("diff", "--name-only", "--diff-filter=U")
+    return out.split()
+
+
+# Forges close an issue named after these words when the commit reaches the default branch;
+# in a message an agent wrote they must not (the pull request closes the job's own issue).
+_CLOSING = re.compile(
+    r"\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(\s*:?\s+)(?=[\w./-]*#\d|gh-\d|https?://)",
+    re.IGNORECASE,
+)
+
+
+def _commit_text(reply: str) -> str:
+    """The worker's reply as a commit message body: printable, bounded, closing nothing."""
+    kept = "".join(c for c in reply if c.isprintable() or c in "\n\t")
+    kept = _CLOSING.sub(r"\1 (reference only)\2", kept)
+    return _clip(kept.strip(), 2_000) or "(the worker gave no summary)"
+
+
+def _points(verdict: str) -> list[str]:
+    """The numbered points of a `request changes` verdict (the whole text if it has none)."""
+    body = verdict.split("\n", 1)[1] if "\n" in verdict else ""
+    points: list[list[str]] = []
+    for line in body.splitlines():
+        match = _POINT.match(line)
+        if match:
+            points.append([match.group(2)])
+        elif points and line.strip():
+            points[-1].append(line.strip())
+    found = ["\n".join(p) for p in points]
+    return found or ([body.strip()] if body.strip() else ["Address the phase review: " + verdict])

@@ -1,0 +1,135 @@
+"""Dispatching a task to a mini-team, and the bound on mini-teams running at once, as transactions.
+
+A dispatch opens a `task` conversation whose agent is the workgroup's mini-team
+(`{project}/{workgroup}/mini-team`, run by the engine's coordinator). Like a Send, it
+parks the lead until the mini-team replies. A job runs at most `jobs.max_parallel`
+mini-teams at once: one that has not started waits until another ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.bus.messages import ConversationKind, InboxKind, ToolResult, task_conversation_id
+from orchestrator.bus.transactions import (
+    ConversationRow,
+    Opened,
+    Outcome,
+    create_conversation,
+    deliver,
+)
+from orchestrator.store.sqlite import Tx
+from orchestrator.teams.board import log_event, unfinished_blockers
+
+MINI_TEAM = "mini-team"
+DISPATCHABLE = ("pending", "blocked")
+
+
+@dataclass(frozen=True)
+class DispatchIntent:
+    """A dispatch call: start a fresh mini-team on task `task` with the lead's spawn brief."""
+
+    call_id: str
+    task: int
+    brief: str
+
+
+def dispatch_task(
+    tx: Tx, row: ConversationRow, intent: DispatchIntent, outcome: Outcome
+) -> ToolResult | None:
+    """Open the task's mini-team conversation, or return why not (an error the lead reads)."""
+    refusal = _refusal(tx, row, intent)
+    if isinstance(refusal, str):
+        return ToolResult(intent.call_id, f"dispatch: {refusal}", is_error=True)
+    task_id, workgroup, project = refusal
+    conversation_id = task_conversation_id(row.job_id or 0, intent.task)
+    agent = f"{project}/{workgroup}/{MINI_TEAM}"
+    create_conversation(
+        tx,
+        conversation_id=conversation_id,
+        kind=ConversationKind.TASK,
+        agent=agent,
+        initiator=row.agent,
+        parent_id=row.conversation_id,
+        job_id=row.job_id,
+        request_call_id=intent.call_id,
+        task_id=task_id,
+    )
+    deliver(
+        tx,
+        conversation_id,
+        kind=InboxKind.REQUEST,
+        sender=row.agent,
+        content={"text": intent.brief, "task": intent.task},
+        call_id=intent.call_id,
+        source_conversation=row.conversation_id,
+    )
+    assert row.job_id is not None
+    log_event(tx, row.job_id, intent.task, "dispatched", row.agent)
+    outcome.opened.append(Opened(conversation_id, agent, queued=False))
+    outcome.woken.append(conversation_id)
+    return None
+
+
+def _refusal(tx: Tx, row: ConversationRow, intent: DispatchIntent) -> str | tuple[int, str, str]:
+    if row.job_id is None:
+        return "this conversation belongs to no job, so it has no tasks to dispatch"
+    task = tx.execute(
+        "SELECT t.task_id, t.state, t.workgroup, j.project FROM tasks t JOIN jobs j"
+        " ON j.job_id = t.job_id WHERE t.job_id = ? AND t.number = ?",
+        (row.job_id, intent.task),
+    ).fetchone()
+    if task is None:
+        return f"there is no task #{intent.task}; create it with task_create first"
+    task_id, state, workgroup, project = task
+    if state not in DISPATCHABLE:
+        return f"task #{intent.task} is {state}; only a pending or blocked task can be dispatched"
+    if waits := unfinished_blockers(tx, task_id):
+        return f"task #{intent.task} waits for {waits}; dispatch it once they are done"
+    if tx.execute(
+        "SELECT 1 FROM conversations WHERE task_id = ? AND kind = 'task' AND state = 'active'",
+        (task_id,),
+    ).fetchone():
+        return f"a mini-team is already working on task #{intent.task}"
+    if workgroup is None:
+        return f"task #{intent.task} names no workgroup"
+    parts = row.agent.split("/")
+    if len(parts) == 3 and parts[1] != workgroup:
+        return (
+            f"task #{intent.task} belongs to workgroup {workgroup!r}; you lead {parts[1]!r}. "
+            "Ask your lead to dispatch it."
+        )
+    return int(task_id), str(workgroup), str(project)
+
+
+_STARTED = (
+    "SELECT count(*) FROM conversations WHERE job_id = ? AND kind = 'task' AND state = 'active'"
+    " AND last_seq > 0"
+)
+
+
+def may_start(tx: Tx, row: ConversationRow) -> bool:
+    """Whether a mini-team that has not started yet may start now, within its job's bound."""
+    if row.kind != ConversationKind.TASK or row.job_id is None:
+        return True
+    if tx.execute(
+        "SELECT last_seq FROM conversations WHERE conversation_id = ?", (row.conversation_id,)
+    ).fetchone() != (0,):
+        return True
+    (running,) = tx.execute(_STARTED, (row.job_id,)).fetchone()
+    (bound,) = tx.execute(
+        "SELECT max_parallel FROM jobs WHERE job_id = ?", (row.job_id,)
+    ).fetchone()
+    return int(running) < int(bound)
+
+
+def waiting_teams(tx: Tx, job_id: int | None) -> list[str]:
+    """Mini-teams of a job that were dispatched but have not started, oldest first."""
+    return [
+        cid
+        for (cid,) in tx.execute(
+            "SELECT conversation_id FROM conversations WHERE job_id = ? AND kind = 'task'"
+            " AND state = 'active' AND last_seq = 0 ORDER BY created_at, conversation_id",
+            (job_id,),
+        )
+    ]

@@ -1,0 +1,304 @@
+"""The agent's tools on its git worktree: read, list, search, write, edit and shell, confined.
+
+The file tools run in the engine, so everything the agent's own processes could have
+left in the worktree is hostile input to them: paths are resolved strictly inside the
+worktree, `.git` is off limits, and a file with more than one hard link is refused (it
+could be a link to a file outside, such as the store). A symlink swapped in between the
+check and the open could still escape; no agent process runs then (the sandbox kills
+everything a shell call started before the call returns).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agents.tools import ToolSpec, object_spec
+from orchestrator.bus.messages import JSONObject, ToolCall, ToolResult
+from orchestrator.errors import ToolError
+from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox
+from orchestrator.workspace.git import Checkout
+from orchestrator.workspace.shell import SHELL_SPEC, WorktreeShell
+
+_MAX_READ_BYTES = 20_000_000
+_SNIFF = 8192
+_TEXT_ARGS = frozenset({"content", "old", "new"})
+_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
+
+
+_PATH = {"type": "string", "description": "relative to the worktree root, e.g. src/app.py"}
+SPECS: Mapping[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        object_spec(
+            "read_file",
+            "Read a UTF-8 text file of the worktree, one numbered line per line. Long files "
+            "come back in parts: the result says how to read on with offset.",
+            ["path"],
+            path=_PATH,
+            offset={"type": "integer", "minimum": 1, "description": "first line, from 1"},
+            limit={"type": "integer", "minimum": 1, "description": "lines (default 2000)"},
+        ),
+        object_spec(
+            "list_files",
+            "List a directory of the worktree (paths relative to the root; directories end "
+            "in /, symlinks in @). The .git directory is never listed.",
+            [],
+            path={**_PATH, "description": "directory to list (default: the root)"},
+            recursive={"type": "boolean", "description": "include subdirectories"},
+        ),
+        object_spec(
+            "search",
+            "Search text files of the worktree for an extended regular expression; returns "
+            "path:line:text for each matching line. Ignored files (.gitignore) are skipped.",
+            ["pattern"],
+            pattern={"type": "string", "description": "extended regex, e.g. def \\w+\\("},
+            path={**_PATH, "description": "file or directory to search (default: all)"},
+            glob={"type": "string", "description": "only files matching, e.g. *.py"},
+        ),
+        object_spec(
+            "write_file",
+            "Create or overwrite a file of the worktree with `content`, creating missing "
+            "parent directories. Prefer edit_file for changing part of a file.",
+            ["path", "content"],
+            path=_PATH,
+            content={"type": "string", "description": "the whole new file"},
+        ),
+        object_spec(
+            "edit_file",
+            "Replace an exact piece of a file's text. `old` must appear exactly once (add "
+            "surrounding lines to make it unique) unless replace_all is true.",
+            ["path", "old", "new"],
+            path=_PATH,
+            old={"type": "string", "description": "exact current text, whitespace included"},
+            new={"type": "string", "description": "replacement text"},
+            replace_all={"type": "boolean", "description": "replace every occurrence"},
+        ),
+    )
+} | {SHELL_SPEC.name: SHELL_SPEC}
+
+
+def check_args(spec: ToolSpec, args: JSONObject) -> dict[str, Any]:
+    """Check a call's arguments against the tool's schema; null counts as absent."""
+    given = {key: value for key, value in args.items() if value is not None}
+    props: Mapping[str, JSONObject] = spec.input_schema["properties"]
+    if unknown := sorted(set(given) - set(props)):
+        raise ToolError(f"{spec.name}: unknown arguments {unknown}; it takes {sorted(props)}")
+    if missing := [key for key in spec.input_schema["required"] if key not in given]:
+        raise ToolError(f"{spec.name}: missing required arguments {missing}")
+    for key, value in given.items():
+        _check_value(spec.name, key, value, props[key])
+    return given
+
+
+def _check_value(tool: str, key: str, value: Any, prop: JSONObject) -> None:
+    kind = prop["type"]
+    if not isinstance(value, _TYPES[kind]) or (kind != "boolean" and isinstance(value, bool)):
+        raise ToolError(f"{tool}: {key!r} must be of type {kind}, not {type(value).__name__}")
+    if isinstance(value, str) and "\0" in value and key not in _TEXT_ARGS:
+        raise ToolError(f"{tool}: {key!r} contains a NUL character")
+    strict = "exclusiveMinimum" in prop
+    low = prop.get("exclusiveMinimum", prop.get("minimum"))
+    if low is not None and (value < low or (strict and value == low)):
+        raise ToolError(f"{tool}: {key!r} must be {'over' if strict else 'at least'} {low}")
+
+
+class WorktreeTools:
+    """A ToolRunner for one agent's worktree; every path stays inside `root`."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        parent_env: Mapping[str, str],
+        sandbox: Sandbox,
+        writable: bool = True,
+        readable: tuple[Path, ...] = (),
+        checkout: Checkout | None = None,
+        network: Network = NO_NETWORK,
+        owner: tuple[int, int] | None = None,
+        shell_timeout_s: float = 300,
+        output_cap: int = 30_000,
+    ) -> None:
+        self.root = root.resolve(strict=True)
+        self.writable = writable
+        self.owner = owner
+        self.shell = WorktreeShell(
+            Place(self.root, writable=writable, readable=readable),
+            sandbox=sandbox,
+            parent_env=parent_env,
+            timeout_s=shell_timeout_s,
+            cap=output_cap,
+            checkout=checkout,
+            network=network,
+        )
+        self._cap = output_cap
+        self._tools: Mapping[str, Callable[[dict[str, Any]], Awaitable[str]]] = {
+            "read_file": _in_thread(self._read_file),
+            "list_files": _in_thread(self._list_files),
+            "search": self._search,
+            "write_file": _in_thread(self._write_file),
+            "edit_file": _in_thread(self._edit_file),
+            "shell": self._shell,
+        }
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        """Run one call; refusals and failures the model can fix come back as error results."""
+        spec = SPECS.get(call.name)
+        if spec is None:
+            return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
+        try:
+            output = await self._tools[call.name](check_args(spec, call.args))
+        except ToolError as exc:
+            return ToolResult(call.call_id, str(exc), is_error=True)
+        except OSError as exc:  # permission denied, is a directory, ...: the model can adapt
+            return ToolResult(call.call_id, f"{call.name}: {exc}", is_error=True)
+        return ToolResult(call.call_id, output)
+
+    def resolve(self, raw: str, *, write: bool = False) -> Path:
+        """The real path of `raw` inside the worktree, or ToolError if it would leave it."""
+        if not raw or Path(raw).is_absolute():
+            raise ToolError(f"{raw!r}: use a path relative to the worktree root")
+        joined = self.root / raw
+        existing, missing = joined, list[str]()
+        while write and not os.path.lexists(existing):
+            existing, missing = existing.parent, [existing.name, *missing]
+        if ".." in missing:
+            raise ToolError(f"{raw!r}: '..' through a directory that does not exist")
+        try:
+            resolved = existing.resolve(strict=True).joinpath(*missing)
+        except FileNotFoundError as exc:
+            raise ToolError(f"{raw!r}: no such file or directory") from exc
+        except (OSError, RuntimeError) as exc:
+            raise ToolError(f"{raw!r}: cannot be resolved (symlink loop?)") from exc
+        if not resolved.is_relative_to(self.root):
+            raise ToolError(f"{raw!r} leads outside the worktree")
+        if any(part.casefold() == ".git" for part in resolved.relative_to(self.root).parts):
+            raise ToolError(f"{raw!r}: .git is off limits; use git through the shell tool")
+        if os.path.lexists(resolved) and os.lstat(resolved).st_nlink > 1 and resolved.is_file():
+            raise ToolError(f"{raw!r} has more than one hard link; the file tools refuse it")
+        if write and not self.writable:
+            raise ToolError(f"{raw!r}: this worktree is read-only for you")
+        return resolved
+
+    def _relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _text(self, path: Path) -> str:
+        if path.is_dir():
+            raise ToolError(f"{self._relative(path)!r} is a directory; use list_files")
+        if path.stat().st_size > _MAX_READ_BYTES:
+            raise ToolError(f"{self._relative(path)!r} is too large; use the shell tool")
+        data = path.read_bytes()
+        try:
+            if b"\0" in data[:_SNIFF]:
+                raise UnicodeError
+            return data.decode()
+        except UnicodeError:
+            raise ToolError(f"{self._relative(path)!r} is a binary file, not UTF-8 text") from None
+
+    def _read_file(self, args: dict[str, Any]) -> str:
+        path = self.resolve(args["path"])
+        lines = self._text(path).splitlines()
+        first = args.get("offset", 1)
+        if not lines:
+            return "(empty file)"
+        if first > len(lines):
+            raise ToolError(f"read_file: offset {first} is past the end ({len(lines)} lines)")
+        shown = lines[first - 1 : first - 1 + args.get("limit", 2000)]
+        rows = [self._clip(f"{number:6}\t{line}") for number, line in enumerate(shown, first)]
+        kept = _fit(rows, self._cap)
+        last = first + kept - 1
+        if last == len(lines):
+            return "\n".join(rows[:kept])
+        note = f"[lines {first}-{last} of {len(lines)}; read on with offset={last + 1}]"
+        return "\n".join([*rows[:kept], note])
+
+    def _clip(self, row: str) -> str:
+        if len(row) <= self._cap:
+            return row
+        return f"{row[: self._cap]}[... line cut, {len(row) - self._cap} more characters]"
+
+    def _list_files(self, args: dict[str, Any]) -> str:
+        top = self.resolve(args.get("path", "."))
+        if not top.is_dir():
+            raise ToolError(f"list_files: {self._relative(top)!r} is not a directory")
+        entries: list[str] = []
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d.casefold() != ".git")
+            for name in sorted([*dirs, *files]):
+                path = Path(folder, name)
+                mark = "@" if path.is_symlink() else "/" if path.is_dir() else ""
+                entries.append(self._relative(path) + mark)
+            if not args.get("recursive", False):
+                break
+        return self._join_capped(entries, "entries; list a subdirectory") or "(empty directory)"
+
+    def _join_capped(self, rows: list[str], hint: str) -> str:
+        kept = _fit(rows, self._cap)
+        if kept == len(rows):
+            return "\n".join(rows)
+        return "\n".join([*rows[:kept], f"[output capped: {len(rows) - kept} more {hint}]"])
+
+    def _write_file(self, args: dict[str, Any]) -> str:
+        path = self.resolve(args["path"], write=True)
+        if path.is_dir():
+            raise ToolError(f"{self._relative(path)!r} is a directory")
+        created = self._make_parents(path)
+        data = args["content"].encode()
+        path.write_bytes(data)
+        self._hand_over([*created, path])
+        return f"wrote {len(data)} bytes to {self._relative(path)}"
+
+    def _make_parents(self, path: Path) -> list[Path]:
+        missing = [p for p in path.parents if p.is_relative_to(self.root) and not p.exists()]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return missing
+
+    def _hand_over(self, paths: list[Path]) -> None:
+        """Files the engine wrote belong to the agents' user, as if their shell had."""
+        if self.owner is not None:
+            for path in paths:
+                os.lchown(path, *self.owner)
+
+    def _edit_file(self, args: dict[str, Any]) -> str:
+        path = self.resolve(args["path"], write=True)
+        old, new, text = args["old"], args["new"], self._text(path)
+        where = self._relative(path)
+        if not old:
+            raise ToolError("edit_file: 'old' must not be empty; use write_file for new files")
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(f"edit_file: 'old' not found in {where}; read the file and copy it")
+        if count > 1 and not args.get("replace_all", False):
+            raise ToolError(
+                f"edit_file: 'old' appears {count} times in {where}; include more surrounding "
+                "lines to make it unique, or set replace_all"
+            )
+        path.write_bytes(text.replace(old, new).encode())
+        return f"replaced {count} occurrence{'s' if count > 1 else ''} in {where}"
+
+    async def _search(self, args: dict[str, Any]) -> str:
+        top = self.resolve(args.get("path", "."))
+        return await self.shell.grep(args["pattern"], top=top, glob=args.get("glob"))
+
+    async def _shell(self, args: dict[str, Any]) -> str:
+        return await self.shell.command(args["command"], timeout_s=args.get("timeout_s"))
+
+
+def _in_thread(tool: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], Awaitable[str]]:
+    """Run a blocking file tool off the event loop."""
+    return lambda args: asyncio.to_thread(tool, args)
+
+
+def _fit(rows: list[str], cap: int) -> int:
+    """How many leading rows fit in `cap` characters; always at least one."""
+    size = 0
+    for kept, row in enumerate(rows):
+        size += len(row) + 1
+        if size > cap + 1 and kept:
+            return kept
+    return len(rows)

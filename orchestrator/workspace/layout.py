@@ -1,0 +1,488 @@
+"""Where jobs work on disk: a mirror per repository, and per job its own repository,
+worktree and task slots.
+
+    {home}/repos/{name}/mirror.git                      origin's branches; the engine's only
+    {home}/repos/{name}/jobs/job-{id}--{slug}/repo.git  the job's branches (objects: the mirror's)
+    {home}/repos/{name}/jobs/job-{id}--{slug}/worktree  the job branch, synced at merges
+    {home}/repos/{name}/jobs/job-{id}--{slug}/slots/slot-{n}   task worktrees, one task at a time
+
+Agents can read their job's repository and the mirror's objects (its content is origin's),
+and write nothing but their task's worktree (docs/architecture.md, "The engine's git"):
+the mirror's configuration, refs and hooks, other jobs and other repositories are out of
+their reach, and the engine makes the commits. Task worktrees are recycled within a job:
+switching a used worktree to a new branch touches only the files that differ, where a
+full checkout costs seconds on this machine's disk (bench/teams.py). A slot is leased to
+one task in the store; the task's branch stays checked out there until the task ends, so
+a restarted engine finds the worker's uncommitted files where it left them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.workspace.git import (
+    IDENTITY,
+    NETWORK_TIMEOUT_S,
+    Checkout,
+    Committed,
+    GitError,
+    Merge,
+    add_worktree,
+    auth_env,
+    commit_all,
+    ensure_branch,
+    git,
+    merge,
+    remove_worktrees,
+    reset_config,
+    rev,
+)
+
+HUNK_CONTEXT = 3
+HUNKS_MAX_CHARS = 6_000
+ORIGIN_REFS = ("+refs/heads/*:refs/remotes/origin/*", "+HEAD:refs/remotes/origin/HEAD")
+
+
+@dataclass(frozen=True)
+class JobSpace:
+    """A job's repository, branch, the commit it started from, and its worktree."""
+
+    job_id: int
+    repo: Path
+    mirror: Path
+    branch: str
+    base: str
+    path: Path
+
+    @property
+    def checkout(self) -> Checkout:
+        """The job worktree, reached through its admin directory."""
+        return Checkout(self.repo, self.path)
+
+    @property
+    def readable(self) -> tuple[Path, ...]:
+        """What an agent of this job may read besides its worktree: the git data it needs."""
+        return (self.repo, self.mirror / "objects")
+
+
+@dataclass(frozen=True)
+class TaskSpace:
+    """A task's branch and the slot it is checked out in."""
+
+    job: JobSpace
+    number: int
+    branch: str
+    path: Path
+
+    @property
+    def checkout(self) -> Checkout:
+        """The task's worktree, reached through its admin directory."""
+        return Checkout(self.job.repo, self.path)
+
+
+def task_branch(job: JobSpace, number: int) -> str:
+    """The branch of task `number` of a job."""
+    return f"{job.branch}--task-{number}"
+
+
+def _refuse_option(value: str, what: str) -> str:
+    if value.startswith("-"):
+        raise GitError(f"{what} {value!r} would be read as a git option")
+    return value
+
+
+class Workspace:
+    """Mirrors, job repositories, job worktrees and task slots under one state directory.
+
+    `owner` is the (uid, gid) agents' processes run as when that is not the engine's own
+    (the engine runs as root): a worker's slot is handed to it after the engine writes.
+    """
+
+    def __init__(self, home: Path, store: Store, *, owner: tuple[int, int] | None = None) -> None:
+        self.home = home
+        self.store = store
+        self.owner = owner
+        # Per repository: git's worktree bookkeeping is not safe under concurrent add, and
+        # two merges into one job branch must not race on its ref.
+        self._locks: dict[Path, asyncio.Lock] = {}
+
+    def _lock(self, repo: Path) -> asyncio.Lock:
+        return self._locks.setdefault(repo, asyncio.Lock())
+
+    def repo_dir(self, name: str) -> Path:
+        """The directory of one repository's mirror and jobs."""
+        return self.home / "repos" / name
+
+    async def mirror(self, name: str, source: str, *, auth: str | None = None) -> Path:
+        """The mirror of `source` (a URL or path): origin's branches under refs/remotes/origin.
+
+        `auth` is an HTTP header git sends to `source` alone. The URL is passed on each
+        fetch, never kept in configuration, and job branches never live here.
+        """
+        path = self.repo_dir(name) / "mirror.git"
+        if not (path / "HEAD").exists():
+            partial = path.with_name("mirror.git.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            await git(None, "init", "--quiet", "--bare", "--template=", str(partial))
+            partial.rename(path)  # a crash before this leaves only a .partial to redo
+        reset_config(path)
+        await git(
+            path,
+            *("fetch", "--quiet", "--prune", "--no-tags", _refuse_option(source, "source")),
+            *ORIGIN_REFS,
+            env=auth_env(source, auth),
+            timeout_s=NETWORK_TIMEOUT_S,
+        )
+        return path
+
+    async def open_job(
+        self, job_id: int, *, mirror: Path, branch: str, start: str, slug: str
+    ) -> JobSpace:
+        """The job's repository, branch (made at `start` when new) and worktree; idempotent."""
+        stored = await self.job(job_id)
+        if stored is not None:  # resumed (or reopened after it ended): the worktree is back
+            return await self.reopen(stored)
+        start_commit = await rev(mirror, start)
+        if start_commit is None:
+            raise GitError(f"cannot start job {job_id}: {start!r} names no commit in {mirror}")
+        folder = mirror.parent / "jobs" / f"job-{job_id}--{slug}"
+        repo = await _job_repo(folder, mirror)
+        await ensure_branch(repo, branch, start_commit)
+        _, base = await git(repo, "merge-base", branch, start_commit)
+        space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree")
+        async with self._lock(repo):
+            await add_worktree(repo, space.path, f"refs/heads/{branch}")
+        await self.store.write(
+            lambda tx: tx.execute(
+                "INSERT OR IGNORE INTO job_workspaces (job_id, mirror, repo, branch, base, path)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, str(mirror), str(repo), branch, space.base, str(space.path)),
+            )
+        )
+        return space
+
+    async def reopen(self, space: JobSpace) -> JobSpace:
+        """Bring back the worktree of a recorded job (after a restart or a close)."""
+        async with self._lock(space.repo):
+            await add_worktree(space.repo, space.path, f"refs/heads/{space.branch}")
+            await space.checkout.git("reset", "--quiet", "--hard", f"refs/heads/{space.branch}")
+        await self.store.write(
+            lambda tx: tx.execute(
+                "UPDATE job_workspaces SET removed = 0 WHERE job_id = ?", (space.job_id,)
+            )
+        )
+        return space
+
+    async def job(self, job_id: int) -> JobSpace | None:
+        """The job's workspace as recorded, or None before open_job."""
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT mirror, repo, branch, base, path FROM job_workspaces WHERE job_id = ?",
+                (job_id,),
+            ).fetchone()
+        )
+        if row is None:
+            return None
+        mirror, repo, branch, base, path = row
+        if repo is None:  # recorded before jobs had repositories of their own
+            return await self._upgrade(job_id, Path(mirror), branch, base, Path(path))
+        return JobSpace(job_id, Path(repo), Path(mirror), branch, base, Path(path))
+
+    async def _upgrade(
+        self, job_id: int, mirror: Path, branch: str, base: str, path: Path
+    ) -> JobSpace:
+        """Move a job whose branches lived in the shared mirror into a repository of its own.
+
+        Its task slots were the mirror's: they are given back and its tasks start afresh.
+        """
+        repo = await _job_repo(path.parent, mirror)
+        _, refs = await git(
+            mirror, "for-each-ref", "--format=%(objectname) %(refname)", f"refs/heads/{branch}*"
+        )
+        for line in refs.splitlines():
+            commit, name = line.split(" ", 1)
+            await git(repo, "update-ref", name, commit)
+        shutil.rmtree(path, ignore_errors=True)
+        await git(mirror, "worktree", "prune")
+        await self.store.write(lambda tx: _upgraded(tx, job_id, repo))
+        return await self.reopen(JobSpace(job_id, repo, mirror, branch, base, path))
+
+    async def lease(self, job: JobSpace, number: int) -> TaskSpace:
+        """A slot with task `number`'s branch checked out (from the job branch when new).
+
+        A slot already leased to the task is returned as it is, uncommitted work included.
+        """
+        branch = task_branch(job, number)
+        slots = job.path.parent / "slots"
+        path = Path(await self.store.write(lambda tx: _lease(tx, job, number, slots)))
+        space = TaskSpace(job, number, branch, path)
+        checkout = space.checkout
+        reset_config(job.repo)
+        if not checkout.exists():
+            async with self._lock(job.repo):
+                await add_worktree(job.repo, path, f"refs/heads/{job.branch}")
+        if await checkout.branch() == branch:
+            return space
+        if (checkout.admin / "MERGE_HEAD").exists():  # a resolution left unfinished
+            await checkout.git("merge", "--abort")
+        await checkout.git("clean", "-q", "-ffdx")  # checkout -f below discards tracked changes
+        if await rev(job.repo, f"refs/heads/{branch}") is None:
+            await checkout.git("checkout", "--quiet", "-f", "-b", branch, job.branch)
+        else:
+            await checkout.git("checkout", "--quiet", "-f", branch)
+        await self.hand_over(path)
+        return space
+
+    async def hand_over(self, path: Path) -> None:
+        """Give a worktree's files to the agents' user after the engine wrote them."""
+        if self.owner is not None:
+            await asyncio.to_thread(_chown_tree, path, self.owner)
+
+    async def task(self, job: JobSpace, number: int) -> TaskSpace | None:
+        """Task `number`'s slot while it is leased, else None."""
+        row = await self.store.read(lambda tx: _slot_of(tx, job.job_id, number))
+        return None if row is None else TaskSpace(job, number, task_branch(job, number), Path(row))
+
+    async def commit_task(
+        self, space: TaskSpace, message: str, *, author: tuple[str, str]
+    ) -> Committed:
+        """Commit what the worker left in the task's worktree, on the task's branch."""
+        reset_config(space.job.repo)
+        committed = await commit_all(space.checkout, message, author=author, committer=IDENTITY)
+        if committed.stripped:
+            await self.hand_over(space.path)
+        return committed
+
+    async def release(self, job: JobSpace, number: int) -> None:
+        """Give the task's slot back; its branch stays, its checkout waits for the next task."""
+        path = await self.store.read(lambda tx: _slot_of(tx, job.job_id, number))
+        if path is None:
+            return
+        checkout = Checkout(job.repo, Path(path))
+        if checkout.exists():  # detach without re-reading every file
+            _, head = await git(checkout.admin, "rev-parse", "HEAD")
+            await git(checkout.admin, "update-ref", "--no-deref", "HEAD", head.strip())
+        await self.store.write(
+            lambda tx: tx.execute(
+                "UPDATE worktree_slots SET task_id = NULL, leased_at = NULL WHERE path = ?",
+                (path,),
+            )
+        )
+
+    async def merge_task(self, job: JobSpace, number: int, title: str) -> Merge:
+        """Merge the task's branch into the job branch (--no-ff, no checkout), then sync."""
+        async with self._lock(job.repo):
+            reset_config(job.repo)
+            merged = await merge(
+                job.repo,
+                into=job.branch,
+                source=f"refs/heads/{task_branch(job, number)}",
+                message=f"Merge task #{number}: {title}",
+                identity=IDENTITY,
+            )
+            if merged.commit is not None:
+                await self.sync(job)
+        return merged
+
+    async def sync(self, job: JobSpace) -> None:
+        """Bring the job worktree's files to the job branch after the engine moved it."""
+        if job.checkout.exists():
+            await job.checkout.git("reset", "--quiet", "--hard", f"refs/heads/{job.branch}")
+
+    async def conflict_hunks(self, job: JobSpace, merged: Merge) -> str:
+        """The conflicting regions of each file, from the tree git merge-tree wrote."""
+        if merged.tree is None:
+            return ""
+        parts: list[str] = []
+        for name in merged.conflicts:
+            code, text = await git(job.repo, "cat-file", "-p", f"{merged.tree}:{name}", check=False)
+            hunks = _marker_regions(text) if code == 0 else "(not a text file)"
+            parts.append(f"--- {name}\n{hunks}")
+        joined = "\n".join(parts)
+        if len(joined) > HUNKS_MAX_CHARS:
+            joined = joined[:HUNKS_MAX_CHARS] + "\n… (more conflicts; see the files)"
+        return joined
+
+    async def publish(self, job: JobSpace, remote: str, *, auth: str | None = None) -> None:
+        """Push the job branch to `remote` (a URL or path) under the same name.
+
+        `auth` is an HTTP header git sends to `remote` alone (never in an argument).
+        """
+        ref = f"refs/heads/{job.branch}"
+        reset_config(job.repo)
+        await git(
+            job.repo,
+            *("push", "--quiet", _refuse_option(remote, "remote"), f"{ref}:{ref}"),
+            env=auth_env(remote, auth),
+            timeout_s=NETWORK_TIMEOUT_S,
+        )
+
+    async def close_job(self, job: JobSpace) -> None:
+        """Remove the job's worktree and task slots; its repository and branches stay."""
+        async with self._lock(job.repo):
+            slots = sorted((job.path.parent / "slots").glob("slot-*"))
+            await remove_worktrees(job.repo, [job.path, *slots])
+        await self.store.write(lambda tx: _closed(tx, job))
+
+    async def recover(self) -> list[str]:
+        """Clean up after a crash: slots of tasks no mini-team works on, worktrees of ended jobs.
+
+        Returns what it cleaned, one line each.
+        """
+        cleaned: list[str] = []
+        slots, ended, legacy = await self.store.read(_orphans)
+        for job_id, number in slots:
+            job = await self.job(job_id)
+            if job is not None:
+                await self.release(job, number)
+                cleaned.append(f"released the slot of job {job_id} task #{number}")
+        for job_id in ended:
+            job = await self.job(job_id)
+            if job is not None:
+                await self.close_job(job)
+                cleaned.append(f"removed the worktrees of ended job {job_id}")
+        for mirror in legacy:  # the shared slots of an earlier layout
+            await self._forget_legacy_slots(mirror)
+            cleaned.append(f"removed the shared task slots of {mirror}")
+        return cleaned
+
+    async def _forget_legacy_slots(self, mirror: str) -> None:
+        await remove_worktrees(Path(mirror), [Path(mirror).parent / "slots"])
+        await self.store.write(lambda tx: _forget_slots(tx, mirror))
+
+
+async def _job_repo(folder: Path, mirror: Path) -> Path:
+    """The job's own repository, borrowing the mirror's objects; made once."""
+    repo = folder / "repo.git"
+    if (repo / "HEAD").exists():
+        return repo
+    partial = folder / "repo.git.partial"
+    await asyncio.to_thread(_fresh, partial)
+    await git(None, "init", "--quiet", "--bare", "--template=", str(partial))
+    await asyncio.to_thread(_borrow_objects, partial, mirror)
+    reset_config(partial)
+    partial.rename(repo)
+    return repo
+
+
+def _fresh(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _borrow_objects(repo: Path, mirror: Path) -> None:
+    info = repo / "objects" / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "alternates").write_text(f"{mirror / 'objects'}\n")
+
+
+def _chown_tree(root: Path, owner: tuple[int, int]) -> None:
+    """lchown everything under `root` that is not yet `owner`'s; never follows a symlink."""
+    uid, gid = owner
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files, ""]:
+            path = os.path.join(folder, name) if name else folder
+            status = os.lstat(path)
+            if (status.st_uid, status.st_gid) != owner:
+                os.lchown(path, uid, gid)
+
+
+def _upgraded(tx: Tx, job_id: int, repo: Path) -> None:
+    tx.execute(
+        "UPDATE worktree_slots SET task_id = NULL, leased_at = NULL WHERE task_id IN"
+        " (SELECT task_id FROM tasks WHERE job_id = ?)",
+        (job_id,),
+    )
+    tx.execute("UPDATE job_workspaces SET repo = ? WHERE job_id = ?", (str(repo), job_id))
+
+
+def _forget_slots(tx: Tx, mirror: str) -> None:
+    tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (mirror,))
+
+
+def _closed(tx: Tx, job: JobSpace) -> None:
+    tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (str(job.repo),))
+    tx.execute("UPDATE job_workspaces SET removed = 1 WHERE job_id = ?", (job.job_id,))
+
+
+def _lease(tx: Tx, job: JobSpace, number: int, slots: Path) -> str:
+    task = tx.execute(
+        "SELECT task_id FROM tasks WHERE job_id = ? AND number = ?", (job.job_id, number)
+    ).fetchone()
+    if task is None:
+        raise GitError(f"job {job.job_id} has no task #{number} to give a worktree")
+    held = tx.execute("SELECT path FROM worktree_slots WHERE task_id = ?", task).fetchone()
+    if held is not None:
+        return str(held[0])
+    free = tx.execute(
+        "SELECT path FROM worktree_slots WHERE mirror = ? AND task_id IS NULL ORDER BY path",
+        (str(job.repo),),
+    ).fetchone()
+    if free is None:
+        (count,) = tx.execute(
+            "SELECT count(*) FROM worktree_slots WHERE mirror = ?", (str(job.repo),)
+        ).fetchone()
+        path = str(slots / f"slot-{count + 1}")
+        tx.execute("INSERT INTO worktree_slots (path, mirror) VALUES (?, ?)", (path, str(job.repo)))
+    else:
+        path = str(free[0])
+    tx.execute(
+        "UPDATE worktree_slots SET task_id = ?, leased_at = ? WHERE path = ?",
+        (task[0], now(), path),
+    )
+    return path
+
+
+def _slot_of(tx: Tx, job_id: int, number: int) -> str | None:
+    row = tx.execute(
+        "SELECT s.path FROM worktree_slots s JOIN tasks t ON t.task_id = s.task_id"
+        " WHERE t.job_id = ? AND t.number = ?",
+        (job_id, number),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _orphans(tx: Tx) -> tuple[list[tuple[int, int]], list[int], list[str]]:
+    slots: list[tuple[int, int]] = tx.execute(
+        "SELECT t.job_id, t.number FROM worktree_slots s JOIN tasks t ON t.task_id = s.task_id"
+        " WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.task_id = t.task_id"
+        " AND c.kind = 'task' AND c.state = 'active')"
+    ).fetchall()
+    jobs = tx.execute(
+        "SELECT w.job_id FROM job_workspaces w JOIN jobs j ON j.job_id = w.job_id"
+        " WHERE w.removed = 0 AND j.state != 'active'"
+    ).fetchall()
+    legacy = tx.execute(
+        "SELECT DISTINCT mirror FROM worktree_slots WHERE mirror NOT IN"
+        " (SELECT repo FROM job_workspaces WHERE repo IS NOT NULL)"
+    ).fetchall()
+    return slots, [row[0] for row in jobs], [row[0] for row in legacy]
+
+
+def _marker_regions(text: str) -> str:
+    """The lines from each `<<<<<<<` to its `>>>>>>>`, with a little context around."""
+    lines = text.splitlines()
+    keep: set[int] = set()
+    start: int | None = None
+    for index, line in enumerate(lines):
+        if line.startswith("<<<<<<<"):
+            start = index
+        elif line.startswith(">>>>>>>") and start is not None:
+            keep.update(
+                range(max(0, start - HUNK_CONTEXT), min(len(lines), index + 1 + HUNK_CONTEXT))
+            )
+            start = None
+    out: list[str] = []
+    previous = -2
+    for index in sorted(keep):
+        if index != previous + 1 and out:
+            out.append("…")
+        out.append(f"{index + 1:>5}  {lines[index]}")
+        previous = index
+    return "\n".join(out) or "(no conflict markers: a rename, delete or binary conflict)"

@@ -1,0 +1,168 @@
+"""The agent's shell and search in its worktree: sandboxed, an allowlisted env, a cap."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from orchestrator.agents.tools import ToolSpec
+from orchestrator.errors import SandboxError, ToolError
+from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox, agent_path
+from orchestrator.sandbox.processes import CappedOutput, run_process
+from orchestrator.secrecy import SECRET_NAME
+from orchestrator.workspace.git import Checkout, git_env, hardened
+
+_KEPT = (
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TZ",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+)
+_GREP = ("grep", "-n", "-I", "-E", "--untracked", "--no-color")
+
+SHELL_SPEC = ToolSpec(
+    "shell",
+    "Run a bash command in the worktree root with no input and no secrets in its environment. "
+    "Returns combined stdout and stderr (long output keeps its head and tail) and the exit "
+    "code. The command and everything it started are killed when it ends or times out, so "
+    "background servers do not survive the call.",
+    {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "bash command line"},
+            "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+)
+
+
+class WorktreeShell:
+    """Runs the agent's commands in the sandbox, and git grep for it, in its worktree."""
+
+    def __init__(
+        self,
+        place: Place,
+        *,
+        sandbox: Sandbox,
+        parent_env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        checkout: Checkout | None = None,
+        network: Network = NO_NETWORK,
+    ) -> None:
+        self.place = place
+        self.root = place.work
+        self.sandbox = sandbox
+        self.env = agent_env(parent_env, sandbox=sandbox)
+        self.timeout_s = timeout_s
+        self.cap = cap
+        self.checkout = checkout
+        self.network = network
+
+    async def command(self, command: str, *, timeout_s: float | None = None) -> str:
+        """Run a bash command line in the sandbox; the result ends with its exit code."""
+        limit = min(timeout_s or self.timeout_s, self.timeout_s)
+        try:
+            done = await self.sandbox.run(
+                command,
+                place=self.place,
+                env=self.env,
+                timeout_s=limit,
+                cap=self.cap,
+                network=self.network,
+            )
+        except SandboxError as exc:
+            raise ToolError(f"shell: {exc}") from exc
+        text = done.output.text().rstrip("\n")
+        if done.returncode is None:
+            raise ToolError(
+                f"shell: timed out after {limit} s; the command and its children were killed. "
+                f"Output so far:\n{text}"
+            )
+        note = self.sandbox.explain(done)
+        return "\n".join(part for part in (text, note, f"[exit code {done.returncode}]") if part)
+
+    async def grep(self, pattern: str, *, top: Path, glob: str | None) -> str:
+        """Search text files under `top` for an extended regex; git grep skips ignored files.
+
+        git runs here in the engine, on directories the engine names, with hardened
+        configuration: what the agent wrote in its worktree is read as data only.
+        """
+        where = top.relative_to(self.root).as_posix()
+        if glob and where != ".":
+            glob = f"{where}/{glob}"
+        if self.checkout is None or not self.checkout.exists():
+            return await asyncio.to_thread(self._walk_grep, pattern, top=top, glob=glob)
+        spec = glob or where
+        argv = hardened(self.checkout.admin, self.root, *_GREP, "-e", pattern, "--", spec)
+        done = await run_process(
+            argv, cwd=self.root, env=git_env(), timeout_s=self.timeout_s, cap=self.cap
+        )
+        if done.returncode == 1:
+            return "no matches"
+        if done.returncode is None:
+            raise ToolError(f"search: timed out after {self.timeout_s} s; narrow the path")
+        if done.returncode != 0:
+            raise ToolError(f"search: {done.output.text().strip()}")
+        return done.output.text()
+
+    def _walk_grep(self, pattern: str, *, top: Path, glob: str | None) -> str:
+        # Python's re stands in for POSIX ERE here; the two agree on everyday patterns.
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ToolError(f"search: bad pattern {pattern!r}: {exc}") from exc
+        output = CappedOutput(self.cap)
+        for path in _files(top):
+            name = path.relative_to(self.root).as_posix()
+            data = path.read_bytes()
+            if (glob and path != top and not fnmatch.fnmatchcase(name, glob)) or b"\0" in data:
+                continue
+            for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    output.feed(f"{name}:{number}:{line}\n".encode())
+        return output.text() or "no matches"
+
+
+def agent_env(parent_env: Mapping[str, str], *, sandbox: Sandbox) -> dict[str, str]:
+    """The environment of the agent's processes: an allowlist, minus anything holding a secret.
+
+    The agent's git may read repositories it does not own (its job's git data belongs to
+    the engine), so safe.directory is set for it on the command-line level git honours.
+    """
+    secrets = [value for name, value in parent_env.items() if SECRET_NAME.search(name) and value]
+    env = {
+        name: parent_env[name]
+        for name in _KEPT
+        if name in parent_env and not any(secret in parent_env[name] for secret in secrets)
+    }
+    path = agent_path(parent_env, sandbox.system)
+    if any(secret in path for secret in secrets):
+        path = "/usr/local/bin:/usr/bin:/bin"
+    return env | {
+        "PATH": path,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_PARAMETERS": "'safe.directory'='*'",
+    }
+
+
+def _files(top: Path) -> list[Path]:
+    """Regular files at or under `top`, never inside .git nor through a symlink."""
+    if not top.is_dir():
+        return [top]
+    found = []
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d.casefold() != ".git")
+        found += [Path(folder, name) for name in sorted(files)]
+    return [path for path in found if path.is_file() and not path.is_symlink()]

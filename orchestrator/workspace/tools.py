@@ -1,0 +1,93 @@
+"""File and shell tools for every agent of a job, each confined to its own place.
+
+A mini-team's members (and the phase reviewer) work in their task's slot; everyone else
+of the job (the leads, the office manager) reads the job worktree. Which place is a
+conversation's follows from the store: its task, else its job. Only agents that write
+files (the worker) may write their slot; to everyone else, and to every agent in the job
+worktree, the place is read-only, shell included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.sandbox.confine import Network, Sandbox
+from orchestrator.store.sqlite import Store
+from orchestrator.workspace.file_tools import WorktreeTools
+from orchestrator.workspace.git import Checkout
+from orchestrator.workspace.layout import JobSpace, Workspace
+
+
+class WorkspaceTools:
+    """A ToolRunner that runs each file or shell call in the caller's task slot or job worktree.
+
+    `writes(agent)` says whether an agent edits files; `network(project)` is what a
+    project's agents may reach.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        workspace: Workspace,
+        *,
+        parent_env: Mapping[str, str],
+        sandbox: Sandbox,
+        writes: Callable[[str], bool],
+        network: Callable[[str], Network],
+    ) -> None:
+        self.store = store
+        self.workspace = workspace
+        self.parent_env = dict(parent_env)
+        self.sandbox = sandbox
+        self.writes = writes
+        self.network = network
+        self._tools: dict[tuple[Path, bool], WorktreeTools] = {}
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        """Run `call` where the conversation belongs; without a place, an error the agent reads."""
+        place = await self._place(agent, conversation_id)
+        if isinstance(place, str):
+            return ToolResult(call.call_id, f"{call.name}: {place}", is_error=True)
+        return await place.run(agent, conversation_id, call)
+
+    async def _place(self, agent: str, conversation_id: str) -> WorktreeTools | str:
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT c.job_id, t.number, j.project FROM conversations c LEFT JOIN tasks t"
+                " ON t.task_id = c.task_id LEFT JOIN jobs j ON j.job_id = c.job_id"
+                " WHERE c.conversation_id = ?",
+                (conversation_id,),
+            ).fetchone()
+        )
+        if row is None or row[0] is None:
+            return "this conversation belongs to no job, so it has no worktree"
+        job = await self.workspace.job(row[0])
+        if job is None:
+            return f"job {row[0]} has no workspace yet"
+        root, writable = job.path, False
+        if row[1] is not None:
+            task = await self.workspace.task(job, row[1])
+            if task is None:
+                return f"task #{row[1]} has ended; its worktree is gone"
+            root, writable = task.path, self.writes(agent)
+        return self.tools_for(job, root, writable=writable, project=str(row[2]))
+
+    def tools_for(
+        self, job: JobSpace, root: Path, *, writable: bool, project: str
+    ) -> WorktreeTools:
+        """The tools of an agent working in `root` (a job's worktree or one of its slots)."""
+        key = (root, writable)
+        if key not in self._tools:
+            self._tools[key] = WorktreeTools(
+                root,
+                parent_env=self.parent_env,
+                sandbox=self.sandbox,
+                writable=writable,
+                readable=job.readable,
+                checkout=Checkout(job.repo, root),
+                network=self.network(project),
+                owner=self.workspace.owner if writable else None,
+            )
+        return self._tools[key]
