@@ -102,7 +102,8 @@ async def run_job(
     await engine.bus.start_job(job_key="k", project="p", title="t", agent=agent, brief=brief)
     await engine.scheduler.run_until_idle()
     elapsed = time.perf_counter() - started
-    assert not engine.scheduler.failures, engine.scheduler.failures
+    failed = await engine.scheduler.failures()
+    assert not failed, failed
     await engine.close()
     return elapsed
 

@@ -139,7 +139,8 @@ def send(call_id: str, body: str) -> ToolCall:
 async def run_job(engine: Engine) -> None:
     await engine.bus.start_job(job_key="k", project="p", title="t", agent=LEAD, brief="go")
     await engine.scheduler.run_until_idle()
-    assert not engine.scheduler.failures, engine.scheduler.failures
+    failed = await engine.scheduler.failures()
+    assert not failed, failed
 
 
 def median(values: list[float]) -> float:

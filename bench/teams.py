@@ -40,7 +40,7 @@ from orchestrator.bus.messages import (
     assistant_content,
 )
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.jobs.office import Office
+from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest, ToolRunner
 from orchestrator.sandbox.probe import probe
@@ -296,16 +296,18 @@ async def run_job(home: Path, repo: Path, *, tasks: int, review: str, parallel: 
 async def drive(office: Office, repo: Path, phases: dict[str, tuple[float, float]]) -> int:
     """start_job, run and finish_job, each timed into `phases`; the job branch's merges."""
     marks = [time.perf_counter()]
-    job = await office.start_job(
+    job = await office.start_here(
         project=PROJECT,
         key="widgets#1",
         title="Task files",
         brief="Issue #1: task files.",
-        repo=PROJECT,
-        source=str(repo),
-        start="refs/remotes/origin/main",
-        branch=lambda job_id: f"teaparty/job-{job_id}-task-files",
-        slug="task-files",
+        source=JobSource(
+            repo=PROJECT,
+            source=str(repo),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-task-files",
+            slug="task-files",
+        ),
     )
     marks.append(time.perf_counter())
     result = await office.run(job, never)

@@ -202,7 +202,7 @@ def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _config_check(args: argparse.Namespace) -> int:
-    from orchestrator.config import check_path, shipped_org_dir
+    from orchestrator.api import check_path, shipped_org_dir
 
     environ: Mapping[str, str] = args.environ
     org_dir: Path = args.org or _env_org(environ) or shipped_org_dir()
@@ -230,7 +230,7 @@ def _env_org(environ: Mapping[str, str]) -> Path | None:
 
 
 def _default_path(environ: Mapping[str, str]) -> Path:
-    from orchestrator.config import shipped_org_dir
+    from orchestrator.api import shipped_org_dir
 
     local = Path("config")
     if (local / "teaparty.yaml").is_file():

@@ -9,10 +9,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.errors import SandboxError
-from orchestrator.sandbox.confine import Sandbox
-from orchestrator.sandbox.probe import probe
-from orchestrator.workspace.git import git
+from orchestrator.api import Sandbox, SandboxError, git, probe
 
 EXIT_OK, EXIT_UNCONFINED = 0, 1
 

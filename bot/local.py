@@ -8,10 +8,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.bus.gates import Gate
-from orchestrator.config import shipped_org_dir
-from orchestrator.errors import OrchestratorError
-from orchestrator.jobs.local_run import ModelKind, run_local
+from orchestrator.api import Gate, ModelKind, OrchestratorError, run_local, shipped_org_dir
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -25,11 +25,8 @@ from bot.errors import SettingsError
 from bot.server.endpoint import DEADLINE_PASSED
 from bot.server.runtime import Runtime
 from bot.settings import Settings
-from orchestrator.config import AgentDef
-from orchestrator.errors import OrchestratorError
-from orchestrator.jobs import local_run
-from orchestrator.jobs.local_run import ModelKind
-from orchestrator.ports import Model
+from orchestrator.api import AgentDef, Model, ModelKind, OrchestratorError
+from orchestrator.api import models as agent_models
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_HEAD_BYTES = 16 * 1024  # GitHub's request heads are about 1 KB
@@ -87,7 +84,7 @@ def models(kind: ModelKind | None, env: Mapping[str, str]) -> Callable[[AgentDef
     chosen = model_kind(kind, env)
     if chosen == "scripted":
         log.warning("no ANTHROPIC_API_KEY: agents are played by the scripted stand-in")
-    return local_run.models(chosen, env)
+    return agent_models(chosen, env)
 
 
 def app_server(app: FastAPI, settings: Settings, *, host: str, port: int) -> uvicorn.Server:

@@ -214,8 +214,8 @@ async def main(store_path: Path, plan: KillPlan | None) -> None:
     scheduler = Scheduler(bus, runner, concurrency=4)
     await bus.start_job(job_key=JOB_KEY, project="widgets", title="t", agent=OM, brief="issue 7")
     await scheduler.run_until_idle()
-    if scheduler.failures:
-        raise SystemExit(f"failures: {scheduler.failures}")
+    if failed := await scheduler.failures():
+        raise SystemExit(f"failures: {failed}")
     await store.close()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.office import JobHandle, JobSource, Office
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import Model, ModelRequest
 from orchestrator.sandbox.probe import probe
@@ -208,16 +208,18 @@ def job_repo(home: Path, job_id: int = 1, slug: str = "alpha-and-beta") -> Path:
 
 async def start(office: Office, repo: Path) -> JobHandle:
     head = git(repo, "rev-parse", "HEAD").strip()
-    return await office.start_job(
+    return await office.start_here(
         project="widgets",
         key="widgets#7",
         title="Alpha and beta",
         brief="Issue #7: Alpha and beta.",
-        repo="widgets",
-        source=str(repo),
-        start=head,
-        branch=lambda job_id: "teaparty/job-7-alpha-and-beta",
-        slug="alpha-and-beta",
+        source=JobSource(
+            repo="widgets",
+            source=str(repo),
+            start=head,
+            branch=lambda job_id: "teaparty/job-7-alpha-and-beta",
+            slug="alpha-and-beta",
+        ),
     )
 
 

@@ -74,7 +74,7 @@ async def test_fan_out_of_100_wakes_the_parent_once_with_every_reply(
     assert sum(isinstance(e, DispatchCompleted) for e in events) == 100
     running = [e for e in events if e == StateChanged(root, "running")]
     assert len(running) == 2
-    assert not engine.scheduler.failures
+    assert not await engine.scheduler.failures()
     await engine.close()
 
 
@@ -167,7 +167,7 @@ async def test_a_refused_route_comes_back_to_the_sender_as_an_error_it_can_act_o
     assert "route refused: implementer cannot send to 'researcher'" in result
     assert "You can reach: coding-lead, spec-reviewer." in result
     assert "goes through your lead, coding-lead" in result
-    assert not engine.scheduler.failures
+    assert not await engine.scheduler.failures()
     await engine.close()
 
 
@@ -301,7 +301,7 @@ async def test_closing_a_conversation_with_an_unanswered_send_answers_it_with_an
     engine = await open_engine(tmp_path, model, events)
     root = await start(engine)
     await engine.scheduler.run_until_idle()
-    assert list(engine.scheduler.failures) == child
+    assert [f.failure_key for f in await engine.scheduler.failures()] == child
     await engine.bus.close(child[0])
     await engine.scheduler.run_until_idle()
     result = (await engine.bus.snapshot(root)).conversation.result

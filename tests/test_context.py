@@ -91,7 +91,7 @@ async def test_a_long_worker_turn_is_compacted_and_the_summary_persisted(tmp_pat
     )
     await engine.bus.start_job(job_key="k", project="w", title="t", agent=CODING_LEAD, brief="go")
     await engine.scheduler.run_until_idle()
-    assert not engine.scheduler.failures
+    assert not await engine.scheduler.failures()
     worker = model.requests_of(IMPLEMENTER)
     compactions = [r for r in worker if r.messages[-1].text == COMPACT_INSTRUCTION]
     assert len(compactions) == 1

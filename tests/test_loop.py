@@ -17,6 +17,7 @@ from orchestrator.bus.messages import Message, ToolCall, ToolResult
 from orchestrator.errors import BusError
 from orchestrator.models.scripted import FunctionModel, ScriptedModel, ScriptError
 from orchestrator.ports import AgentSpec, Model
+from orchestrator.store.sqlite import Store
 
 
 def msg(seq: int, role: str, **content: Any) -> Message:
@@ -156,17 +157,17 @@ async def test_max_turns_ends_the_turn_with_an_error_reply_the_lead_reads(tmp_pa
     assert result == (
         "lead saw error=True: stopped before finishing (max_turns: 3 model turns without finishing)"
     )
-    assert not engine.scheduler.failures
+    assert not await engine.scheduler.failures()
     await engine.close()
 
 
 async def test_an_unscripted_call_fails_loudly(tmp_path: Path) -> None:
     model = ScriptedModel({"coding-lead": [calls(send("s", "implementer", "go"))]})
     engine = await run_job(tmp_path, Agents(model), RecordingTools())
-    failures = list(engine.scheduler.failures.values())
-    assert len(failures) == 1
-    assert isinstance(failures[0], ScriptError)
-    assert "no scripted turn left for 'widgets/coding/implementer'" in str(failures[0])
+    (failure,) = await engine.scheduler.failures()
+    assert failure.kind == "conversation"
+    assert failure.reason.startswith("ScriptError: ")
+    assert "no scripted turn left for 'widgets/coding/implementer'" in failure.reason
     await engine.close()
 
 
@@ -190,11 +191,11 @@ async def test_a_spent_budget_stops_every_turn_of_the_job_with_an_error_reply(
         return AssistantTurn(tool_calls=(ToolCall(f"t{n}", "search", {}),), usage=used)
 
     tools = RecordingTools()
-    engine = await Engine.open(
-        tmp_path / "s.db", agents=Agents(FunctionModel(fn)), router=org_router(), tools=tools
+    store = await Store.open(tmp_path / "s.db")
+    budget = JobBudget(store, max_usd=None, max_tokens=1_000, price=lambda agent, usage: 0.0)
+    engine = Engine.over(
+        store, agents=Agents(FunctionModel(fn)), router=org_router(), tools=tools, budget=budget
     )
-    budget = JobBudget(engine.store, max_usd=None, max_tokens=1_000, price=lambda agent, usage: 0.0)
-    engine.scheduler.runner.budget = budget
     await engine.bus.start_job(job_key="k", project="w", title="t", agent=CODING_LEAD, brief="go")
     await engine.scheduler.run_until_idle()
     assert len(tools.ran) == 2, "the worker stopped once the job had used its tokens"

@@ -14,7 +14,6 @@ import base64
 import hashlib
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, replace
 
 from bot.errors import BotError, GitHubError
@@ -27,11 +26,7 @@ from bot.github.tracking import (
     pull_body,
     tracking_body,
 )
-from orchestrator.bus.gates import Gate
-from orchestrator.errors import ForgeError
-from orchestrator.jobs.driver import JobStatus
-from orchestrator.jobs.office import JobHandle, Office
-from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.api import ForgeError, Gate, JobHandle, JobStatus, Office, now
 
 log = logging.getLogger(__name__)
 URGENT = frozenset({"waiting", "delivering", "done", "failed"})
@@ -84,7 +79,7 @@ class GitHubForge:
     ) -> None:
         self.app = app
         self.office = office
-        self.store: Store = office.engine.store
+        self.records = office.records
         self.subject = subject
         self.server_url = server_url.rstrip("/")
         self.status_interval_s = status_interval_s
@@ -130,11 +125,8 @@ class GitHubForge:
             return
         body = gate_body(gate, decider=self.subject.decider, agent=self.agent)
         comment_id = await self._post_once(status.job_id, key, key, body)
-        await self.store.write(
-            lambda tx: tx.execute(
-                "UPDATE gates SET comment_ref = ?, decider = ? WHERE gate_id = ?",
-                (comment_id, self.subject.decider, gate.gate_id),
-            )
+        await self.office.gate_posted(
+            gate.gate_id, comment_ref=comment_id, decider=self.subject.decider
         )
 
     async def fail(self, status: JobStatus, error: str) -> None:
@@ -147,6 +139,10 @@ class GitHubForge:
             )
             await self._post_once(status.job_id, key, key, body)
 
+    async def credentials(self) -> str:
+        """The header git sends to the repository: a fresh installation token's."""
+        return git_credentials(await self.app.token(self.subject.installation_id))
+
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
         """Push the job branch, then open its pull request or update the open one."""
         try:
@@ -156,8 +152,7 @@ class GitHubForge:
 
     async def _deliver(self, status: JobStatus, job: JobHandle) -> str:
         gh = await self._gh()
-        token = await self.app.token(self.subject.installation_id)
-        await self.office.workspace.publish(job.space, self.remote(), auth=git_credentials(token))
+        await self.office.publish(job, self.remote(), auth=await self.credentials())
         suffix = f" (#{self.subject.number})"
         title = self.agent.inline(self.subject.title, limit=250 - len(suffix)) + suffix
         body = pull_body(status, agent=self.agent)
@@ -206,25 +201,14 @@ class GitHubForge:
         return comment_id
 
     async def _known(self, job_id: int, key: str) -> tuple[str, str, float] | None:
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT external_id, digest, updated_at FROM forge_objects"
-                " WHERE job_id = ? AND key = ?",
-                (job_id, key),
-            ).fetchone()
-        )
-        return None if row is None else (str(row[0]), str(row[1]), float(row[2]))
+        found = await self.records.forge_object(job_id, key)
+        return None if found is None else (found.external_id, found.digest, found.updated_at)
 
     async def _recorded(self, job_id: int) -> frozenset[str]:
-        rows = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT external_id FROM forge_objects WHERE job_id = ?", (job_id,)
-            ).fetchall()
-        )
-        return frozenset(str(row[0]) for row in rows)
+        return await self.records.forge_object_ids(job_id)
 
     async def _record(self, job_id: int, key: str, external_id: str, digest: str) -> None:
-        await self.store.write(lambda tx: record_object(tx, job_id, key, external_id, digest))
+        await self.records.record_forge_object(job_id, key, external_id, digest)
 
     def _branch_url(self, branch: str) -> str | None:
         if not branch or not self.server_url.startswith("http"):
@@ -262,17 +246,6 @@ async def find_pull(
     """The open pull request the App opened from `branch` of `owner/repo`, or None."""
     pulls = await gh.open_pulls(owner, repo, head=f"{owner}:{branch}")
     return next((pull for pull in pulls if identity.opened(pull)), None)
-
-
-def record_object(tx: Tx, job_id: int, key: str, external_id: str, digest: str) -> None:
-    """Remember what the bot made on GitHub for a job under `key`."""
-    tx.execute(
-        "INSERT INTO forge_objects (job_id, key, external_id, digest, updated_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, key) DO UPDATE SET"
-        " external_id = excluded.external_id, digest = excluded.digest,"
-        " updated_at = excluded.updated_at",
-        (job_id, key, external_id, digest, time.time()),
-    )
 
 
 def _digest(text: str) -> str:

@@ -9,9 +9,7 @@ the App's own words (the decider's mention, `Closes #N`) are composed around it.
 from __future__ import annotations
 
 from bot.github.outbound import Outbound, code_span
-from orchestrator.bus.gates import Gate
-from orchestrator.jobs.driver import JobStatus
-from orchestrator.teams.board import Task
+from orchestrator.api import Gate, JobStatus, Task
 
 MARKER_PREFIX = "<!-- teaparty:"
 RESULT_LIMIT = 3000

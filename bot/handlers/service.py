@@ -14,8 +14,9 @@ import logging
 import time
 from dataclasses import dataclass
 
+from bot.errors import BotError
 from bot.github.client import GitHubApp, Installation
-from bot.github.forge import GitHubForge, Subject, find_comment, git_credentials
+from bot.github.forge import GitHubForge, Subject, find_comment
 from bot.github.sanitizer import quote
 from bot.github.tracking import config_error_body, no_sandbox_body, refusal_body
 from bot.handlers.payloads import (
@@ -28,12 +29,19 @@ from bot.handlers.payloads import (
     parse_command,
 )
 from bot.settings import Settings
-from orchestrator.config import Project, load_project
-from orchestrator.errors import ConfigError, ConfigIssue, SandboxError
-from orchestrator.jobs.driver import Forge, JobDriver
-from orchestrator.jobs.office import Office
-from orchestrator.store.deliveries import Delivery
-from orchestrator.workspace.git import slug
+from orchestrator.api import (
+    ConfigError,
+    ConfigIssue,
+    Delivery,
+    Forge,
+    JobDriver,
+    JobSource,
+    Office,
+    Project,
+    SandboxError,
+    load_project,
+    slug,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +73,13 @@ class GitHubService:
 
     async def forge(self, job_id: int) -> Forge | None:
         """The Forge of a job the App started, or None for any other job."""
-        row = await self.office.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT subject FROM job_links WHERE job_id = ? AND forge = 'github'", (job_id,)
-            ).fetchone()
-        )
-        if row is None:
+        subject = await self.office.records.subject(job_id, "github")
+        if subject is None:
             return None
         return GitHubForge(
             self.github,
             self.office,
-            Subject.from_json(row[0]),
+            Subject.from_json(subject),
             server_url=self.settings.server_url,
             status_interval_s=self.settings.status_interval_s,
             identity=await self.github.identity(),
@@ -167,73 +171,75 @@ class GitHubService:
             f"{quote(body or subject.title, tag='issue')}\n"
             "Hand it to the project's lead and reply with the outcome: what changed and why."
         )
-        token = await self.github.token(subject.installation_id)
         name = slug(subject.title) or "job"
-        job = await self.office.start_job(
-            project=project.name,
-            key=key,
-            title=subject.title,
-            brief=brief,
+        source = JobSource(
             repo=f"github/{full}",
             source=f"{self.settings.server_url.rstrip('/')}/{full}.git",
             start=f"refs/remotes/origin/{subject.default_branch}",
             branch=lambda _: f"teaparty/job-{subject.number}-{name}",
             slug=name,
-            auth=git_credentials(token),
         )
-        await self.office.engine.store.write(
-            lambda tx: tx.execute(
-                "INSERT OR IGNORE INTO job_links (job_id, forge, subject) VALUES (?, 'github', ?)",
-                (job.job_id, subject.to_json()),
-            )
+        job = await self.office.start_job(
+            project=project.name,
+            key=key,
+            title=subject.title,
+            brief=brief,
+            source=source,
+            project_text=config.text,
+            learnings=config.learnings,
         )
-        if not job.created:
-            retried = self.driver.retry(job.job_id, await self._conversations(job.job_id))
-            if retried:
-                log.info("job %d: retrying %s", job.job_id, ", ".join(retried))
+        await self.office.records.link(job.job_id, "github", subject.to_json())
+        if not job.created and (retried := await self.driver.retry(job.job_id)):
+            log.info("job %d: retrying %s", job.job_id, ", ".join(retried))
         return job.job_id
 
     async def _finished_job(self, key: str) -> int | None:
         """The issue's job if it has ended (its pull request exists): nothing to start again."""
-        row = await self.office.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT job_id FROM jobs WHERE job_key = ? AND state != 'active'", (key,)
-            ).fetchone()
-        )
-        return None if row is None else int(row[0])
-
-    async def _conversations(self, job_id: int) -> set[str]:
-        rows = await self.office.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT conversation_id FROM conversations WHERE job_id = ?", (job_id,)
-            ).fetchall()
-        )
-        return {r[0] for r in rows}
+        job = await self.office.records.job_for_key(key)
+        return None if job is None or job.state == "active" else job.job_id
 
     async def on_comment(self, command: CommentAdded) -> tuple[str, int | None]:
         """The decider's reply answers the job's oldest open question."""
         repo = command.repo
         key = f"github:{repo.owner}/{repo.name}#{command.issue.number}"
-        row = await self.office.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT j.job_id, l.subject FROM jobs j JOIN job_links l USING (job_id)"
-                " WHERE j.job_key = ?",
-                (key,),
-            ).fetchone()
-        )
-        if row is None:
+        job = await self.office.records.job_for_key(key)
+        linked = None if job is None else await self.office.records.subject(job.job_id, "github")
+        if job is None or linked is None:
             return "ignored: no job on this issue", None
-        job_id, subject = int(row[0]), Subject.from_json(row[1])
-        gates = await self.office.engine.bus.open_gates(job_id)
+        job_id, subject = job.job_id, Subject.from_json(linked)
+        gates = await self.office.open_gates(job_id)
         if not gates:
             return "ignored: the job has no open question", job_id
         if command.author.login.lower() != subject.decider.lower():
             return f"ignored: {command.author.login} is not the decider", job_id
         answer = command.body.strip() or "(empty reply)"
-        gate = await self.office.engine.bus.answer_gate(
+        gate = await self.office.answer_gate(
             gates[0].gate_id, text=answer, answered_by=command.author.login
         )
         return f"answered gate {gate.gate_id}", job_id
+
+    async def restore_project(self, job_id: int) -> None:
+        """A job from before jobs kept their project file: read it again from its repository.
+
+        Its subject may hold the text; otherwise the repository's default branch has it now
+        (the defaults, with the job's decider, when GitHub cannot be asked).
+        """
+        linked = await self.office.records.subject(job_id, "github")
+        if linked is None:
+            raise ConfigError((ConfigIssue(f"job {job_id}", None, "", "no project stored"),))
+        subject = Subject.from_json(linked)
+        text, learnings = subject.project_yaml, subject.learnings
+        if text is None:
+            try:
+                gh = await self.github.installation(subject.installation_id)
+                s = subject
+                config = await self._config(gh, s.owner, s.repo, s.default_branch, s.decider)
+                text, learnings = config.text, config.learnings
+            except BotError as exc:
+                log.warning("job %d: project file not read again (%s); the defaults", job_id, exc)
+        await self.office.restore_project(
+            job_id, text or _default_text(subject.decider), learnings=learnings
+        )
 
     async def _permission(self, gh: Installation, owner: str, repo: str, login: str) -> str:
         key = (f"{owner}/{repo}".lower(), login.lower())
@@ -270,16 +276,6 @@ def project_name(owner: str, repo: str) -> str:
     return slug(f"{owner}-{repo}", limit=80)
 
 
-def subject_project(subject: Subject, office: Office) -> Project:
-    """The project a job started with, loaded again from the text its subject recorded."""
-    text = subject.project_yaml or _default_text(subject.decider)
-    config = _load(text, subject.learnings, owner=subject.owner, repo=subject.repo, office=office)
-    if config.project is None:  # the organisation changed under a running job
-        source = f"job {subject.owner}/{subject.repo}#{subject.number}: .teaparty/project.yaml"
-        raise ConfigError((ConfigIssue(source, None, "", config.error or "does not load"),))
-    return config.project
-
-
 def _default_text(decider: str) -> str:
     return f"humans: {{decider: {json.dumps(decider)}}}\n"
 
@@ -295,7 +291,7 @@ def _load(
     except ConfigError as exc:
         return RepoConfig(None, str(exc), learnings)
     return RepoConfig(
-        project.model_copy(update={"name": project_name(owner, repo)}), None, learnings
+        project.model_copy(update={"name": project_name(owner, repo)}), None, learnings, text
     )
 
 

@@ -21,20 +21,28 @@ import uvicorn
 from fastapi import FastAPI
 
 from bot.github.client import GitHubApp, Sleep
-from bot.github.forge import Subject
 from bot.handlers.payloads import HANDLED_EVENTS
-from bot.handlers.service import GitHubService, subject_project
+from bot.handlers.service import GitHubService
 from bot.server.endpoint import create_app
 from bot.server.worker import DeliveryWorker
 from bot.settings import Settings
-from orchestrator.bus.events import Event, GateAsked, JobStarted, StateChanged, UsageRecorded
-from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
-from orchestrator.errors import ConfigError
-from orchestrator.jobs.local_run import AGENT_IDENTITY
-from orchestrator.jobs.office import Office
-from orchestrator.ports import Model
-from orchestrator.sandbox.confine import Sandbox
-from orchestrator.sandbox.probe import announce, probe
+from orchestrator.api import (
+    AGENT_IDENTITY,
+    AgentDef,
+    ConfigError,
+    Event,
+    GateAsked,
+    JobStarted,
+    Model,
+    Office,
+    Sandbox,
+    StateChanged,
+    UsageRecorded,
+    announce,
+    load_organisation,
+    probe,
+    shipped_org_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +114,7 @@ class Runtime:
         self._syncing: dict[int, asyncio.Task[None]] = {}
         self._again: set[int] = set()
         self._job_of: dict[str, int] = {}
-        self.office.engine.events.subscribe(self._on_event)
+        self.office.subscribe(self._on_event)
 
     def kick(self, job_id: int) -> None:
         """Sync a job soon; a sync under way runs once more after it ends."""
@@ -140,39 +148,21 @@ class Runtime:
 
     async def _job(self, conversation_id: str) -> int | None:
         if conversation_id not in self._job_of:
-            row = await self.office.engine.store.read(
-                lambda tx: tx.execute(
-                    "SELECT job_id FROM conversations WHERE conversation_id = ?",
-                    (conversation_id,),
-                ).fetchone()
-            )
-            if row is None or row[0] is None:
+            job_id = await self.office.records.job_of_conversation(conversation_id)
+            if job_id is None:
                 return None
-            self._job_of[conversation_id] = int(row[0])
+            self._job_of[conversation_id] = job_id
         return self._job_of[conversation_id]
 
     async def resume(self) -> list[int]:
-        """Give each active App job its project and worktree back; their ids."""
-        rows = await self.office.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT j.job_id, l.subject FROM jobs j JOIN job_links l USING (job_id)"
-                " WHERE j.state = 'active' AND l.forge = 'github' ORDER BY j.job_id"
-            ).fetchall()
-        )
-        resumed = []
-        for job_id, text in rows:
-            subject = Subject.from_json(text)
+        """Give each active job its project and worktree back; the App's jobs among them."""
+        resumed = await self.office.resume()
+        for job_id in resumed.without_project:  # stored by an older version
             try:
-                project = subject_project(subject, self.office)
+                await self.service.restore_project(job_id)
             except ConfigError as exc:  # one job's project no longer loads: the rest go on
                 log.error("job %d not resumed: %s", job_id, exc)
-                continue
-            self.office.add_project(project, learnings=subject.learnings)
-            space = await self.office.workspace.job(job_id)
-            if space is not None:
-                await self.office.workspace.reopen(space)
-            resumed.append(int(job_id))
-        return resumed
+        return await self._active()
 
     async def _sweep(self) -> None:
         while True:
@@ -181,19 +171,14 @@ class Runtime:
                 self.kick(job_id)
 
     async def _active(self) -> list[int]:
-        rows = await self.office.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT job_id FROM jobs JOIN job_links USING (job_id) WHERE state = 'active'"
-            ).fetchall()
-        )
-        return [int(r[0]) for r in rows]
+        return [job.job_id for job in await self.office.records.linked("github")]
 
     async def run(self, server: uvicorn.Server | None = None) -> None:
         """Resume, then serve until the server stops (or forever without one)."""
         for job_id in await self.resume():
             self.kick(job_id)
         background: list[asyncio.Task[Any]] = [
-            asyncio.create_task(self.office.engine.scheduler.serve()),
+            asyncio.create_task(self.office.serve()),
             asyncio.create_task(self.worker.run()),
             asyncio.create_task(self._sweep()),
         ]

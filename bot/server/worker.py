@@ -17,9 +17,8 @@ from collections.abc import Awaitable, Callable
 
 from bot.errors import BotError, RateLimitedError
 from bot.handlers.payloads import PayloadError
-from orchestrator.errors import OrchestratorError
-from orchestrator.store import deliveries as inbox
-from orchestrator.store.sqlite import Store, now
+from orchestrator.api import OrchestratorError, Store, now
+from orchestrator.api import deliveries as inbox
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.agents.loop import Runner
+from orchestrator.agents.loop import Checkpoint, Runner
 from orchestrator.agents.scheduler import Scheduler
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import EventBus
@@ -37,9 +37,26 @@ class Engine:
     ) -> Engine:
         """Open the store at `path` and wire the engine around it."""
         store = await Store.open(path, synchronous=synchronous)
+        return cls.over(
+            store, agents=agents, router=router, tools=tools, budget=budget, concurrency=concurrency
+        )
+
+    @classmethod
+    def over(
+        cls,
+        store: Store,
+        *,
+        agents: Agents,
+        router: Router,
+        tools: ToolRunner | None = None,
+        budget: Budget | None = None,
+        checkpoint: Checkpoint | None = None,
+        concurrency: int = 8,
+    ) -> Engine:
+        """The engine over an open store, with everything its runner needs."""
         events = EventBus()
         bus = ConversationBus(store, events)
-        runner = Runner(bus, agents, router, tools=tools, budget=budget)
+        runner = Runner(bus, agents, router, tools=tools, budget=budget, checkpoint=checkpoint)
         return cls(store, events, bus, Scheduler(bus, runner, concurrency=concurrency))
 
     async def close(self) -> None:

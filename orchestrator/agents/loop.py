@@ -107,6 +107,10 @@ def next_step(transcript: Sequence[Message], tail: Tail, *, max_turns: int) -> N
     return CallModel()
 
 
+Checkpoint = Callable[[str, AgentSpec], Awaitable[str | None]]
+"""What the engine adds to a conversation's compaction (conversation id, agent)."""
+
+
 class Runner:
     """Drives one conversation through its steps until it parks or has nothing to do."""
 
@@ -118,6 +122,7 @@ class Runner:
         *,
         tools: ToolRunner | None = None,
         budget: Budget | None = None,
+        checkpoint: Checkpoint | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.bus = bus
@@ -130,7 +135,7 @@ class Runner:
         # is new; only this runner appends to a transcript, and seqs are consecutive.
         self._parked: dict[str, list[Message]] = {}
         # What the engine adds to a compaction, e.g. a lead's task board (its checkpoint).
-        self.checkpoint: Callable[[str, AgentSpec], Awaitable[str | None]] | None = None
+        self.checkpoint = checkpoint
 
     async def run(self, conversation_id: str) -> NextStep:
         """Run `conversation_id` from its stored state; return why it stopped (Park or Idle)."""
@@ -138,6 +143,8 @@ class Runner:
         snapshot = await self.bus.snapshot(conversation_id, after_seq=len(transcript))
         transcript.extend(snapshot.transcript)
         row = snapshot.conversation
+        if row.failed:  # it runs again only when a retry is asked for
+            return Idle()
         tail = Tail(
             snapshot.inbox_size, row.pending_count, row.awaiting_input, row.state == "active"
         )

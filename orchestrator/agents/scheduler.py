@@ -2,7 +2,8 @@
 
 At start it asks the store what has work (an unfinished turn, a non-empty inbox, replies
 all in), so a restart after a crash continues exactly where the store says. After that,
-each committed step names the conversations it may have woken.
+each committed step names the conversations it may have woken. A conversation that raises
+is a failure row (bus/failures.py): it runs again only when `retry` is asked for.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 
 from orchestrator.agents.loop import Runner
 from orchestrator.bus.conversations import ConversationBus
+from orchestrator.bus.failures import Failure
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,6 @@ class Scheduler:
         self._rerun: set[str] = set()
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
-        self.failures: dict[str, BaseException] = {}
         bus.on_wake = self.wake
 
     def wake(self, conversation_ids: Iterable[str]) -> None:
@@ -86,11 +87,19 @@ class Scheduler:
     async def _run_one(self, conversation_id: str) -> None:
         try:
             await self.runner.run(conversation_id)
-        except (
-            Exception
-        ) as exc:  # the engine's guard: one conversation's bug must not stop the rest
-            log.exception("conversation %s failed; it stays in the store", conversation_id)
-            self.failures[conversation_id] = exc
+        except Exception as exc:  # the engine's guard: one conversation's bug stops no other
+            log.exception("conversation %s failed; it waits for a retry", conversation_id)
+            await self.bus.record_failure(conversation_id, f"{type(exc).__name__}: {exc}")
+
+    async def failures(self, job_id: int | None = None) -> list[Failure]:
+        """The failures of one job, or with no job every failure in the store."""
+        return await self.bus.failures(job_id)
+
+    async def retry(self, job_id: int) -> list[Failure]:
+        """Forget a job's failures and run its failed conversations again; what was retried."""
+        cleared = await self.bus.clear_failures(job_id)
+        self.wake(f.failure_key for f in cleared if f.kind == "conversation")
+        return cleared
 
     def _check_idle(self) -> None:
         if not self._queue and not self._running:

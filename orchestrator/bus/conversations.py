@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.agents.tools import BusCalls
-from orchestrator.bus import dispatch, gates
+from orchestrator.bus import dispatch, failures, gates
 from orchestrator.bus import transactions as txn
 from orchestrator.bus.events import (
     DispatchCompleted,
@@ -23,6 +23,7 @@ from orchestrator.bus.events import (
     StateChanged,
     UsageRecorded,
 )
+from orchestrator.bus.failures import Failure
 from orchestrator.bus.messages import (
     AssistantTurn,
     ConversationKind,
@@ -93,22 +94,41 @@ class ConversationBus:
         brief: str,
         max_parallel: int = 3,
         wake: bool = True,
+        project_text: str | None = None,
+        learnings: str | None = None,
     ) -> JobStart:
         """Create a job and its root conversation once per key; later calls find it.
 
-        With `wake=False` the job waits until its conversation is woken (`on_wake`), so its
-        workspace can be made first.
+        The job keeps `project_text` (its project file) and `learnings` so that a restart
+        rebuilds its project as it was; a later call for the same key replaces them. With
+        `wake=False` the job waits until `ready` says its workspace exists; nothing runs
+        it before, not even a restart.
         """
 
         def start(tx: Tx) -> JobStart:
             found = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
             if found is not None:
+                tx.execute(
+                    "UPDATE jobs SET project_text = ?, learnings = ? WHERE job_id = ?",
+                    (project_text, learnings, found[0]),
+                )
                 return JobStart(found[0], job_conversation_id(found[0]), created=False)
             stamp = now()
             (job_id,) = tx.execute(
-                "INSERT INTO jobs (job_key, project, title, created_at, updated_at, max_parallel)"
-                " VALUES (?, ?, ?, ?, ?, ?) RETURNING job_id",
-                (job_key, project, title, stamp, stamp, max_parallel),
+                "INSERT INTO jobs (job_key, project, title, created_at, updated_at, max_parallel,"
+                " project_text, learnings, ready) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " RETURNING job_id",
+                (
+                    job_key,
+                    project,
+                    title,
+                    stamp,
+                    stamp,
+                    max_parallel,
+                    project_text,
+                    learnings,
+                    wake,
+                ),
             ).fetchone()
             root = job_conversation_id(job_id)
             txn.create_conversation(
@@ -129,6 +149,32 @@ class ConversationBus:
             if wake:
                 self.on_wake([started.conversation_id])
         return started
+
+    async def ready(self, job_id: int) -> None:
+        """The job's workspace exists: its first turn may run."""
+        await self.store.write(
+            lambda tx: tx.execute("UPDATE jobs SET ready = 1 WHERE job_id = ?", (job_id,))
+        )
+        self.on_wake([job_conversation_id(job_id)])
+
+    async def record_failure(self, conversation_id: str, reason: str) -> None:
+        """A conversation raised: a row says so, and it waits for a retry."""
+        await self.store.write(lambda tx: failures.record_conversation(tx, conversation_id, reason))
+        self.events.publish(StateChanged(conversation_id, "failed"))
+
+    async def record_delivery_failure(self, job_id: int, reason: str) -> None:
+        """Publishing a job's work failed: a row says so, and it waits for a retry."""
+        await self.store.write(lambda tx: failures.record_delivery(tx, job_id, reason))
+
+    async def failures(self, job_id: int | None = None) -> list[Failure]:
+        """A job's failures, or with no job every failure in the store."""
+        if job_id is None:
+            return await self.store.read(failures.every)
+        return await self.store.read(lambda tx: failures.of_job(tx, job_id))
+
+    async def clear_failures(self, job_id: int) -> list[Failure]:
+        """Forget a job's failures (a retry); the ones forgotten."""
+        return await self.store.write(lambda tx: failures.clear(tx, job_id))
 
     async def snapshot(self, conversation_id: str, *, after_seq: int = 0) -> txn.Snapshot:
         """A conversation, its transcript after `after_seq` and its inbox, at one instant."""
@@ -278,6 +324,12 @@ class ConversationBus:
         self.events.publish(GateAnswered(gate_id, gate.conversation_id, answered_by, via))
         self.on_wake([gate.conversation_id])
         return gate
+
+    async def gate_posted(self, gate_id: int, *, comment_ref: str, decider: str) -> None:
+        """Record where a gate was asked and who may answer it."""
+        await self.store.write(
+            lambda tx: gates.posted(tx, gate_id, comment_ref=comment_ref, decider=decider)
+        )
 
     async def close(self, conversation_id: str) -> None:
         """Close a conversation; an unanswered Send to it is answered with an error."""

@@ -18,7 +18,7 @@ from orchestrator.bus.messages import Usage
 
 log = logging.getLogger(__name__)
 
-ConversationState = Literal["running", "parked", "idle", "awaiting_input", "closed"]
+ConversationState = Literal["running", "parked", "idle", "awaiting_input", "closed", "failed"]
 
 
 @dataclass(frozen=True)

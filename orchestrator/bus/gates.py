@@ -98,6 +98,14 @@ def answer(tx: Tx, gate_id: int, *, text: str, answered_by: str, via: AnsweredVi
     return get(tx, gate_id)
 
 
+def posted(tx: Tx, gate_id: int, *, comment_ref: str, decider: str) -> None:
+    """Record where the gate was asked (the comment's id) and who may answer it."""
+    tx.execute(
+        "UPDATE gates SET comment_ref = ?, decider = ? WHERE gate_id = ?",
+        (comment_ref, decider, gate_id),
+    )
+
+
 def get(tx: Tx, gate_id: int) -> Gate:
     """One gate."""
     row = tx.execute(

@@ -45,6 +45,7 @@ class ConversationRow:
     request_call_id: str | None
     serving_call_id: str | None
     shutdown_requested_by: str | None
+    failed: bool = False  # a failure row holds it until a retry is asked for
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class Outcome:
 _CONVERSATION_SQL = """
 SELECT c.conversation_id, c.kind, c.state, c.awaiting_input, c.in_turn, c.parent_id, c.agent,
        c.initiator, c.job_id, c.result, a.status, a.pending_count, a.request_call_id,
-       a.serving_call_id, a.shutdown_requested_by
+       a.serving_call_id, a.shutdown_requested_by,
+       EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
 FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id
 WHERE c.conversation_id = ?
 """
@@ -90,6 +92,8 @@ SELECT c.conversation_id FROM conversations c
 JOIN agent_contexts a ON a.context_id = c.conversation_id
 WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0
   AND (c.in_turn = 1 OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))
+  AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = c.job_id AND j.ready = 0)
 ORDER BY c.created_at, c.conversation_id
 """
 
@@ -99,7 +103,26 @@ def conversation(tx: Tx, conversation_id: str) -> ConversationRow:
     row = tx.execute(_CONVERSATION_SQL, (conversation_id,)).fetchone()
     if row is None:
         raise BusError(f"no conversation {conversation_id!r}")
-    return ConversationRow(row[0], row[1], row[2], bool(row[3]), bool(row[4]), *row[5:])
+    (cid, kind, state, awaiting, in_turn, parent, agent, initiator, job, result, *context) = row
+    status, pending, request_call, serving_call, shutdown_by, failed = context
+    return ConversationRow(
+        cid,
+        kind,
+        state,
+        bool(awaiting),
+        bool(in_turn),
+        parent,
+        agent,
+        initiator,
+        job,
+        result,
+        status,
+        pending,
+        request_call,
+        serving_call,
+        shutdown_by,
+        bool(failed),
+    )
 
 
 def transcript(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> tuple[Message, ...]:

@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import Usage, job_conversation_id
 from orchestrator.errors import OrchestratorError
-from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
+from orchestrator.workspace.layout import JobSpace
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,10 @@ class Forge(Protocol):
         """Say what failed and how to retry; the job stays resumable."""
         ...
 
+    async def credentials(self) -> str | None:
+        """The HTTP header git sends to the job's source to fetch it (None: none needed)."""
+        ...
+
 
 Forges = Callable[[int], Awaitable[Forge | None]]
 
@@ -79,27 +84,32 @@ class JobDriver:
         self.office = office
         self.forges = forges
         self._locks: dict[int, asyncio.Lock] = {}
-        self._undeliverable: set[int] = set()  # failed to deliver: wait for a retry
 
     async def status(self, job_id: int, *, link: str | None = None) -> JobStatus:
         """The job's status from the store."""
-        store = self.office.engine.store
-        row, tasks, gates, result = await store.read(lambda tx: _job_facts(tx, job_id))
+        row, tasks, gates, result = await self.office.engine.store.read(
+            lambda tx: _job_facts(tx, job_id)
+        )
         title, state, branch, project = row
-        budget = self.office.engine.scheduler.runner.budget
-        spent = await budget.spent(job_id) if isinstance(budget, JobBudget) else None
-        usage, cost = (spent.usage, spent.usd) if spent else (Usage(), 0.0)
-        failure = self._failure(job_id, await store.read(lambda tx: _conversations(tx, job_id)))
+        spent = await self.office.budget.spent(job_id)
+        failed = await self.office.failures(job_id)
+        failure = "; ".join(_describe(f) for f in failed) or None
         phase, step = _phase(state, tasks, gates, result, failure)
         sandbox = self.office.sandbox_summary(project)
         return JobStatus(
-            job_id, title, phase, step, tasks, usage, cost, branch, result, link, failure, sandbox
+            job_id,
+            title,
+            phase,
+            step,
+            tasks,
+            spent.usage,
+            spent.usd,
+            branch,
+            result,
+            link,
+            failure,
+            sandbox,
         )
-
-    def _failure(self, job_id: int, conversations: set[str]) -> str | None:
-        failures = self.office.engine.scheduler.failures
-        found = [f"{cid}: {failures[cid]}" for cid in sorted(conversations & failures.keys())]
-        return "; ".join(found) or None
 
     async def sync(self, job_id: int) -> JobState:
         """Make the outside agree with the store for one job; the state it is in."""
@@ -115,43 +125,45 @@ class JobDriver:
         if status.state == "failed":
             await forge.fail(status, status.error or "unknown failure")
             return status.state
+        await forge.show(status)
+        if status.state == "done":
+            return status.state
+        space = await self._space(job_id, forge)
         if status.state == "waiting":
-            for gate in await self.office.engine.bus.open_gates(job_id):
+            for gate in await self.office.open_gates(job_id):
                 await forge.ask(status, gate)
         if status.state != "delivering":
-            await forge.show(status)
             return status.state
-        await forge.show(status)
-        if job_id in self._undeliverable:
-            return "failed"
-        job = await self._handle(job_id)
+        job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
         try:
             link = await forge.deliver(status, job)
         except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request
             log.warning("job %d: delivery failed: %s", job_id, exc)
-            self._undeliverable.add(job_id)
-            await forge.fail(status, f"delivering the work failed: {exc}")
+            await self.office.delivery_failed(job_id, f"delivering the work failed: {exc}")
+            failed = await self.status(job_id)
+            await forge.fail(failed, failed.error or str(exc))
             return "failed"
         await self.office.finish_job(job, status.result)
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
 
-    async def _handle(self, job_id: int) -> JobHandle:
+    async def _space(self, job_id: int, forge: Forge) -> JobSpace:
+        """The job's workspace; made here, in the job's own sync, the first time (a clone)."""
         space = await self.office.workspace.job(job_id)
-        if space is None:
-            raise OrchestratorError(f"job {job_id} has no workspace")
-        return JobHandle(job_id, job_conversation_id(job_id), space, created=False)
+        if space is not None:
+            return space
+        return await self.office.prepare(job_id, auth=await forge.credentials())
 
-    def retry(self, job_id: int, conversations: set[str]) -> list[str]:
-        """Forget the job's failed conversations and run them again; which ones."""
-        self._undeliverable.discard(job_id)
-        scheduler = self.office.engine.scheduler
-        again = sorted(conversations & scheduler.failures.keys())
-        for conversation_id in again:
-            scheduler.failures.pop(conversation_id, None)
-        scheduler.wake(again)
-        return again
+    async def retry(self, job_id: int) -> list[str]:
+        """Forget the job's failures and run again what failed; what was retried."""
+        return [f.failure_key for f in await self.office.retry(job_id)]
+
+
+def _describe(failure: Failure) -> str:
+    if failure.kind == "delivery":
+        return failure.reason
+    return f"{failure.failure_key}: {failure.reason}"
 
 
 def _job_facts(
@@ -175,11 +187,6 @@ def _job_facts(
         (job_conversation_id(job_id),),
     ).fetchone()
     return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), gates, result
-
-
-def _conversations(tx: Tx, job_id: int) -> set[str]:
-    rows = tx.execute("SELECT conversation_id FROM conversations WHERE job_id = ?", (job_id,))
-    return {conversation_id for (conversation_id,) in rows}
 
 
 def _phase(

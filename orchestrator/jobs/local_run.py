@@ -22,8 +22,7 @@ from typing import Literal
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import Usage
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
-from orchestrator.jobs.budget import JobBudget
-from orchestrator.jobs.office import Office
+from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Model
 from orchestrator.sandbox.probe import announce, probe
@@ -73,7 +72,7 @@ async def run_local(
     """Run (or resume) one local job to its end; its branch lands in `repo`."""
     repo, home = _absolute(repo), _absolute(home)
     org = load_organisation(org_dir)
-    project = await _project(repo, org)
+    project, project_text = await _project(repo, org)
     code, learnings = await user_git(repo, "show", "HEAD:.teaparty/learnings.md", check=False)
     if code == 0:
         say(f"standing learnings: .teaparty/learnings.md ({len(learnings.splitlines())} lines)")
@@ -94,7 +93,16 @@ async def run_local(
         learnings={project.name: learnings} if code == 0 else {},
     )
     try:
-        return await _run(office, repo, project, title=title, body=body, approve=approve, say=say)
+        return await _run(
+            office,
+            repo,
+            project,
+            project_text=project_text,
+            title=title,
+            body=body,
+            approve=approve,
+            say=say,
+        )
     finally:
         await office.close()
 
@@ -104,6 +112,7 @@ async def _run(
     repo: Path,
     project: Project,
     *,
+    project_text: str,
     title: str,
     body: str,
     approve: Approver,
@@ -116,16 +125,20 @@ async def _run(
     )
     _, head = await user_git(repo, "rev-parse", "HEAD")
     digest = hashlib.sha256(str(repo).encode()).hexdigest()[:8]
-    job = await office.start_job(
-        project=project.name,
-        key=f"local:{repo}:{slug(title)}",
-        title=title,
-        brief=brief,
+    source = JobSource(
         repo=f"local/{repo.name}-{digest}",
         source=str(repo),
         start=head.strip(),
         branch=lambda job_id: f"teaparty/job-{job_id}-{slug(title)}",
         slug=slug(title),
+    )
+    job = await office.start_here(
+        project=project.name,
+        key=f"local:{repo}:{slug(title)}",
+        title=title,
+        brief=brief,
+        source=source,
+        project_text=project_text,
     )
     say(f"job {job.job_id} {'started' if job.created else 'resumed'}: branch {job.space.branch}")
 
@@ -141,24 +154,24 @@ async def _run(
     await office.workspace.publish(job.space, str(repo))
     branch = job.space.branch
     _, log = await user_git(repo, "log", "--format=%h %an %s", branch, "--not", "HEAD")
-    budget = office.engine.scheduler.runner.budget
-    spent = await budget.spent(job.job_id) if isinstance(budget, JobBudget) else None
+    spent = await office.budget.spent(job.job_id)
     await office.finish_job(job, result)
-    usage, cost = (spent.usage, spent.usd) if spent else (Usage(), 0.0)
-    return LocalJob(job.job_id, branch, result, tuple(log.splitlines()), usage, cost)
+    return LocalJob(job.job_id, branch, result, tuple(log.splitlines()), spent.usage, spent.usd)
 
 
 def _absolute(path: Path) -> Path:
     return path.resolve()
 
 
-async def _project(repo: Path, org: Organisation) -> Project:
+async def _project(repo: Path, org: Organisation) -> tuple[Project, str]:
+    """The repository's project (and the text it came from; the defaults without a file)."""
     code, text = await user_git(repo, "show", "HEAD:.teaparty/project.yaml", check=False)
     if code != 0:
         text = f"humans: {{decider: {getpass.getuser()}}}\n"
-    return load_project(
+    project = load_project(
         text, org=org, source=".teaparty/project.yaml", default_name=slug(repo.name)
     )
+    return project, text
 
 
 def models(

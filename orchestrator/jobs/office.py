@@ -8,22 +8,29 @@ the App and the tests drive.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents
 from orchestrator.agents.toolbox import ALL_SPECS, Toolbox
+from orchestrator.bus.conversations import JobStart
+from orchestrator.bus.events import Event
+from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import Usage
 from orchestrator.bus.routing import Router, organisation_teams, project_teams
-from orchestrator.config import AgentDef, Organisation, Project
+from orchestrator.config import AgentDef, Organisation, Project, load_project
+from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.jobs.budget import JobBudget, Limits
+from orchestrator.jobs.records import JobRecords
 from orchestrator.models.pricing import shipped_prices
 from orchestrator.ports import AgentSpec, Model
 from orchestrator.sandbox.confine import Network, Sandbox
-from orchestrator.store.sqlite import now
+from orchestrator.store.sqlite import Store, now
 from orchestrator.teams import board_tools
 from orchestrator.teams.board import summarize
 from orchestrator.teams.coordinator import TeamAgents
@@ -31,6 +38,8 @@ from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.layout import JobSpace, Workspace
 from orchestrator.workspace.tools import WorkspaceTools
+
+log = logging.getLogger(__name__)
 
 Approver = Callable[[Gate], Awaitable[str]]
 WRITE_TOOLS = frozenset({"write_file", "edit_file"})
@@ -61,18 +70,48 @@ def workgroup_order(project: Project) -> list[str]:
     return writers[:1] + [n for n in names if n not in writers[:1]]
 
 
+@dataclass(frozen=True)
+class JobSource:
+    """Where a job's repository comes from and where its branch starts.
+
+    `repo` names the mirror, `source` is where it is fetched from, `start` the commit the
+    job branch starts at, `branch(job_id)` the job branch's name.
+    """
+
+    repo: str
+    source: str
+    start: str
+    branch: Callable[[int], str]
+    slug: str
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Active jobs after a restart: those whose project is back, and those without one stored."""
+
+    jobs: tuple[int, ...]
+    without_project: tuple[int, ...]
+
+
 class Office:
-    """One engine over one state directory, with every project it serves."""
+    """One engine over one state directory, with every project it serves.
+
+    Built whole by `open`: the store first, then the workspace and every tool, then the
+    engine with its budget and checkpoint. The edge reads and writes the store only
+    through its methods and `records`.
+    """
 
     def __init__(
         self,
         engine: Engine,
         workspace: Workspace,
         org: Organisation,
-        projects: Sequence[Project],
+        projects: dict[str, Project],
         *,
         agents: ConfigAgents,
+        router: Router,
         board: board_tools.BoardTools,
+        budget: JobBudget,
         sandbox: Sandbox,
         scripted: bool = False,
     ) -> None:
@@ -81,12 +120,12 @@ class Office:
         self.scripted = scripted
         self.workspace = workspace
         self.org = org
-        self.projects = {p.name: p for p in projects}
+        self.projects = projects
         self.agents = agents
+        self.router = router
         self.board = board
-        self.limits: dict[str, Limits] = {
-            p.name: (p.budget.max_usd, p.budget.max_tokens) for p in projects
-        }
+        self.budget = budget
+        self.records = JobRecords(engine.store)
 
     @classmethod
     async def open(
@@ -104,69 +143,61 @@ class Office:
     ) -> Office:
         """Open the store under `home`, wire the organisation, and clean up after a crash.
 
-        `sandbox` is how agents' processes are confined (sandbox_probe.probe); `env` is
-        the environment agents' allowlisted variables come from; `scripted` says the
-        models are the scripted stand-in, which calls no shell and so needs no sandbox.
+        `sandbox` is how agents' processes are confined (sandbox.probe); `env` is the
+        environment agents' allowlisted variables come from; `scripted` says the models
+        are the scripted stand-in, which calls no shell and so needs no sandbox.
         """
+        served = {p.name: p for p in projects}
         router = Router(organisation_teams(org, projects))
         configured = ConfigAgents(
             org, projects, router=router, models=models, tool_specs=ALL_SPECS, learnings=learnings
         )
-        toolbox = Toolbox({})
-        engine = await Engine.open(
-            home / "teaparty.db",
-            agents=TeamAgents(configured),
-            router=router,
-            tools=toolbox,
-            concurrency=concurrency,
-        )
+        store = await Store.open(home / "teaparty.db")
         owner = sandbox.run_as if sandbox.confined else None
-        workspace = Workspace(home, engine.store, owner=owner)
-        store = engine.store
+        workspace = Workspace(home, store, owner=owner)
         board = board_tools.BoardTools(
             store,
             lambda cid: board_tools.job_of_conversation(store, cid),
             {p.name: workgroup_order(p) for p in projects},
-        )
-        office = cls(
-            engine,
-            workspace,
-            org,
-            projects,
-            agents=configured,
-            board=board,
-            sandbox=sandbox,
-            scripted=scripted,
         )
         files = WorkspaceTools(
             store,
             workspace,
             parent_env=env,
             sandbox=sandbox,
-            writes=office._writes,
-            network=office.network,
+            writes=functools.partial(_writes, configured),
+            network=functools.partial(_network, served),
         )
-        team = TeamTools(store, workspace, office.projects)
-        toolbox.runners.update(
-            Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS)).runners
+        toolbox = Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS))
+        toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, TeamTools(store, workspace, served)))
+        budget = _budget(store, configured, served)
+        engine = Engine.over(
+            store,
+            agents=TeamAgents(configured),
+            router=router,
+            tools=toolbox,
+            budget=budget,
+            checkpoint=functools.partial(_checkpoint, store),
+            concurrency=concurrency,
         )
-        toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
-        engine.scheduler.runner.budget = office._budget(configured)
-        engine.scheduler.runner.checkpoint = office._checkpoint
+        office = cls(
+            engine,
+            workspace,
+            org,
+            served,
+            agents=configured,
+            router=router,
+            board=board,
+            budget=budget,
+            sandbox=sandbox,
+            scripted=scripted,
+        )
         await workspace.recover()
         return office
 
-    def _writes(self, address: str) -> bool:
-        definition = self.agents.definition(address)
-        return definition is not None and bool(WRITE_TOOLS & set(definition.tools))
-
     def network(self, project: str) -> Network:
         """What the project's agents' processes may reach (its `sandbox.network`)."""
-        found = self.projects.get(project)
-        setting = "off" if found is None else found.sandbox.network
-        if isinstance(setting, tuple):
-            return Network(hosts=setting)
-        return Network(open=setting == "open")
+        return _network(self.projects, project)
 
     def sandbox_summary(self, project: str) -> str:
         """One line on how the project's agents are confined, for its status report."""
@@ -194,32 +225,10 @@ class Office:
         """Serve one more project (or a changed one) from now on: routes, agents, budget."""
         known = self.projects.get(project.name)
         self.projects[project.name] = project
-        self.limits[project.name] = (project.budget.max_usd, project.budget.max_tokens)
         self.board.workgroups[project.name] = workgroup_order(project)
         if known != project:
-            self.engine.scheduler.runner.router.extend(project_teams(self.org, project))
+            self.router.extend(project_teams(self.org, project))
         self.agents.add_project(project, learnings=learnings)
-
-    async def _checkpoint(self, conversation_id: str, spec: AgentSpec) -> str | None:
-        """A lead's checkpoint carries the board as the engine has it, not as remembered."""
-        if "task_list" not in {tool.name for tool in spec.tools}:
-            return None
-        job_id = await board_tools.job_of_conversation(self.engine.store, conversation_id)
-        if job_id is None:
-            return None
-        board = await self.engine.store.read(lambda tx: summarize(tx, job_id))
-        return f"The task board at this checkpoint:\n{board}"
-
-    def _budget(self, agents: ConfigAgents) -> JobBudget:
-        prices = shipped_prices()
-
-        def price(address: str, usage: Usage) -> float:
-            definition = agents.definition(address)
-            return 0.0 if definition is None else prices.cost_usd(definition.model, usage)
-
-        return JobBudget(
-            self.engine.store, max_usd=None, max_tokens=None, price=price, per_project=self.limits
-        )
 
     async def start_job(
         self,
@@ -228,22 +237,18 @@ class Office:
         key: str,
         title: str,
         brief: str,
-        repo: str,
-        source: str,
-        start: str,
-        branch: Callable[[int], str],
-        slug: str,
-        auth: str | None = None,
-    ) -> JobHandle:
-        """Start a job once per key at the office manager, with its branch and worktree.
+        source: JobSource,
+        project_text: str | None = None,
+        learnings: str | None = None,
+    ) -> JobStart:
+        """Start a job once per key at the office manager; its workspace comes with `prepare`.
 
-        `repo` names the mirror, `source` is where it is fetched from (`auth`: an HTTP
-        header git sends to it alone), `start` the commit the job branch starts at,
-        `branch(job_id)` the job branch's name. The job's first turn waits until its
-        workspace exists.
+        The job keeps `project_text` (the project file it runs under) and `learnings`, so
+        `resume` rebuilds its project after a restart. Its first turn waits for `prepare`.
+        Raises SandboxError when the project's agents need a sandbox this host lacks.
         """
         self.require_sandbox(project)
-        job = await self.engine.bus.start_job(
+        started = await self.engine.bus.start_job(
             job_key=key,
             project=project,
             title=title,
@@ -251,22 +256,155 @@ class Office:
             brief=brief,
             max_parallel=self.projects[project].parallel,
             wake=False,
+            project_text=project_text,
+            learnings=learnings,
         )
-        mirror = await self.workspace.mirror(repo, source, auth=auth)
-        space = await self.workspace.open_job(
-            job.job_id, mirror=mirror, branch=branch(job.job_id), start=start, slug=slug
+        branch = source.branch(started.job_id)
+        await self.engine.store.write(
+            lambda tx: tx.execute(
+                "INSERT OR REPLACE INTO job_sources (job_id, repo, source, start, branch, slug)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (started.job_id, source.repo, source.source, source.start, branch, source.slug),
+            )
         )
-        self.engine.scheduler.wake([job.conversation_id])
-        return JobHandle(job.job_id, job.conversation_id, space, job.created)
+        return started
+
+    async def start_here(
+        self,
+        *,
+        project: str,
+        key: str,
+        title: str,
+        brief: str,
+        source: JobSource,
+        project_text: str | None = None,
+        auth: str | None = None,
+    ) -> JobHandle:
+        """`start_job`, then `prepare` at once: for a caller with nothing else waiting on it."""
+        started = await self.start_job(
+            project=project,
+            key=key,
+            title=title,
+            brief=brief,
+            source=source,
+            project_text=project_text,
+        )
+        space = await self.prepare(started.job_id, auth=auth)
+        return JobHandle(started.job_id, started.conversation_id, space, started.created)
+
+    async def prepare(self, job_id: int, *, auth: str | None = None) -> JobSpace:
+        """The job's workspace, made from its source the first time, then its first turn runs.
+
+        Slow the first time (a clone or fetch): call it in the job's own time, not on a path
+        other jobs wait on. `auth` is an HTTP header git sends to the source alone.
+        """
+        space = await self.workspace.job(job_id)
+        if space is None:
+            row = await self.engine.store.read(
+                lambda tx: tx.execute(
+                    "SELECT repo, source, start, branch, slug FROM job_sources WHERE job_id = ?",
+                    (job_id,),
+                ).fetchone()
+            )
+            if row is None:
+                raise OrchestratorError(f"job {job_id} has no workspace and no source to make one")
+            repo, source, start, branch, slug = row
+            mirror = await self.workspace.mirror(repo, source, auth=auth)
+            space = await self.workspace.open_job(
+                job_id, mirror=mirror, branch=branch, start=start, slug=slug
+            )
+        await self.engine.bus.ready(job_id)
+        return space
+
+    async def resume(self) -> Resumed:
+        """After a restart: each active job's project back as it started, its worktree back."""
+        rows = await self.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT job_id, project, project_text, learnings FROM jobs"
+                " WHERE state = 'active' ORDER BY job_id"
+            ).fetchall()
+        )
+        resumed: list[int] = []
+        without: list[int] = []
+        for job_id, name, text, learnings in rows:
+            if text is None:
+                without.append(job_id)
+                continue
+            try:
+                self.add_project(self._stored_project(job_id, name, text), learnings=learnings)
+            except ConfigError as exc:  # one job's project no longer loads: the rest go on
+                log.error("job %d not resumed: %s", job_id, exc)
+                continue
+            space = await self.workspace.job(job_id)
+            if space is not None:
+                await self.workspace.reopen(space)
+            resumed.append(job_id)
+        return Resumed(tuple(resumed), tuple(without))
+
+    async def restore_project(self, job_id: int, text: str, *, learnings: str | None) -> None:
+        """Give a job whose project text was never stored this one, stored, and serve it.
+
+        Raises ConfigError when the text does not load against the organisation.
+        """
+        found = await self.records.job(job_id)
+        if found is None:
+            raise OrchestratorError(f"no job {job_id}")
+        self.add_project(self._stored_project(job_id, found.project, text), learnings=learnings)
+        await self.engine.store.write(
+            lambda tx: tx.execute(
+                "UPDATE jobs SET project_text = ?, learnings = ? WHERE job_id = ?",
+                (text, learnings, job_id),
+            )
+        )
+        space = await self.workspace.job(job_id)
+        if space is not None:
+            await self.workspace.reopen(space)
+
+    def _stored_project(self, job_id: int, name: str, text: str) -> Project:
+        source = f"job {job_id}: the project file it started with"
+        project = load_project(text, org=self.org, source=source, default_name=name)
+        return project.model_copy(update={"name": name})
+
+    async def failures(self, job_id: int) -> list[Failure]:
+        """Why the job is stopped: its failed conversations and a failed delivery, if any."""
+        return await self.engine.scheduler.failures(job_id)
+
+    async def delivery_failed(self, job_id: int, reason: str) -> None:
+        """Publishing the job's work failed: it stays failed until a retry is asked for."""
+        await self.engine.bus.record_delivery_failure(job_id, reason)
+
+    async def retry(self, job_id: int) -> list[Failure]:
+        """Forget the job's failures and run what failed again; what was retried."""
+        return await self.engine.scheduler.retry(job_id)
+
+    async def open_gates(self, job_id: int) -> list[Gate]:
+        """The job's unanswered questions, oldest first."""
+        return await self.engine.bus.open_gates(job_id)
+
+    async def answer_gate(self, gate_id: int, *, text: str, answered_by: str) -> Gate:
+        """Record a person's answer and wake the agent that asked."""
+        return await self.engine.bus.answer_gate(gate_id, text=text, answered_by=answered_by)
+
+    async def gate_posted(self, gate_id: int, *, comment_ref: str, decider: str) -> None:
+        """Record where a gate was asked and who may answer it."""
+        await self.engine.bus.gate_posted(gate_id, comment_ref=comment_ref, decider=decider)
+
+    def subscribe(self, handler: Callable[[Event], Awaitable[None]]) -> None:
+        """Call `handler` with each engine event (never the source of truth)."""
+        self.engine.events.subscribe(handler)
+
+    async def serve(self) -> None:
+        """Run every conversation with work, resuming from the store, until cancelled."""
+        await self.engine.scheduler.serve()
 
     async def run(self, job: JobHandle, approve: Approver) -> str | None:
         """Run the job until it ends, asking `approve` at each gate; its final reply."""
         scheduler = self.engine.scheduler
         while True:
             await scheduler.run_until_idle()
-            if scheduler.failures:
-                failed = "; ".join(f"{c}: {e}" for c, e in scheduler.failures.items())
-                raise JobFailedError(f"job {job.job_id} stopped: {failed}")
+            if failed := await self.failures(job.job_id):
+                reasons = "; ".join(f"{f.failure_key}: {f.reason}" for f in failed)
+                raise JobFailedError(f"job {job.job_id} stopped: {reasons}")
             gates = await self.engine.bus.open_gates(job.job_id)
             if not gates:
                 break
@@ -278,6 +416,10 @@ class Office:
                 )
         snapshot = await self.engine.bus.snapshot(job.conversation_id)
         return snapshot.conversation.result
+
+    async def publish(self, job: JobHandle, remote: str, *, auth: str | None = None) -> None:
+        """Push the job branch to `remote` (`auth`: an HTTP header git sends to it alone)."""
+        await self.workspace.publish(job.space, remote, auth=auth)
 
     async def finish_job(self, job: JobHandle, result: str | None) -> None:
         """Record the job complete and give back its worktrees (its branches stay)."""
@@ -300,3 +442,57 @@ class Office:
         """Close the engine (the store is flushed) and the sandbox's proxies."""
         await self.sandbox.close()
         await self.engine.close()
+
+
+def _writes(agents: ConfigAgents, address: str) -> bool:
+    definition = agents.definition(address)
+    return definition is not None and bool(WRITE_TOOLS & set(definition.tools))
+
+
+def _network(projects: Mapping[str, Project], project: str) -> Network:
+    found = projects.get(project)
+    setting = "off" if found is None else found.sandbox.network
+    if isinstance(setting, tuple):
+        return Network(hosts=setting)
+    return Network(open=setting == "open")
+
+
+async def _checkpoint(store: Store, conversation_id: str, spec: AgentSpec) -> str | None:
+    """A lead's checkpoint carries the board as the engine has it, not as remembered."""
+    if "task_list" not in {tool.name for tool in spec.tools}:
+        return None
+    job_id = await board_tools.job_of_conversation(store, conversation_id)
+    if job_id is None:
+        return None
+    board = await store.read(lambda tx: summarize(tx, job_id))
+    return f"The task board at this checkpoint:\n{board}"
+
+
+def _budget(store: Store, agents: ConfigAgents, projects: Mapping[str, Project]) -> JobBudget:
+    """Each project's limits, read when asked (a project added later has its own)."""
+    prices = shipped_prices()
+
+    def price(address: str, usage: Usage) -> float:
+        definition = agents.definition(address)
+        return 0.0 if definition is None else prices.cost_usd(definition.model, usage)
+
+    return JobBudget(
+        store, max_usd=None, max_tokens=None, price=price, per_project=_Limits(projects)
+    )
+
+
+class _Limits(Mapping[str, Limits]):
+    """Each served project's budget, as the projects map says now."""
+
+    def __init__(self, projects: Mapping[str, Project]) -> None:
+        self._projects = projects
+
+    def __getitem__(self, name: str) -> Limits:
+        budget = self._projects[name].budget
+        return (budget.max_usd, budget.max_tokens)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._projects)
+
+    def __len__(self) -> int:
+        return len(self._projects)

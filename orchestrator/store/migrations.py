@@ -198,4 +198,46 @@ JOB_REPOSITORIES = """
 ALTER TABLE job_workspaces ADD COLUMN repo TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (INITIAL, BOARD_AND_GATES, TEAMS, FORGE, JOB_REPOSITORIES)
+# Facts that lived in memory until now. A job keeps the project file and learnings it runs
+# under, so a restart rebuilds its project as it was (an App job's link held them, if at
+# all). A failure is a row: a conversation that raised, or a job whose delivery failed; it
+# stays until someone asks for a retry, so a restart neither forgets it nor re-runs it.
+JOB_PROJECTS_AND_FAILURES = """
+ALTER TABLE jobs ADD COLUMN project_text TEXT;
+ALTER TABLE jobs ADD COLUMN learnings TEXT;
+UPDATE jobs SET
+    project_text = (SELECT json_extract(l.subject, '$.project_yaml') FROM job_links l
+                    WHERE l.job_id = jobs.job_id AND json_valid(l.subject)),
+    learnings = (SELECT json_extract(l.subject, '$.learnings') FROM job_links l
+                 WHERE l.job_id = jobs.job_id AND json_valid(l.subject));
+
+CREATE TABLE failures (
+    failure_key TEXT PRIMARY KEY,
+    job_id      INTEGER REFERENCES jobs (job_id),
+    kind        TEXT NOT NULL CHECK (kind IN ('conversation', 'delivery')),
+    reason      TEXT NOT NULL,
+    failed_at   REAL NOT NULL
+);
+CREATE INDEX failures_by_job ON failures (job_id);
+
+-- Where a job's repository comes from, so its workspace is made in the job's own time (and
+-- again after a crash before it was); `ready` holds its first turn until it exists.
+CREATE TABLE job_sources (
+    job_id  INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    repo    TEXT NOT NULL,
+    source  TEXT NOT NULL,
+    start   TEXT NOT NULL,
+    branch  TEXT NOT NULL,
+    slug    TEXT NOT NULL
+);
+ALTER TABLE jobs ADD COLUMN ready INTEGER NOT NULL DEFAULT 1;
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    INITIAL,
+    BOARD_AND_GATES,
+    TEAMS,
+    FORGE,
+    JOB_REPOSITORIES,
+    JOB_PROJECTS_AND_FAILURES,
+)

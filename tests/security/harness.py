@@ -31,7 +31,7 @@ sys.path[:0] = [str(HERE.parent.parent)]
 from bot.secrets import take_secrets  # noqa: E402
 from orchestrator.bus.messages import ToolCall  # noqa: E402
 from orchestrator.config import load_organisation, load_project, shipped_org_dir  # noqa: E402
-from orchestrator.jobs.office import Office  # noqa: E402
+from orchestrator.jobs.office import JobSource, Office  # noqa: E402
 from orchestrator.models.offline import DemoModel  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402
 from orchestrator.teams.board import create_task  # noqa: E402
@@ -110,16 +110,18 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     report: dict[str, Any] = {"mode": sandbox.mode, "reason": sandbox.reason}
     try:
         other_mirror = await office.workspace.mirror("github/o/other", str(other))
-        job = await office.start_job(
+        job = await office.start_here(
             project=project.name,
             key="github:o/widgets#1",
             title="t",
             brief="b",
-            repo="github/o/widgets",
-            source=str(origin),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-t",
-            slug="t",
+            source=JobSource(
+                repo="github/o/widgets",
+                source=str(origin),
+                start="refs/remotes/origin/main",
+                branch=lambda job_id: f"teaparty/job-{job_id}-t",
+                slug="t",
+            ),
         )
         for title in ("task 1", "task 2"):
             await office.engine.store.write(

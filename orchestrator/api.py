@@ -1,0 +1,97 @@
+"""The engine's public surface: everything the edge (bot/) may use, and nothing else.
+
+bot/ imports orchestrator only from here (tests/test_layering.py holds it to that), so the
+engine's modules can move and change behind it. What is here:
+
+- the Office (the engine wired) and its records, jobs and their driver;
+- the ports the edge implements or passes in (`Forge`, `Model`);
+- the records that cross the seam (job status, gates, tasks, events, failures);
+- configuration loading, the sandbox probe, the deliveries queue, and the error tree.
+"""
+
+from __future__ import annotations
+
+from orchestrator.bus.events import Event, GateAsked, JobStarted, StateChanged, UsageRecorded
+from orchestrator.bus.failures import Failure
+from orchestrator.bus.gates import Gate
+from orchestrator.config import (
+    AgentDef,
+    Organisation,
+    Project,
+    check_path,
+    load_organisation,
+    load_project,
+    shipped_org_dir,
+)
+from orchestrator.errors import (
+    ConfigError,
+    ConfigIssue,
+    ForgeError,
+    OrchestratorError,
+    SandboxError,
+)
+from orchestrator.jobs.driver import Forge, JobDriver, JobState, JobStatus
+from orchestrator.jobs.local_run import AGENT_IDENTITY, ModelKind, models, run_local
+from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
+from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
+from orchestrator.models.offline import DemoModel
+from orchestrator.ports import Model, ModelRequest
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.probe import announce, probe
+from orchestrator.store import deliveries
+from orchestrator.store.deliveries import Delivery
+from orchestrator.store.sqlite import Store, now
+from orchestrator.teams.board import Task
+from orchestrator.workspace.git import GitError, git, slug
+
+__all__ = [
+    "AGENT_IDENTITY",
+    "AgentDef",
+    "ConfigError",
+    "ConfigIssue",
+    "Delivery",
+    "DemoModel",
+    "Event",
+    "Failure",
+    "Forge",
+    "ForgeError",
+    "ForgeObject",
+    "Gate",
+    "GateAsked",
+    "GitError",
+    "JobDriver",
+    "JobHandle",
+    "JobRecord",
+    "JobRecords",
+    "JobSource",
+    "JobStarted",
+    "JobState",
+    "JobStatus",
+    "LinkedJob",
+    "Model",
+    "ModelKind",
+    "ModelRequest",
+    "Office",
+    "OrchestratorError",
+    "Organisation",
+    "Project",
+    "Resumed",
+    "Sandbox",
+    "SandboxError",
+    "StateChanged",
+    "Store",
+    "Task",
+    "UsageRecorded",
+    "announce",
+    "check_path",
+    "deliveries",
+    "git",
+    "load_organisation",
+    "load_project",
+    "models",
+    "now",
+    "probe",
+    "run_local",
+    "shipped_org_dir",
+    "slug",
+]

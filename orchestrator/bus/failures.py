@@ -1,0 +1,78 @@
+"""Failures as rows: a conversation that raised, a job whose delivery failed, and why.
+
+A failure stays until someone asks for a retry (`clear`): the scheduler does not run a
+failed conversation again on its own, after a restart or a wake, and a job's status says
+"failed" for as long as one of its rows is here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from orchestrator.store.sqlite import Tx, now
+
+FailureKind = Literal["conversation", "delivery"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What failed (a conversation id, or `delivery:{job}`), in which job, and why."""
+
+    failure_key: str
+    job_id: int | None
+    kind: FailureKind
+    reason: str
+    failed_at: float
+
+
+def delivery_key(job_id: int) -> str:
+    """The failure key of a job's delivery."""
+    return f"delivery:{job_id}"
+
+
+def record_conversation(tx: Tx, conversation_id: str, reason: str) -> None:
+    """A conversation raised: it runs again only after `clear`."""
+    tx.execute(
+        "INSERT INTO failures (failure_key, job_id, kind, reason, failed_at)"
+        " VALUES (?, (SELECT job_id FROM conversations WHERE conversation_id = ?),"
+        " 'conversation', ?, ?) ON CONFLICT (failure_key) DO UPDATE SET"
+        " reason = excluded.reason, failed_at = excluded.failed_at",
+        (conversation_id, conversation_id, reason, now()),
+    )
+
+
+def record_delivery(tx: Tx, job_id: int, reason: str) -> None:
+    """Publishing a job's work failed: it is tried again only after `clear`."""
+    tx.execute(
+        "INSERT INTO failures (failure_key, job_id, kind, reason, failed_at)"
+        " VALUES (?, ?, 'delivery', ?, ?) ON CONFLICT (failure_key) DO UPDATE SET"
+        " reason = excluded.reason, failed_at = excluded.failed_at",
+        (delivery_key(job_id), job_id, reason, now()),
+    )
+
+
+def of_job(tx: Tx, job_id: int | None) -> list[Failure]:
+    """The failures of one job (None: of conversations outside any job), oldest first."""
+    rows = tx.execute(
+        "SELECT failure_key, job_id, kind, reason, failed_at FROM failures"
+        " WHERE job_id IS ? ORDER BY failed_at, failure_key",
+        (job_id,),
+    )
+    return [Failure(*row) for row in rows]
+
+
+def every(tx: Tx) -> list[Failure]:
+    """Every failure in the store, oldest first."""
+    rows = tx.execute(
+        "SELECT failure_key, job_id, kind, reason, failed_at FROM failures"
+        " ORDER BY failed_at, failure_key"
+    )
+    return [Failure(*row) for row in rows]
+
+
+def clear(tx: Tx, job_id: int) -> list[Failure]:
+    """Forget a job's failures (a retry was asked for); the ones forgotten."""
+    found = of_job(tx, job_id)
+    tx.execute("DELETE FROM failures WHERE job_id = ?", (job_id,))
+    return found
