@@ -1,0 +1,159 @@
+"""A restarted App runs each job under the project file it started with, not the defaults.
+
+The repository's `.teaparty/project.yaml` replaces the shipped project lead with its own,
+adds a workgroup of its own and sets a token budget; `.teaparty/learnings.md` holds the
+project's standing learnings. The job is stopped mid-turn; a new runtime over the same
+state directory must put all four back in force.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from app_harness import APP_ID, OWNER, SECRET, make_hub, until
+from fakes import FunctionModel, calls, send
+
+from bot.demo import free_port, private_key_pem
+from bot.fakehub.hub import FakeGitHub
+from bot.handlers.service import project_name
+from bot.server.runtime import Runtime, server
+from bot.settings import Settings
+from orchestrator.bus.messages import AssistantTurn, ToolCall, Usage
+from orchestrator.ports import ModelRequest
+from orchestrator.sandbox.confine import Sandbox
+
+PROJECT_YAML = """\
+humans: {decider: alice}
+budget: {max_usd: null, max_tokens: 150}
+agents:
+  - name: project-lead
+    description: Leads the widgets project.
+    prompt: "You lead widgets. WIDGETS-OWN-LEAD-PROMPT"
+    tools: [send, dispatch, message, task_create, task_get, task_update, task_list, ask_human]
+  - name: docs-lead
+    description: Leads the docs team.
+    prompt: Lead the docs team.
+    tools: [send, dispatch, message, task_get, task_update, task_list]
+  - name: docs-writer
+    description: Writes the docs.
+    prompt: Write the docs.
+    tools: [read_file, write_file, task_get]
+workgroups:
+  - ref: coding
+  - name: docs
+    description: Writes the documentation.
+    lead: docs-lead
+    members: [docs-writer]
+"""
+LEARNINGS = "WIDGETS-LEARNING: run `make check` before you reply.\n"
+NOWHERE = Sandbox("unavailable", "not needed: the model here runs no shell")
+
+
+def source_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / ".teaparty").mkdir()
+    (path / ".teaparty" / "project.yaml").write_text(PROJECT_YAML)
+    (path / ".teaparty" / "learnings.md").write_text(LEARNINGS)
+    (path / "README.md").write_text("widgets\n")
+    for args in (
+        ["init", "--quiet", "--initial-branch=main"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True)
+    return path
+
+
+@asynccontextmanager
+async def app(
+    hub: FakeGitHub, settings: Settings, model: FunctionModel, port: int
+) -> AsyncIterator[Runtime]:
+    runtime = await Runtime.open(
+        settings, models=lambda _: model, env={}, scripted=True, sandbox=NOWHERE
+    )
+    uvicorn_server = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
+    running = asyncio.create_task(runtime.run(uvicorn_server))
+    try:
+        await until(lambda: uvicorn_server.started, what="the server to start")
+        yield runtime
+    finally:
+        uvicorn_server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await runtime.close()
+
+
+def short(request: ModelRequest) -> str:
+    return request.agent.rsplit("/", 1)[-1]
+
+
+async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_learnings(
+    tmp_path: Path,
+) -> None:
+    pem, port = private_key_pem(), free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub.add_repo(OWNER, "gadgets", source=source_repo(tmp_path / "src"))
+    hub.add_user("alice", "admin")
+    stuck = asyncio.Event()  # never set: the lead's first turn is cut by the "crash"
+
+    async def before(request: ModelRequest) -> AssistantTurn:
+        if short(request) == "office-manager":
+            used = Usage(input_tokens=80, output_tokens=20)
+            return AssistantTurn(tool_calls=(send("c1", "project-lead", "Do it."),), usage=used)
+        await stuck.wait()
+        raise AssertionError("unreachable")
+
+    def after(request: ModelRequest) -> AssistantTurn:
+        if short(request) == "project-lead" and len(model.requests_of(request.agent)) == 1:
+            turn = calls(ToolCall("t1", "task_list", {}))
+            return AssistantTurn(tool_calls=turn.tool_calls, usage=Usage(input_tokens=100))
+        raise AssertionError(f"no call expected once the budget is spent: {request.agent}")
+
+    async with hub.serve() as api_url:
+        settings = Settings(
+            app_id=str(APP_ID),
+            private_key=pem,
+            webhook_secret=SECRET,
+            home=tmp_path / "home",
+            api_url=api_url,
+            server_url=hub.server_url,
+            write_interval_s=0.0,
+        )
+        first = FunctionModel(before)
+        async with app(hub, settings, first, port):
+            number = hub.open_issue(
+                OWNER, "gadgets", title="Docs", body="Write docs.", author="alice"
+            )
+            await hub.label_issue(OWNER, "gadgets", number, "teaparty", sender="alice")
+            await until(
+                lambda: [r for r in first.requests if short(r) == "project-lead"],
+                what="the project lead's first turn",
+            )
+        (lead_request,) = [r for r in first.requests if short(r) == "project-lead"]
+        lead = lead_request.agent
+        conversation = lead_request.messages[0].conversation_id
+
+        model = FunctionModel(after)
+        async with app(hub, settings, model, port) as runtime:
+            await until(lambda: model.requests_of(lead), what="the lead's turn after the restart")
+            system = model.requests_of(lead)[0].system
+            assert "WIDGETS-OWN-LEAD-PROMPT" in system, (
+                "the project's own lead, not the shipped one"
+            )
+            assert "WIDGETS-LEARNING" in system, "the project's learnings"
+            assert "docs-lead" in system, "the project's own workgroup is reachable"
+
+            async def stopped() -> str:
+                transcript = await runtime.office.engine.bus.transcript(conversation)
+                said = [m.text for m in transcript if m.role == "assistant"]
+                return next((text for text in said if "budget:" in text), "")
+
+            await until(stopped, what="the lead to stop on the budget")
+            assert "budget: the job used 200 of its 150 tokens" in await stopped()
+    assert project_name(OWNER, "gadgets") in lead
+    assert len(model.requests_of(lead)) == 1
