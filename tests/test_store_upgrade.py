@@ -1,0 +1,118 @@
+"""A store written before jobs kept their project file (schema 5) upgrades with its jobs running.
+
+Migration 6 gives each job the project text its App link held (if any), marks every
+existing job ready (its workspace was made at start then), and adds the failures table.
+A running job carries on: its conversation is still runnable, its project comes back on
+resume, and a job whose text was never stored is named so the edge can restore it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from orchestrator.bus import transactions as txn
+from orchestrator.bus.messages import ConversationKind, InboxKind, job_conversation_id
+from orchestrator.config import load_organisation, shipped_org_dir
+from orchestrator.jobs.office import Office
+from orchestrator.models.scripted import ScriptedModel
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.store.migrations import MIGRATIONS
+from orchestrator.store.sqlite import Store
+
+PROJECT = "humans: {decider: alice}\nbudget: {max_usd: 2.5}\nparallel: 2\n"
+NOWHERE = Sandbox("unavailable", "not needed: nothing runs")
+
+
+def old_store(path: Path) -> None:
+    """Schema 5, as the previous release wrote it, with two active jobs and a finished one."""
+    db = sqlite3.connect(path, isolation_level=None)
+    for number, script in enumerate(MIGRATIONS[:5], start=1):
+        db.executescript(f"BEGIN;{script};PRAGMA user_version={number};COMMIT;")
+    subjects = {
+        1: {"owner": "octo", "repo": "widgets", "project_yaml": PROJECT, "learnings": "Be brief."},
+        2: {"owner": "octo", "repo": "gadgets"},  # what the old code wrote: no project text
+        3: {"owner": "octo", "repo": "done", "project_yaml": PROJECT},
+    }
+    for job_id, subject in subjects.items():
+        state = "complete" if job_id == 3 else "active"
+        db.execute(
+            "INSERT INTO jobs (job_id, job_key, project, title, state, created_at, updated_at)"
+            " VALUES (?, ?, ?, 't', ?, 0, 0)",
+            (job_id, f"github:octo/{subject['repo']}#1", f"octo-{subject['repo']}", state),
+        )
+        db.execute(
+            "INSERT INTO job_links (job_id, forge, subject) VALUES (?, 'github', ?)",
+            (job_id, json.dumps(subject)),
+        )
+        root = job_conversation_id(job_id)
+        txn.create_conversation(
+            db,
+            conversation_id=root,
+            kind=ConversationKind.JOB,
+            agent="office-manager",
+            initiator="engine",
+            parent_id=None,
+            job_id=job_id,
+        )
+        if state == "active":
+            txn.deliver(db, root, kind=InboxKind.REQUEST, sender="engine", content={"text": "go"})
+    db.close()
+
+
+async def open_office(home: Path) -> Office:
+    return await Office.open(
+        home,
+        org=load_organisation(shipped_org_dir()),
+        projects=[],
+        models=lambda _: ScriptedModel({}),
+        env={},
+        sandbox=NOWHERE,
+        scripted=True,
+    )
+
+
+async def test_a_schema_5_store_with_running_jobs_upgrades_and_resumes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    old_store(home / "teaparty.db")
+
+    office = await open_office(home)
+    try:
+        rows = await office.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT job_id, project_text, learnings, ready FROM jobs ORDER BY job_id"
+            ).fetchall()
+        )
+        assert rows == [(1, PROJECT, "Be brief.", 1), (2, None, None, 1), (3, PROJECT, None, 1)]
+        assert await office.engine.bus.runnable() == ["job:1", "job:2"], "running jobs carry on"
+        assert await office.failures(1) == []
+
+        resumed = await office.resume()
+        assert resumed.jobs == (1,)
+        assert resumed.without_project == (2,)
+        widgets = office.projects["octo-widgets"]
+        assert widgets.budget.max_usd == 2.5
+        assert widgets.parallel == 2
+        assert "Be brief." in office.agents.spec("octo-widgets/project-lead").system
+
+        await office.restore_project(2, PROJECT, learnings=None)
+    finally:
+        await office.close()
+
+    version = await _version(home / "teaparty.db")
+    assert version == len(MIGRATIONS)
+    again = await open_office(home)
+    try:
+        assert (await again.resume()).jobs == (1, 2), "a restored project is stored for good"
+    finally:
+        await again.close()
+
+
+async def _version(path: Path) -> int:
+    store = await Store.open(path)
+    try:
+        return int(await store.read(lambda tx: tx.execute("PRAGMA user_version").fetchone()[0]))
+    finally:
+        await store.close()
