@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,3 +43,114 @@ def test_adapters_own_their_libraries() -> None:
             if library in imports(path)
         }
         assert users <= owners, f"{library} imported outside {owners}: {users - owners}"
+
+
+# The edge reaches the engine through its surface only. bot/secrets.py reads the names of
+# secrets before anything else is imported (it re-executes the process), so it may use the
+# one tiny module that holds them.
+SURFACE = "orchestrator.api"
+SURFACE_EXCEPTIONS = {"bot/secrets.py": {"orchestrator.secrecy"}}
+SQL = re.compile(
+    r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM"
+    r"|CREATE\s+(TABLE|INDEX)|ALTER\s+TABLE)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def modules_imported(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def bot_files() -> list[Path]:
+    return sorted((ROOT / "bot").rglob("*.py"))
+
+
+def test_bot_imports_the_engine_only_through_its_surface() -> None:
+    offenders: dict[str, list[str]] = {}
+    for path in bot_files():
+        name = str(path.relative_to(ROOT))
+        allowed = {SURFACE} | SURFACE_EXCEPTIONS.get(name, set())
+        engine = {
+            m
+            for m in modules_imported(path)
+            if m.startswith("orchestrator")
+            and not any(m.startswith(a) for a in allowed)
+            and m != "orchestrator"
+        }
+        if engine:
+            offenders[name] = sorted(engine)
+    assert offenders == {}
+
+
+def test_bot_holds_no_sql_and_no_reach_into_the_engine() -> None:
+    offenders: dict[str, list[str]] = {}
+    for path in bot_files():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found = [
+            f"line {node.lineno}: SQL"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and SQL.search(node.value)
+        ]
+        found += [
+            f"line {node.lineno}: .engine.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "engine"
+        ]
+        found += [
+            f"line {node.lineno}: .execute("
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in {"execute", "executescript"}
+        ]
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the project modules it imports at module level (TYPE_CHECKING left out)."""
+    graph: dict[str, set[str]] = {}
+    for package in ("bot", "orchestrator"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            graph[module] = set()
+            for node in ast.parse(path.read_text()).body:
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                graph[module] |= {n for n in names if n.split(".")[0] in ("bot", "orchestrator")}
+    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for dep in sorted(graph[module]):
+            if state.get(dep) == "open":
+                cycles.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep, [*path, dep])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
