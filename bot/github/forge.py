@@ -45,7 +45,8 @@ class Subject:
     requester: str
     decider: str
     trigger_label: str
-    project_yaml: str | None = None  # the project file the job started with, for a restart
+    # Read from links older versions wrote; a job now keeps its project text itself.
+    project_yaml: str | None = None
     learnings: str | None = None
 
     def to_json(self) -> str:
