@@ -52,6 +52,7 @@ from bot.serve import app_server
 from bot.server.endpoint import create_app
 from bot.server.webhooks import signature
 from bot.settings import Settings
+from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +153,7 @@ async def serve(mode: str, fd: int, db: Path | None, *, loop: str, http: str) ->
     app = (
         bare_app()
         if store is None
-        else create_app(store, secret=os.environ[SECRET_ENV], events=HANDLED_EVENTS)
+        else create_app(DeliveryQueue(store), secret=os.environ[SECRET_ENV], events=HANDLED_EVENTS)
     )
     if http == "teaparty":
         settings = Settings(app_id="bench", private_key="", webhook_secret="", home=ROOT)

@@ -38,9 +38,8 @@ from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Model, ModelRequest
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
-from orchestrator.store import deliveries
-from orchestrator.store.deliveries import Delivery
-from orchestrator.store.sqlite import Store, now
+from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
+from orchestrator.store.sqlite import now
 from orchestrator.teams.board import Task
 from orchestrator.workspace.git import GitError, git, slug
 
@@ -49,7 +48,11 @@ __all__ = [
     "AgentDef",
     "ConfigError",
     "ConfigIssue",
+    "Arrival",
+    "Backlog",
     "Delivery",
+    "DeliveryQueue",
+    "DeliveryRecord",
     "DemoModel",
     "Event",
     "Failure",
@@ -79,12 +82,10 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "StateChanged",
-    "Store",
     "Task",
     "UsageRecorded",
     "announce",
     "check_path",
-    "deliveries",
     "git",
     "load_organisation",
     "load_project",

@@ -19,6 +19,7 @@ from bot.serve import MAX_HEAD_BYTES, DeadlineProtocol, app_server
 from bot.server.endpoint import SPOOL_RAM_BYTES, create_app
 from bot.server.webhooks import Signature, check_head, decode, shown, signature
 from bot.settings import Settings
+from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store
 
 SECRET = "It's a Secret to Everybody"
@@ -125,7 +126,9 @@ async def test_unverified_bodies_on_disk_are_bounded_and_the_bound_is_given_back
     store: Store,
 ) -> None:
     budget = 600 * 1024
-    app = create_app(store, secret=SECRET, events=HANDLED_EVENTS, spool_disk_bytes=budget)
+    app = create_app(
+        DeliveryQueue(store), secret=SECRET, events=HANDLED_EVENTS, spool_disk_bytes=budget
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
         fits = json.dumps({"zen": "x" * (SPOOL_RAM_BYTES + 300 * 1024)}).encode()

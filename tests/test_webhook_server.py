@@ -14,6 +14,7 @@ from bot.server.endpoint import create_app
 from bot.server.webhooks import parse_delivery, signature
 from bot.server.worker import DeliveryWorker
 from orchestrator.store import deliveries as inbox
+from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store
 
 PAYLOADS = Path(__file__).parent / "payloads"
@@ -84,7 +85,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 @pytest.fixture
 async def client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(store, secret=SECRET, events=HANDLED_EVENTS)
+    app = create_app(DeliveryQueue(store), secret=SECRET, events=HANDLED_EVENTS)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
         yield http
@@ -109,7 +110,10 @@ async def test_a_delivery_is_stored_once_and_redelivery_does_nothing(
         assert again.json()["status"] == "duplicate"
     assert await stored(store) == [("d-1", "issues", "labeled")]
     health = await client.get("/healthz")
-    assert health.json() == {"ok": True, "pending_deliveries": 1}
+    report = health.json()
+    assert health.status_code == 200
+    assert (report["ok"], report["pending_deliveries"], report["workers"]) == (True, 1, {})
+    assert 0 <= report["oldest_pending_age_s"] < 60
 
 
 @pytest.mark.parametrize(
@@ -175,7 +179,7 @@ async def make_due(store: Store) -> None:
 
 async def test_a_failing_delivery_is_retried_with_backoff_then_succeeds(store: Store) -> None:
     handler = Flaky(GitHubError("GitHub answered 502", status=502))
-    worker = DeliveryWorker(store, handler)
+    worker = DeliveryWorker(DeliveryQueue(store), handler)
     await put(store, "d-1")
     await worker.drain()
     record = await store.read(lambda tx: inbox.get(tx, "d-1"))
@@ -193,7 +197,7 @@ async def test_a_delivery_failing_every_attempt_is_kept_failed_with_its_error(
     store: Store,
 ) -> None:
     handler = Flaky(*[GitHubError(f"boom {n}") for n in range(inbox.MAX_ATTEMPTS)])
-    worker = DeliveryWorker(store, handler)
+    worker = DeliveryWorker(DeliveryQueue(store), handler)
     await put(store, "d-1")
     for _ in range(inbox.MAX_ATTEMPTS):
         await make_due(store)
@@ -212,7 +216,7 @@ async def test_a_bad_payload_fails_at_once_and_a_rate_limit_waits_without_an_att
     store: Store,
 ) -> None:
     handler = Flaky(PayloadError("issue.number", "issue.number: expected an integer"))
-    worker = DeliveryWorker(store, handler)
+    worker = DeliveryWorker(DeliveryQueue(store), handler)
     await put(store, "bad")
     await worker.drain()
     bad = await store.read(lambda tx: inbox.get(tx, "bad"))
@@ -221,7 +225,7 @@ async def test_a_bad_payload_fails_at_once_and_a_rate_limit_waits_without_an_att
     assert "issue.number" in (bad.error or "")
 
     limited = Flaky(RateLimitedError("rate limit", retry_at=4e9))
-    worker = DeliveryWorker(store, limited)
+    worker = DeliveryWorker(DeliveryQueue(store), limited)
     await put(store, "slow")
     await worker.drain()
     slow = await store.read(lambda tx: inbox.get(tx, "slow"))
@@ -235,7 +239,7 @@ async def test_a_bug_in_a_handler_is_kept_as_a_failure_and_the_worker_goes_on(
     store: Store,
 ) -> None:
     handler = Flaky(KeyError("issue"))
-    worker = DeliveryWorker(store, handler)
+    worker = DeliveryWorker(DeliveryQueue(store), handler)
     await put(store, "buggy")
     await put(store, "fine")
     assert await worker.drain() == 2

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -26,9 +25,9 @@ from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
 from bot.errors import DeliveryError
+from bot.server.supervisor import WorkerHealth
 from bot.server.webhooks import MAX_BODY_BYTES, Delivery, Head, Signature, check_head, decode, shown
-from orchestrator.store import deliveries as inbox
-from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.api import Arrival, DeliveryQueue
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +39,24 @@ DEADLINE_PASSED = "teaparty.deadline_passed"
 _CLOSE = {"connection": "close"}
 
 
+Workers = Callable[[], Mapping[str, WorkerHealth]]
+
+
 def create_app(
-    store: Store,
+    queue: DeliveryQueue,
     *,
     secret: str | None,
     events: frozenset[str],
     on_stored: Callable[[], None] = lambda: None,
     spool_disk_bytes: int = SPOOL_DISK_BYTES,
+    workers: Workers = dict,
 ) -> FastAPI:
-    """The App's HTTP face over `store`; `secret=None` accepts unsigned deliveries (loudly)."""
+    """The App's HTTP face over the deliveries `queue`; `secret=None` accepts unsigned ones.
+
+    `workers` reports the background workers' health for `/healthz` (none by default).
+    """
     app = FastAPI(title="TeaParty for GitHub", docs_url=None, redoc_url=None, openapi_url=None)
-    ingest = Ingest(store)
+    ingest = Ingest(queue)
     disk = DiskBudget(spool_disk_bytes)
     if secret is None:
         log.warning("INSECURE: webhook signatures are NOT checked; never expose this server")
@@ -85,15 +91,33 @@ def create_app(
         )
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        pending = await store.read(
-            lambda tx: tx.execute(
-                "SELECT COUNT(*) FROM deliveries WHERE state = 'pending'"
-            ).fetchone()[0]
-        )
-        return {"ok": True, "pending_deliveries": pending}
+    async def healthz() -> JSONResponse:
+        return await _health(queue, workers())
 
     return app
+
+
+async def _health(queue: DeliveryQueue, workers: Mapping[str, WorkerHealth]) -> JSONResponse:
+    """200 while every worker runs (or restarts); 503 naming a worker that was given up on.
+
+    Deliveries are still stored (and answered 202) while a worker is down: they are durable,
+    and the next process works them off.
+    """
+    backlog = await queue.backlog()
+    failed = [h for h in workers.values() if h.state == "failed"]
+    content: dict[str, Any] = {
+        "ok": not failed,
+        "workers": {name: health.report() for name, health in workers.items()},
+        "pending_deliveries": backlog.pending,
+        "oldest_pending_age_s": round(backlog.oldest_age_s, 3),
+    }
+    if failed:
+        names = ", ".join(f"{h.name} ({h.last_error})" for h in failed)
+        content["error"] = (
+            f"stopped after repeated failures: {names}; deliveries are stored and wait for a"
+            " restart"
+        )
+    return JSONResponse(content, status_code=503 if failed else 200)
 
 
 def _refused(request: Request, exc: DeliveryError) -> JSONResponse:
@@ -199,8 +223,8 @@ class Ingest:
     flight the statements per delivery fall from three to one.
     """
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, queue: DeliveryQueue) -> None:
+        self.queue = queue
         self._pending: list[tuple[Delivery, asyncio.Future[bool]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -215,9 +239,9 @@ class Ingest:
     async def _flush(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            deliveries = [delivery for delivery, _ in batch]
+            arrivals = [Arrival(d.delivery_id, d.event, d.action, d.body) for d, _ in batch]
             try:
-                fresh = await self.store.write(functools.partial(_store_all, deliveries))
+                fresh = await self.queue.record_all(arrivals)
             except Exception as exc:  # handed to every waiting request, which answers 500
                 for _, future in batch:
                     if not future.done():
@@ -226,18 +250,3 @@ class Ingest:
             for (_, future), stored in zip(batch, fresh, strict=True):
                 if not future.done():
                     future.set_result(stored)
-
-
-def _store_all(deliveries: list[Delivery], tx: Tx) -> list[bool]:
-    at = now()
-    return [
-        inbox.record(
-            tx,
-            delivery_id=d.delivery_id,
-            event=d.event,
-            action=d.action,
-            body=d.body,
-            at=at,
-        )
-        for d in deliveries
-    ]

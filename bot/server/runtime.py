@@ -9,12 +9,10 @@ sweep sync the jobs they touch, so GitHub shows what the store holds.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import uvicorn
@@ -24,6 +22,7 @@ from bot.github.client import GitHubApp, Sleep
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.handlers.service import GitHubService
 from bot.server.endpoint import create_app
+from bot.server.supervisor import Supervisor
 from bot.server.worker import DeliveryWorker
 from bot.settings import Settings
 from orchestrator.api import (
@@ -57,6 +56,7 @@ class Runtime:
     service: GitHubService
     worker: DeliveryWorker
     app: FastAPI
+    supervisor: Supervisor
 
     @classmethod
     async def open(
@@ -98,16 +98,16 @@ class Runtime:
         )
         service = GitHubService(settings, office, github)
         runtime: Runtime
-        worker = DeliveryWorker(
-            office.engine.store, service.handle, on_job=lambda j: runtime.kick(j)
-        )
+        worker = DeliveryWorker(office.deliveries, service.handle, on_job=lambda j: runtime.kick(j))
+        supervisor = Supervisor()
         app = create_app(
-            office.engine.store,
+            office.deliveries,
             secret=None if settings.insecure_no_signature else settings.webhook_secret,
             events=HANDLED_EVENTS,
             on_stored=worker.wake,
+            workers=lambda: supervisor.health,
         )
-        runtime = cls(settings, office, github, service, worker, app)
+        runtime = cls(settings, office, github, service, worker, app, supervisor)
         return runtime
 
     def __post_init__(self) -> None:
@@ -174,25 +174,24 @@ class Runtime:
         return [job.job_id for job in await self.office.records.linked("github")]
 
     async def run(self, server: uvicorn.Server | None = None) -> None:
-        """Resume, then serve until the server stops (or forever without one)."""
+        """Resume, then serve until the server stops (or forever without one).
+
+        The scheduler, the delivery worker and the sweep run under the supervisor: one that
+        dies is restarted, and given up on (`/healthz` 503) after repeated failures.
+        """
         for job_id in await self.resume():
             self.kick(job_id)
-        background: list[asyncio.Task[Any]] = [
-            asyncio.create_task(self.office.serve()),
-            asyncio.create_task(self.worker.run()),
-            asyncio.create_task(self._sweep()),
-        ]
+        self.supervisor.add("scheduler", self.office.serve)
+        self.supervisor.add("deliveries", self.worker.run)
+        self.supervisor.add("sweep", self._sweep)
+        supervised = asyncio.create_task(self.supervisor.run(), name="supervisor")
         try:
             if server is None:
-                await asyncio.gather(*background)
+                await supervised
             else:
                 await server.serve()
         finally:
-            for task in [*background, *self._syncing.values()]:
-                task.cancel()
-            for task in [*background, *self._syncing.values()]:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            await _stop([supervised, *self._syncing.values()])
 
     async def close(self) -> None:
         """Close the engine's store."""
@@ -211,3 +210,14 @@ def server(app: FastAPI, *, host: str, port: int, quiet: bool = False) -> uvicor
         access_log=False,  # one line per delivery comes from the worker instead
     )
     return uvicorn.Server(config)
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel background tasks and wait for them; an error one ended with is logged."""
+    for task in tasks:
+        task.cancel()
+    for task, outcome in zip(
+        tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True
+    ):
+        if isinstance(outcome, Exception):
+            log.error("background task %s ended with %r at shutdown", task.get_name(), outcome)

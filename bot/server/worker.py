@@ -13,16 +13,16 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from bot.errors import BotError, RateLimitedError
 from bot.handlers.payloads import PayloadError
-from orchestrator.api import OrchestratorError, Store, now
-from orchestrator.api import deliveries as inbox
+from orchestrator.api import Delivery, DeliveryQueue, OrchestratorError
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[inbox.Delivery], Awaitable[tuple[str, int | None]]]
+Handler = Callable[[Delivery], Awaitable[tuple[str, int | None]]]
 IDLE_POLL_S = 30.0
 PRUNE_EVERY_S = 3600.0
 
@@ -31,9 +31,13 @@ class DeliveryWorker:
     """Works off the store's pending deliveries; `wake()` when a new one is stored."""
 
     def __init__(
-        self, store: Store, handler: Handler, *, on_job: Callable[[int], None] = lambda _: None
+        self,
+        queue: DeliveryQueue,
+        handler: Handler,
+        *,
+        on_job: Callable[[int], None] = lambda _: None,
     ) -> None:
-        self.store = store
+        self.queue = queue
         self.handler = handler
         self.on_job = on_job
         self._wake = asyncio.Event()
@@ -47,9 +51,9 @@ class DeliveryWorker:
         """Handle due deliveries until cancelled; forget old handled ones hourly."""
         pruned_at = 0.0
         while True:
-            if now() - pruned_at > PRUNE_EVERY_S:
-                await self.store.write(lambda tx: inbox.prune(tx, at=now()))
-                pruned_at = now()
+            if time.time() - pruned_at > PRUNE_EVERY_S:
+                await self.queue.prune()
+                pruned_at = time.time()
             self._wake.clear()
             if not await self.drain():
                 await self._sleep_until_due()
@@ -57,19 +61,20 @@ class DeliveryWorker:
     async def drain(self) -> int:
         """Handle every delivery due now; how many were handled."""
         count = 0
-        while batch := await self.store.read(lambda tx: inbox.due(tx, at=now())):
+        while batch := await self.queue.due():
             for delivery in batch:
                 await self.one(delivery)
                 count += 1
         return count
 
     async def _sleep_until_due(self) -> None:
-        next_at = await self.store.read(inbox.next_due_at)
-        timeout = IDLE_POLL_S if next_at is None else max(0.0, min(IDLE_POLL_S, next_at - now()))
+        next_at = await self.queue.next_due_at()
+        wait = IDLE_POLL_S if next_at is None else min(IDLE_POLL_S, next_at - time.time())
+        timeout = max(0.0, wait)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def one(self, delivery: inbox.Delivery) -> None:
+    async def one(self, delivery: Delivery) -> None:
         """Handle one delivery and record what came of it."""
         did = delivery.delivery_id
         try:
@@ -80,10 +85,7 @@ class DeliveryWorker:
             return
         except RateLimitedError as exc:
             log.warning("delivery %s: rate limited; retrying after the reset", did)
-            retry_at, error = exc.retry_at, str(exc)
-            await self.store.write(
-                lambda tx: inbox.retry_later(tx, did, at=now(), not_before=retry_at, error=error)
-            )
+            await self.queue.retry_later(did, not_before=exc.retry_at, error=str(exc))
             return
         except (BotError, OrchestratorError) as exc:
             log.warning("delivery %s (%s) failed: %s", did, delivery.event, exc)
@@ -93,15 +95,13 @@ class DeliveryWorker:
             log.exception("delivery %s (%s): handler raised", did, delivery.event)
             await self._failed(did, f"{type(exc).__name__}: {exc}", retry=True)
             return
-        await self.store.write(lambda tx: inbox.done(tx, did, outcome=outcome, at=now()))
+        await self.queue.done(did, outcome=outcome)
         self.handled += 1
         log.info("delivery %s %s.%s: %s", did, delivery.event, delivery.action, outcome)
         if job_id is not None:
             self.on_job(job_id)
 
     async def _failed(self, delivery_id: str, error: str, *, retry: bool) -> None:
-        again = await self.store.write(
-            lambda tx: inbox.failed_attempt(tx, delivery_id, error=error, at=now(), retry=retry)
-        )
+        again = await self.queue.failed_attempt(delivery_id, error=error, retry=retry)
         if not again:
             log.error("delivery %s failed for good: %s", delivery_id, error)

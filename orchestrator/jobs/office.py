@@ -30,6 +30,7 @@ from orchestrator.jobs.records import JobRecords
 from orchestrator.models.pricing import shipped_prices
 from orchestrator.ports import AgentSpec, Model
 from orchestrator.sandbox.confine import Network, Sandbox
+from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, now
 from orchestrator.teams import board_tools
 from orchestrator.teams.board import summarize
@@ -126,6 +127,7 @@ class Office:
         self.board = board
         self.budget = budget
         self.records = JobRecords(engine.store)
+        self.deliveries = DeliveryQueue(engine.store)
 
     @classmethod
     async def open(

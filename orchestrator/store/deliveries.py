@@ -8,10 +8,11 @@ Nothing is deleted until it is done and older than the redelivery window.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.store.sqlite import Tx
+from orchestrator.store.sqlite import Store, Tx, now
 
 MAX_ATTEMPTS = 6
 BACKOFF_BASE_S = 2.0
@@ -131,3 +132,91 @@ def prune(tx: Tx, *, at: float) -> int:
         "DELETE FROM deliveries WHERE state = 'done' AND finished_at < ?", (at - KEEP_DONE_S,)
     )
     return cursor.rowcount
+
+
+def backlog(tx: Tx, *, at: float) -> Backlog:
+    """How many deliveries wait, and how long the oldest has waited."""
+    count, oldest = tx.execute(
+        "SELECT COUNT(*), MIN(received_at) FROM deliveries WHERE state = 'pending'"
+    ).fetchone()
+    return Backlog(int(count), 0.0 if oldest is None else max(0.0, at - float(oldest)))
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Pending deliveries: how many, and the oldest one's age in seconds."""
+
+    pending: int
+    oldest_age_s: float
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A verified delivery to store."""
+
+    delivery_id: str
+    event: str
+    action: str
+    body: bytes
+
+
+class DeliveryQueue:
+    """The deliveries table as the edge uses it: store, take due, settle, measure."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def record_all(self, arrivals: Sequence[Arrival]) -> list[bool]:
+        """Store several deliveries in one commit; for each, False when it was seen before."""
+
+        def store_all(tx: Tx) -> list[bool]:
+            at = now()
+            return [
+                record(
+                    tx,
+                    delivery_id=a.delivery_id,
+                    event=a.event,
+                    action=a.action,
+                    body=a.body,
+                    at=at,
+                )
+                for a in arrivals
+            ]
+
+        return await self._store.write(store_all)
+
+    async def due(self, *, limit: int = 50) -> list[Delivery]:
+        """Pending deliveries due now, oldest first."""
+        return await self._store.read(lambda tx: due(tx, at=now(), limit=limit))
+
+    async def next_due_at(self) -> float | None:
+        """When the earliest pending delivery is due."""
+        return await self._store.read(next_due_at)
+
+    async def done(self, delivery_id: str, *, outcome: str) -> None:
+        """Mark a delivery handled."""
+        await self._store.write(lambda tx: done(tx, delivery_id, outcome=outcome, at=now()))
+
+    async def failed_attempt(self, delivery_id: str, *, error: str, retry: bool) -> bool:
+        """Record a failed attempt; True when another is scheduled."""
+        return await self._store.write(
+            lambda tx: failed_attempt(tx, delivery_id, error=error, at=now(), retry=retry)
+        )
+
+    async def retry_later(self, delivery_id: str, *, not_before: float, error: str) -> None:
+        """Put a delivery back without spending an attempt."""
+        await self._store.write(
+            lambda tx: retry_later(tx, delivery_id, at=now(), not_before=not_before, error=error)
+        )
+
+    async def get(self, delivery_id: str) -> DeliveryRecord | None:
+        """One delivery's bookkeeping."""
+        return await self._store.read(lambda tx: get(tx, delivery_id))
+
+    async def prune(self) -> int:
+        """Forget handled deliveries past the keep window."""
+        return await self._store.write(lambda tx: prune(tx, at=now()))
+
+    async def backlog(self) -> Backlog:
+        """How many wait, and the oldest one's age."""
+        return await self._store.read(lambda tx: backlog(tx, at=now()))
