@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.errors import StoreError, StoreLockedError
 from orchestrator.store.migrations import MIGRATIONS
-from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite import Store, check_aiosqlite
 
 TABLES = {
     "jobs",
@@ -143,3 +143,19 @@ async def test_a_version_1_store_is_migrated_forward_keeping_its_rows(tmp_path: 
     )
     assert (version, jobs) == (len(MIGRATIONS), [("k",)])
     await store.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "has_execute"),
+    [("0.23.0", True), ("0.19.0", True), ("0.22.1", False), ("1.0", True)],
+)
+def test_an_aiosqlite_outside_the_tested_range_is_refused_by_name(
+    version: str, has_execute: bool
+) -> None:
+    with pytest.raises(StoreError, match=rf"aiosqlite {version} is not in the tested range"):
+        check_aiosqlite(version, has_execute)
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.22.1"])
+def test_the_tested_aiosqlite_releases_are_accepted(version: str) -> None:
+    check_aiosqlite(version, True)

@@ -17,6 +17,7 @@ import fcntl
 import functools
 import logging
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -39,6 +40,25 @@ CHECKPOINT_INTERVAL_S = 0.5
 def _in_thread(conn: aiosqlite.Connection, fn: Callable[[Tx], T]) -> asyncio.Future[T]:
     raw: Any = conn
     return raw._execute(lambda: fn(raw._conn))  # type: ignore[no-any-return]
+
+
+# aiosqlite releases whose private Connection._execute the store was tested with (its
+# signature is `_execute(fn, *args)` in each); pyproject.toml pins the same range.
+AIOSQLITE_TESTED = ((0, 20), (0, 23))
+AIOSQLITE_RANGE = ">=0.20,<0.23"
+
+
+def check_aiosqlite(version: str, has_execute: bool) -> None:
+    """Refuse an aiosqlite outside the tested range, naming it (StoreError)."""
+    low, high = AIOSQLITE_TESTED
+    found = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if has_execute and low <= found < high:
+        return
+    raise StoreError(
+        f"aiosqlite {version} is not in the tested range {AIOSQLITE_RANGE}: the store runs its "
+        "transactions through aiosqlite's private Connection._execute; "
+        f"install 'aiosqlite{AIOSQLITE_RANGE}'"
+    )
 
 
 class Store:
@@ -64,8 +84,7 @@ class Store:
         on the same store is refused, so nothing the store marks as running belongs to
         anyone but a dead predecessor or us.
         """
-        if not hasattr(aiosqlite.Connection, "_execute"):
-            raise StoreError("this aiosqlite has no Connection._execute; pin aiosqlite<0.23")
+        check_aiosqlite(aiosqlite.__version__, hasattr(aiosqlite.Connection, "_execute"))
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _private(path)
         lock_fd = _lock(path) if exclusive else None
