@@ -1,12 +1,15 @@
-"""Suite-wide fixtures: no test reaches a real model; the host's sandbox, probed once."""
+"""Suite-wide fixtures: no test reaches a real model; the host's sandbox, probed once; real
+webhook payloads from tests/payloads/."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +17,19 @@ from orchestrator.errors import SandboxError
 from orchestrator.models import anthropic as anthropic_model
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe
+
+PAYLOADS = Path(__file__).parent / "payloads"
+
+
+@pytest.fixture
+def payload() -> Callable[[str], dict[str, Any]]:
+    """Load tests/payloads/<name>.json, a fresh copy each call."""
+
+    def load(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((PAYLOADS / f"{name}.json").read_text(encoding="utf-8"))
+        return data
+
+    return load
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +23,6 @@ from bot.handlers.payloads import (
     parse_command,
 )
 
-PAYLOADS = Path(__file__).parent / "payloads"
 APP = "teaparty[bot]"
 Payload = dict[str, Any]
 Load = Callable[[str], Payload]
@@ -39,17 +36,6 @@ SPELLING = Issue(
     labels=("bug",),
 )
 CODERTOCAT = Actor("Codertocat", is_bot=False)
-
-
-@pytest.fixture
-def payload() -> Load:
-    """Load tests/payloads/<name>.json, a fresh copy each call."""
-
-    def load(name: str) -> Payload:
-        data: Payload = json.loads((PAYLOADS / f"{name}.json").read_text(encoding="utf-8"))
-        return data
-
-    return load
 
 
 def parse(event: str, data: object, *, allowed_bots: frozenset[str] = frozenset()) -> Command:
