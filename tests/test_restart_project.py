@@ -20,7 +20,7 @@ from fakes import FunctionModel, calls, send
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
-from bot.handlers.service import project_name
+from bot.handlers.repos import project_name
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
 from orchestrator.bus.messages import AssistantTurn, ToolCall, Usage

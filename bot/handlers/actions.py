@@ -1,0 +1,87 @@
+"""What a handler decided to do about one delivery: actions as plain values, performed after.
+
+A decision is a tuple of actions, built by a pure function from the delivery's command and
+the facts its handler gathered; `Context.perform` carries them out in order on the
+delivery's issue. The last action that says what came of the delivery (`Ignore`, `Report`,
+`StartJob`, `AnswerGate`) gives the outcome the delivery worker logs and stores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.github.forge import Subject
+from orchestrator.api import Project
+
+Outcome = tuple[str, int | None]  # what came of a delivery, and the job it touched
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """Nothing to do; `reason` says why (logged as `ignored: …`)."""
+
+    reason: str
+    job_id: int | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """`ignored: <reason>`, and the job the delivery was about, if any."""
+        return f"ignored: {self.reason}", self.job_id
+
+
+@dataclass(frozen=True)
+class Report:
+    """Nothing (more) to do, for a reason worth its own words: a refusal, a broken config."""
+
+    text: str
+    job_id: int | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """`text` as given, and the job the delivery was about, if any."""
+        return self.text, self.job_id
+
+
+@dataclass(frozen=True)
+class PostOnce:
+    """Comment on the issue unless the App's comment bearing the marker of `key` is there."""
+
+    key: str
+    body: str
+
+
+@dataclass(frozen=True)
+class React:
+    """React to the issue (GitHub keeps one reaction of a kind per account: idempotent)."""
+
+    content: Literal["eyes"] = "eyes"
+
+
+@dataclass(frozen=True)
+class StartJob:
+    """Start the issue's job, or retry what failed in the one it has (outcome `job N`)."""
+
+    subject: Subject
+    project: Project
+    brief: str
+    project_text: str | None
+    learnings: str | None
+
+
+@dataclass(frozen=True)
+class AnswerGate:
+    """Record the decider's reply as the answer to a job's gate (`answered gate N`)."""
+
+    job_id: int
+    gate_id: int
+    text: str
+    answered_by: str
+
+
+Action = Ignore | Report | PostOnce | React | StartJob | AnswerGate
+
+
+def job_key(owner: str, repo: str, number: int) -> str:
+    """The key of an issue's one job: `github:owner/repo#N`."""
+    return f"github:{owner}/{repo}#{number}"

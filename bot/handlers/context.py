@@ -1,0 +1,104 @@
+"""What handlers gather facts through and perform their actions with: GitHub, the Office.
+
+`Context.perform` carries out a decision's actions on the delivery's issue, in order, and
+answers the delivery's outcome. It adds no decisions of its own: a comment is posted once
+by looking for the App's marker first, and a job is started (or, for an issue whose job
+exists, its failures retried) the way the action says.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bot.errors import BotError
+from bot.github.client import GitHubApp, Installation
+from bot.github.forge import find_comment
+from bot.handlers.actions import (
+    Action,
+    AnswerGate,
+    Ignore,
+    Outcome,
+    PostOnce,
+    React,
+    Report,
+    StartJob,
+    job_key,
+)
+from bot.handlers.payloads import Repo, check_owner, check_repo_name
+from bot.handlers.repos import Repos
+from bot.settings import Settings
+from orchestrator.api import JobDriver, JobSource, Office, slug
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Context:
+    """The App's GitHub client, the Office and its job driver, and the repositories' cache."""
+
+    settings: Settings
+    github: GitHubApp
+    office: Office
+    driver: JobDriver
+    repos: Repos
+
+    async def installation(self, repo: Repo) -> Installation:
+        """A client acting as the installation the delivery came through."""
+        if repo.installation_id is None:
+            raise BotError(f"{repo.full_name}: the delivery names no installation")
+        return await self.github.installation(repo.installation_id)
+
+    async def perform(self, actions: Sequence[Action], *, repo: Repo, number: int) -> Outcome:
+        """Carry out `actions` on issue `number` of `repo`; what came of the delivery."""
+        outcome: Outcome = ("nothing to do", None)
+        for action in actions:
+            match action:
+                case Ignore() | Report():
+                    outcome = action.outcome
+                case PostOnce():
+                    await self._post_once(repo, number, action)
+                case React():
+                    await (await self.installation(repo)).react_eyes(repo.owner, repo.name, number)
+                case StartJob():
+                    job_id = await self._start(action)
+                    outcome = (f"job {job_id}", job_id)
+                case AnswerGate():
+                    gate = await self.office.answer_gate(
+                        action.gate_id, text=action.text, answered_by=action.answered_by
+                    )
+                    outcome = (f"answered gate {gate.gate_id}", action.job_id)
+        return outcome
+
+    async def _post_once(self, repo: Repo, number: int, action: PostOnce) -> None:
+        gh = await self.installation(repo)
+        identity = await self.github.identity()
+        if await find_comment(gh, identity, repo.owner, repo.name, number, action.key) is None:
+            await gh.comment(repo.owner, repo.name, number, action.body)
+
+    async def _start(self, action: StartJob) -> int:
+        subject, project = action.subject, action.project
+        full = f"{check_owner(subject.owner)}/{check_repo_name(subject.repo)}"  # URL- and path-safe
+        name = slug(subject.title) or "job"
+        source = JobSource(
+            repo=f"github/{full}",
+            source=f"{self.settings.server_url.rstrip('/')}/{full}.git",
+            start=f"refs/remotes/origin/{subject.default_branch}",
+            branch=lambda _: f"teaparty/job-{subject.number}-{name}",
+            slug=name,
+        )
+        self.office.add_project(project, learnings=action.learnings)
+        job = await self.office.start_job(
+            project=project.name,
+            key=job_key(subject.owner, subject.repo, subject.number),
+            title=subject.title,
+            brief=action.brief,
+            source=source,
+            project_text=action.project_text,
+            learnings=action.learnings,
+        )
+        await self.office.records.link(job.job_id, "github", subject.to_json())
+        if not job.created and (retried := await self.driver.retry(job.job_id)):
+            log.info("job %d: retrying %s", job.job_id, ", ".join(retried))
+        return job.job_id

@@ -1,0 +1,128 @@
+"""issues.labeled: the trigger label, added by someone with write access, starts the issue's job.
+
+The handler gathers the facts (the repository's config, the sender's permission, the
+issue's job), `decide_label` turns them into actions with no I/O, and the context performs
+them. Anyone else hears once why nothing started; a broken project file is quoted once; a
+job that has finished is not started again; one that failed is retried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.github.forge import Subject
+from bot.github.sanitizer import quote
+from bot.github.tracking import config_error_body, no_sandbox_body, refusal_body
+from bot.handlers.actions import Action, Ignore, Outcome, PostOnce, React, Report, StartJob, job_key
+from bot.handlers.context import Context
+from bot.handlers.payloads import LabelAdded
+from bot.handlers.repos import RepoConfig, trigger_label
+from orchestrator.api import JobRecord, Project, SandboxError
+
+WRITERS = frozenset({"admin", "write"})  # GitHub maps `maintain` to `write`
+
+
+@dataclass(frozen=True)
+class LabelFacts:
+    """What deciding on a label needs beyond the payload; a fact not needed is not asked for."""
+
+    config: RepoConfig | None = None  # None: not read (a pull request, or no installation)
+    permission: str | None = None  # the sender's; None: not asked (not the trigger label)
+    job: JobRecord | None = None  # the issue's job, if it ever had one
+
+
+async def on_issues_labeled(command: LabelAdded, ctx: Context) -> Outcome:
+    """Start (or retry) the issue's job if the label is the trigger and the sender may."""
+    facts = await gather(command, ctx)
+    repo, number = command.repo, command.issue.number
+    try:
+        return await ctx.perform(decide_label(command, facts), repo=repo, number=number)
+    except SandboxError as exc:  # not retried: nothing changes until the operator acts
+        refusal = no_sandbox(str(exc), label=trigger_label(facts.config))
+        return await ctx.perform(refusal, repo=repo, number=number)
+
+
+async def gather(command: LabelAdded, ctx: Context) -> LabelFacts:
+    """Read what `decide_label` will need, and no more: each read is a call to GitHub."""
+    repo, sender = command.repo, command.sender
+    if command.issue.is_pull_request or repo.installation_id is None:
+        return LabelFacts()
+    gh = await ctx.installation(repo)
+    config = await ctx.repos.config(
+        gh, repo.owner, repo.name, branch=repo.default_branch, requester=sender.login
+    )
+    if command.label != trigger_label(config):
+        return LabelFacts(config)
+    permission = await ctx.repos.permission(gh, repo.owner, repo.name, sender.login)
+    job = await ctx.office.records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
+    return LabelFacts(config, permission, job)
+
+
+def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
+    """What to do about a label added to an issue; performs no I/O."""
+    repo, issue, sender = command.repo, command.issue, command.sender
+    if issue.is_pull_request:
+        return (Ignore("labels on pull requests start nothing"),)
+    if repo.installation_id is None:
+        return (Ignore("the delivery names no installation"),)
+    label = trigger_label(facts.config)
+    if command.label != label:
+        return (Ignore(f"label {command.label!r} is not the trigger {label!r}"),)
+    if facts.permission not in WRITERS:
+        return (
+            PostOnce(f"refused:{sender.login.lower()}", refusal_body(sender.login, label=label)),
+            Report(f"refused: {sender.login} has no write access"),
+        )
+    config = facts.config or RepoConfig(None, None, None)
+    if config.project is None:
+        return (
+            PostOnce("config-error", config_error_body(config.error or "", label=label)),
+            Report(f"config error: {config.error}"),
+        )
+    if facts.job is not None and facts.job.state != "active":
+        return (Report(f"job {facts.job.job_id} already finished", facts.job.job_id),)
+    start = _start(command, config, config.project, installation_id=repo.installation_id)
+    return (React("eyes"), start)
+
+
+def _start(
+    command: LabelAdded, config: RepoConfig, project: Project, *, installation_id: int
+) -> StartJob:
+    repo, issue = command.repo, command.issue
+    subject = Subject(
+        repo.owner,
+        repo.name,
+        issue.number,
+        installation_id,
+        repo.default_branch,
+        issue.title,
+        command.sender.login,
+        project.humans.decider,
+        command.label,  # the trigger: decide_label checked
+    )
+    return StartJob(
+        subject,
+        project,
+        brief(subject, project, body=issue.body),
+        project_text=config.text,
+        learnings=config.learnings,
+    )
+
+
+def brief(subject: Subject, project: Project, *, body: str) -> str:
+    """The job's brief for the office manager: where it comes from, and the issue, quoted."""
+    full = f"{subject.owner}/{subject.repo}"
+    return (
+        f"Job from GitHub issue {full}#{subject.number} (project {project.name}), "
+        f"started by @{subject.requester}: {subject.title}\n\n"
+        f"{quote(body or subject.title, tag='issue')}\n"
+        "Hand it to the project's lead and reply with the outcome: what changed and why."
+    )
+
+
+def no_sandbox(reason: str, *, label: str) -> tuple[Action, ...]:
+    """What to do when the job's agents need a sandbox this host cannot give; no I/O."""
+    return (
+        PostOnce("no-sandbox", no_sandbox_body(reason, label=label)),
+        Report(f"refused: {reason}"),
+    )

@@ -1,0 +1,107 @@
+"""What handlers ask GitHub about a repository: its project file and learnings, and whether a
+sender may write to it; each answer is kept a minute, so a burst of deliveries asks once.
+
+Reading is I/O (`Repos`); making a `RepoConfig` of the texts read is pure (`load_config`,
+then `with_decider` for a repository without a project file).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from bot.github.client import Installation
+from orchestrator.api import ConfigError, Organisation, Project, load_project, slug
+
+CACHE_TTL_S = 60.0
+DEFAULT_LABEL = "teaparty"
+PROJECT_FILE = ".teaparty/project.yaml"
+LEARNINGS_FILE = ".teaparty/learnings.md"
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    """A repository's project (or the error that keeps it from loading) and learnings."""
+
+    project: Project | None
+    error: str | None
+    learnings: str | None
+    text: str | None = None
+
+
+def trigger_label(config: RepoConfig | None) -> str:
+    """The label that starts a job: the project file's, else `teaparty`."""
+    project = None if config is None else config.project
+    return DEFAULT_LABEL if project is None else project.trigger_label
+
+
+def project_name(owner: str, repo: str) -> str:
+    """A repository's project name: unique per repository, usable in agent addresses."""
+    return slug(f"{owner}-{repo}", limit=80)
+
+
+def default_text(decider: str) -> str:
+    """The project file of a repository that has none: the defaults, with this decider."""
+    return f"humans: {{decider: {json.dumps(decider)}}}\n"
+
+
+def load_config(
+    text: str | None, learnings: str | None, *, owner: str, repo: str, org: Organisation
+) -> RepoConfig:
+    """The config the texts read make; no project file makes neither a project nor an error."""
+    if text is None:
+        return RepoConfig(None, None, learnings)  # no file: the defaults, decided per job
+    source = f"{owner}/{repo}:{PROJECT_FILE}"
+    try:
+        project = load_project(text, org=org, source=source, default_name="")
+    except ConfigError as exc:
+        return RepoConfig(None, str(exc), learnings)
+    name = project_name(owner, repo)
+    return RepoConfig(project.model_copy(update={"name": name}), None, learnings, text)
+
+
+def with_decider(
+    config: RepoConfig, requester: str, *, owner: str, repo: str, org: Organisation
+) -> RepoConfig:
+    """With no project file, the project runs on defaults and its decider is the requester."""
+    if config.project is not None or config.error is not None:
+        return config
+    text = default_text(requester)
+    name = project_name(owner, repo)
+    project = load_project(text, org=org, source="(defaults)", default_name=name)
+    return RepoConfig(project, None, config.learnings, text)
+
+
+class Repos:
+    """Project files, learnings and permissions as GitHub has them, each cached a minute."""
+
+    def __init__(self, org: Organisation) -> None:
+        self.org = org
+        self._permissions: dict[tuple[str, str], tuple[str, float]] = {}
+        self._configs: dict[tuple[str, str], tuple[RepoConfig, float]] = {}
+
+    async def permission(self, gh: Installation, owner: str, repo: str, login: str) -> str:
+        """`admin`, `write`, `read` or `none`: the login's permission on the repository."""
+        key = (f"{owner}/{repo}".lower(), login.lower())
+        cached = self._permissions.get(key)
+        if cached is not None and time.monotonic() - cached[1] < CACHE_TTL_S:
+            return cached[0]
+        permission = await gh.permission(owner, repo, login)
+        self._permissions[key] = (permission, time.monotonic())
+        return permission
+
+    async def config(
+        self, gh: Installation, owner: str, repo: str, *, branch: str, requester: str
+    ) -> RepoConfig:
+        """The repository's config on `branch`; `requester` decides where no file names one."""
+        key = (f"{owner}/{repo}".lower(), branch)
+        cached = self._configs.get(key)
+        if cached is not None and time.monotonic() - cached[1] < CACHE_TTL_S:
+            config = cached[0]
+        else:
+            text = await gh.file(owner, repo, PROJECT_FILE, ref=branch)
+            learnings = await gh.file(owner, repo, LEARNINGS_FILE, ref=branch)
+            config = load_config(text, learnings, owner=owner, repo=repo, org=self.org)
+            self._configs[key] = (config, time.monotonic())
+        return with_decider(config, requester, owner=owner, repo=repo, org=self.org)

@@ -1,0 +1,31 @@
+"""Which handler acts on a delivery: one per event and action, as gidgethub's Router has it.
+
+`parse_command` names each (event, action) the App acts on by a command type, so the
+routes are kept by that type: issues.labeled (`LabelAdded`) and issue_comment.created
+(`CommentAdded`). A ping is answered here, and a delivery the parser ignored is not routed.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from bot.handlers.actions import Outcome
+from bot.handlers.context import Context
+from bot.handlers.issue_comment import on_issue_comment_created
+from bot.handlers.issues import on_issues_labeled
+from bot.handlers.payloads import Command, CommentAdded, Ignored, LabelAdded, Ping
+
+
+async def dispatch(command: Command, ctx: Context) -> Outcome:
+    """Hand a parsed delivery to the handler of its event and action; what came of it."""
+    match command:
+        case Ping():
+            return "pong", None
+        case Ignored():
+            return f"ignored: {command.reason}", None
+        case LabelAdded():
+            return await on_issues_labeled(command, ctx)
+        case CommentAdded():
+            return await on_issue_comment_created(command, ctx)
+        case _:
+            assert_never(command)
