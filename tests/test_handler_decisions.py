@@ -1,0 +1,237 @@
+"""bot.handlers: what the App decides about a label or a comment, from real payloads and facts
+alone (no GitHub, no store): every branch of `decide_label` and `decide_comment`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bot.github.forge import Subject
+from bot.github.tracking import config_error_body, marker, no_sandbox_body, refusal_body
+from bot.handlers.actions import AnswerGate, Ignore, PostOnce, React, Report, StartJob
+from bot.handlers.issue_comment import CommentFacts, decide_comment
+from bot.handlers.issues import LabelFacts, brief, decide_label, no_sandbox
+from bot.handlers.payloads import CommentAdded, LabelAdded, parse_command
+from bot.handlers.repos import (
+    DEFAULT_LABEL,
+    RepoConfig,
+    load_config,
+    project_name,
+    trigger_label,
+    with_decider,
+)
+from orchestrator.api import Gate, JobRecord, Organisation, load_organisation, shipped_org_dir
+
+Load = Callable[[str], dict[str, Any]]
+OWNER, REPO = "Codertocat", "Hello-World"
+INSTALLATION = 27216354
+KEY = f"github:{OWNER}/{REPO}#1"
+
+
+@pytest.fixture(scope="module")
+def org() -> Organisation:
+    return load_organisation(shipped_org_dir())
+
+
+def config(org: Organisation, text: str | None, *, learnings: str | None = None) -> RepoConfig:
+    """The config a repository with this project file (None: none) has, Codertocat asking."""
+    loaded = load_config(text, learnings, owner=OWNER, repo=REPO, org=org)
+    return with_decider(loaded, "Codertocat", owner=OWNER, repo=REPO, org=org)
+
+
+def labelled(payload: Load, label: str = DEFAULT_LABEL, **issue: object) -> LabelAdded:
+    """issues.labeled from Codertocat on Hello-World#1, through an installation."""
+    data = payload("issues.labeled")
+    data["label"]["name"] = label
+    data["installation"] = {"id": INSTALLATION}
+    data["issue"] |= issue
+    command = parse_command("issues", data, app_login="teaparty[bot]")
+    assert isinstance(command, LabelAdded)
+    return command
+
+
+def job(state: str, job_id: int = 7) -> JobRecord:
+    return JobRecord(job_id, KEY, project_name(OWNER, REPO), "Spelling error", state)
+
+
+# issues.labeled
+
+
+def test_a_label_on_a_pull_request_starts_nothing(payload: Load) -> None:
+    command = labelled(payload, pull_request={"url": "https://api.github.com/pulls/1"})
+    assert decide_label(command, LabelFacts()) == (Ignore("labels on pull requests start nothing"),)
+
+
+def test_a_delivery_without_an_installation_starts_nothing(payload: Load) -> None:
+    data = payload("issues.labeled")
+    data["label"]["name"] = DEFAULT_LABEL
+    command = parse_command("issues", data, app_login="teaparty[bot]")
+    assert isinstance(command, LabelAdded)
+    assert command.repo.installation_id is None
+    assert decide_label(command, LabelFacts()) == (Ignore("the delivery names no installation"),)
+
+
+def test_a_label_that_is_not_the_trigger_is_ignored(payload: Load, org: Organisation) -> None:
+    facts = LabelFacts(config(org, None))  # nothing more is asked: no permission, no job
+    assert decide_label(labelled(payload, "bug"), facts) == (
+        Ignore("label 'bug' is not the trigger 'teaparty'"),
+    )
+
+
+def test_the_trigger_label_comes_from_the_project_file(payload: Load, org: Organisation) -> None:
+    own = config(org, "humans: {decider: Codertocat}\ntrigger_label: agents\n")
+    assert trigger_label(own) == "agents"
+    assert decide_label(labelled(payload), LabelFacts(own)) == (
+        Ignore("label 'teaparty' is not the trigger 'agents'"),
+    )
+    started = decide_label(labelled(payload, "agents"), LabelFacts(own, "write"))
+    assert isinstance(started[-1], StartJob)
+    assert started[-1].subject.trigger_label == "agents"
+
+
+@pytest.mark.parametrize("permission", ["read", "triage", "none", None])
+def test_a_sender_without_write_access_hears_once_why(
+    payload: Load, org: Organisation, permission: str | None
+) -> None:
+    command = labelled(payload)
+    actions = decide_label(command, LabelFacts(config(org, None), permission))
+    assert actions == (
+        PostOnce("refused:codertocat", refusal_body("Codertocat", label="teaparty")),
+        Report("refused: Codertocat has no write access"),
+    )
+    assert marker("refused:codertocat") in refusal_body("Codertocat", label="teaparty")
+    assert actions[-1].outcome == ("refused: Codertocat has no write access", None)
+
+
+def test_a_broken_project_file_is_quoted_once(payload: Load, org: Organisation) -> None:
+    broken = config(org, "humans: {decider: Codertocat}\nnonsense: 1\n")
+    assert broken.project is None
+    assert broken.error
+    actions = decide_label(labelled(payload), LabelFacts(broken, "admin"))
+    assert actions == (
+        PostOnce("config-error", config_error_body(broken.error, label="teaparty")),
+        Report(f"config error: {broken.error}"),
+    )
+
+
+def test_a_finished_job_is_not_started_again(payload: Load, org: Organisation) -> None:
+    facts = LabelFacts(config(org, None), "write", job("complete"))
+    assert decide_label(labelled(payload), facts) == (Report("job 7 already finished", 7),)
+
+
+@pytest.mark.parametrize("existing", [None, "active"])
+@pytest.mark.parametrize("permission", ["write", "admin"])
+def test_a_writer_starts_the_job_or_retries_the_active_one(
+    payload: Load, org: Organisation, permission: str, existing: str | None
+) -> None:
+    command = labelled(payload)
+    repo_config = config(org, None, learnings="Run the tests first.")
+    facts = LabelFacts(repo_config, permission, None if existing is None else job(existing))
+    react, start = decide_label(command, facts)
+    assert react == React("eyes")
+    assert isinstance(start, StartJob)
+    project = repo_config.project
+    assert project is not None
+    assert project.name == project_name(OWNER, REPO)
+    subject = Subject(
+        OWNER,
+        REPO,
+        1,
+        INSTALLATION,
+        "master",
+        "Spelling error in the README file",
+        "Codertocat",
+        "Codertocat",  # no project file: the requester decides
+        "teaparty",
+    )
+    assert start == StartJob(
+        subject,
+        project,
+        brief(subject, project, body=command.issue.body),
+        project_text=repo_config.text,
+        learnings="Run the tests first.",
+    )
+    assert "Job from GitHub issue Codertocat/Hello-World#1" in start.brief
+    assert "It looks like you accidently spelled 'commit'" in start.brief
+
+
+def test_the_project_files_decider_decides(payload: Load, org: Organisation) -> None:
+    text = "humans: {decider: octocat}\n"
+    _, start = decide_label(labelled(payload), LabelFacts(config(org, text), "write"))
+    assert isinstance(start, StartJob)
+    assert (start.subject.requester, start.subject.decider) == ("Codertocat", "octocat")
+    assert start.project_text == text
+
+
+def test_an_issue_without_a_body_is_briefed_by_its_title(payload: Load, org: Organisation) -> None:
+    _, start = decide_label(labelled(payload, body=None), LabelFacts(config(org, None), "write"))
+    assert isinstance(start, StartJob)
+    assert "Spelling error in the README file\n</issue>" in start.brief
+
+
+def test_a_host_without_a_sandbox_says_so_once() -> None:
+    assert no_sandbox("no bwrap", label="agents") == (
+        PostOnce("no-sandbox", no_sandbox_body("no bwrap", label="agents")),
+        Report("refused: no bwrap"),
+    )
+
+
+# issue_comment.created
+
+
+def commented(payload: Load, body: str | None = None, *, login: str = "Codertocat") -> CommentAdded:
+    data = payload("issue_comment.created.with-installation")
+    data["comment"]["user"]["login"] = login
+    if body is not None:
+        data["comment"]["body"] = body
+    command = parse_command("issue_comment", data, app_login="teaparty[bot]")
+    assert isinstance(command, CommentAdded)
+    return command
+
+
+def subject(decider: str) -> Subject:
+    return Subject(OWNER, REPO, 1, 1, "master", "Spelling", "Codertocat", decider, "teaparty")
+
+
+def gate(gate_id: int) -> Gate:
+    return Gate(gate_id, 7, "c-1", "call-1", "plan", "Go?", ("yes", "no"), "lead", None, None, None)
+
+
+def test_a_comment_on_an_issue_without_a_job_is_ignored(payload: Load) -> None:
+    assert decide_comment(commented(payload), CommentFacts()) == (Ignore("no job on this issue"),)
+
+
+def test_a_job_the_app_did_not_start_is_not_answered(payload: Load) -> None:
+    facts = CommentFacts(job("active"), subject=None)  # e.g. started by `teaparty run`
+    assert decide_comment(commented(payload), facts) == (Ignore("no job on this issue"),)
+
+
+def test_a_comment_when_nothing_is_asked_is_ignored(payload: Load) -> None:
+    facts = CommentFacts(job("active"), subject("Codertocat"), gates=())
+    actions = decide_comment(commented(payload), facts)
+    assert actions == (Ignore("the job has no open question", 7),)
+    assert actions[0].outcome == ("ignored: the job has no open question", 7)
+
+
+def test_only_the_decider_answers(payload: Load) -> None:
+    facts = CommentFacts(job("active"), subject("octocat"), gates=(gate(3),))
+    assert decide_comment(commented(payload), facts) == (
+        Ignore("Codertocat is not the decider", 7),
+    )
+
+
+@pytest.mark.parametrize("login", ["octocat", "OctoCat"])
+def test_the_deciders_reply_answers_the_oldest_question(payload: Load, login: str) -> None:
+    facts = CommentFacts(job("active"), subject("octocat"), gates=(gate(3), gate(5)))
+    assert decide_comment(commented(payload, "  yes, go  ", login=login), facts) == (
+        AnswerGate(7, 3, "yes, go", answered_by=login),
+    )
+
+
+def test_an_empty_reply_is_still_an_answer(payload: Load) -> None:
+    facts = CommentFacts(job("active"), subject("Codertocat"), gates=(gate(3),))
+    assert decide_comment(commented(payload, " \n "), facts) == (
+        AnswerGate(7, 3, "(empty reply)", answered_by="Codertocat"),
+    )
