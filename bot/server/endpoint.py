@@ -26,7 +26,7 @@ from starlette.requests import ClientDisconnect
 
 from bot.errors import DeliveryError
 from bot.server.supervisor import WorkerHealth
-from bot.server.webhooks import MAX_BODY_BYTES, Delivery, Head, Signature, check_head, decode, shown
+from bot.server.webhooks import MAX_BODY_BYTES, Head, Signature, check_head, decode, shown
 from orchestrator.api import Arrival, DeliveryQueue
 
 log = logging.getLogger(__name__)
@@ -225,10 +225,10 @@ class Ingest:
 
     def __init__(self, queue: DeliveryQueue) -> None:
         self.queue = queue
-        self._pending: list[tuple[Delivery, asyncio.Future[bool]]] = []
+        self._pending: list[tuple[Arrival, asyncio.Future[bool]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    async def put(self, delivery: Delivery) -> bool:
+    async def put(self, delivery: Arrival) -> bool:
         """Store one delivery durably; False when its id was stored before."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((delivery, future))
@@ -239,9 +239,8 @@ class Ingest:
     async def _flush(self) -> None:
         while self._pending:
             batch, self._pending = self._pending, []
-            arrivals = [Arrival(d.delivery_id, d.event, d.action, d.body) for d, _ in batch]
             try:
-                fresh = await self.queue.record_all(arrivals)
+                fresh = await self.queue.record_all([delivery for delivery, _ in batch])
             except Exception as exc:  # handed to every waiting request, which answers 500
                 for _, future in batch:
                     if not future.done():

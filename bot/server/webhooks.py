@@ -3,7 +3,8 @@
 A delivery is checked in three steps so that the server never holds an unauthenticated
 body: `check_head` (headers only: ids, size, type, a signature present), `Signature` (the
 HMAC, fed chunk by chunk as the body streams in) and `decode` (the JSON, once the
-signature held). `parse_delivery` runs all three on a body already in hand.
+signature held). `parse_delivery` runs all three on a body already in hand. What comes out
+is the engine's `Arrival`: the verified delivery, as the deliveries queue stores it.
 """
 
 from __future__ import annotations
@@ -17,22 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.errors import DeliveryError
+from orchestrator.api import Arrival
 
 MAX_BODY_BYTES = 25 * 1024 * 1024  # GitHub never delivers a payload over 25 MB
 _DELIVERY_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 _EVENT = re.compile(r"^[a-z_]{1,64}$")
 _ACTION = re.compile(r"^[a-z0-9_]{1,64}$")
 _SHOWN_CHARS = 100
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A verified delivery: its id, event, the payload's action, and the exact body."""
-
-    delivery_id: str
-    event: str
-    action: str
-    body: bytes
 
 
 @dataclass(frozen=True)
@@ -116,7 +108,7 @@ class Signature:
             )
 
 
-def decode(head: Head, body: bytes) -> Delivery:
+def decode(head: Head, body: bytes) -> Arrival:
     """The delivery a verified body carries; DeliveryError (400) when it is no JSON object.
 
     Python's json refuses nesting deeper than the interpreter's recursion limit
@@ -139,7 +131,7 @@ def decode(head: Head, body: bytes) -> Delivery:
         raise DeliveryError(400, "body is not a JSON object", delivery_id=delivery_id)
     action = payload.get("action", "")
     plain = isinstance(action, str) and _ACTION.match(action)
-    return Delivery(delivery_id, head.event, action if plain else "", body)
+    return Arrival(delivery_id, head.event, action if plain else "", body)
 
 
 def parse_delivery(
@@ -148,7 +140,7 @@ def parse_delivery(
     *,
     secret: str | None,
     events: frozenset[str],
-) -> Delivery:
+) -> Arrival:
     """Verify and decode one delivery whose body is in hand (development: `secret=None`)."""
     head = check_head(headers, secret=secret, events=events)
     if len(body) > MAX_BODY_BYTES:
