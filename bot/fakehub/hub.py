@@ -42,11 +42,11 @@ from bot.fakehub.state import (
     DOCS,
     Comment,
     HubError,
+    HubIssue,
+    HubRepo,
     HubState,
-    Issue,
     Permission,
     Reaction,
-    Repo,
     UserKind,
     not_found,
 )
@@ -147,7 +147,7 @@ class FakeGitHub:
         path = self.root / owner / f"{name}.git"
         create_bare(path, source=source, default_branch=default_branch, title=name)
         state = self.state
-        repo = Repo(
+        repo = HubRepo(
             owner,
             name,
             state.next_id(),
@@ -179,7 +179,7 @@ class FakeGitHub:
         body = {"head": head, "base": base, "title": title, "body": None}
         return (await open_pull(self.state, repo, body, author=author)).number
 
-    def issue(self, owner: str, name: str, number: int) -> Issue:
+    def issue(self, owner: str, name: str, number: int) -> HubIssue:
         """The issue or pull request `number`."""
         return self.state.issue(self.state.repo(owner, name), number)
 
@@ -193,7 +193,7 @@ class FakeGitHub:
         with self.state.lock:
             return list(self.issue(owner, name, number).reactions)
 
-    def pulls(self, owner: str, name: str) -> list[Issue]:
+    def pulls(self, owner: str, name: str) -> list[HubIssue]:
         """The repository's pull requests (issues with `pull` set), oldest first."""
         with self.state.lock:
             repo = self.state.repo(owner, name)

@@ -12,7 +12,7 @@ from typing import Any
 from bot.fakehub import git
 from bot.fakehub.routes import Call, Reply, Routes, paginate, path_number, repo_for
 from bot.fakehub.shapes import Json, pull_json
-from bot.fakehub.state import HubState, Issue, PullInfo, Repo, not_found, validation_failed
+from bot.fakehub.state import HubIssue, HubRepo, HubState, PullInfo, not_found, validation_failed
 
 PULL_ROUTES = Routes()
 _SIMPLE_SORTS = {"created": "created_at", "updated": "updated_at"}
@@ -26,14 +26,14 @@ def _custom(message: str) -> dict[str, Any]:
     return {"resource": "PullRequest", "code": "custom", "message": message}
 
 
-def _pull(state: HubState, repo: Repo, number: int) -> Issue:
+def _pull(state: HubState, repo: HubRepo, number: int) -> HubIssue:
     issue = state.issue(repo, number)
     if issue.pull is None:
         raise not_found()
     return issue
 
 
-def _duplicate(repo: Repo, pull: PullInfo, *, ignore: int = 0) -> None:
+def _duplicate(repo: HubRepo, pull: PullInfo, *, ignore: int = 0) -> None:
     for other in repo.issues.values():
         same = other.pull and (other.pull.head_ref, other.pull.base_ref) == (
             pull.head_ref,
@@ -44,7 +44,7 @@ def _duplicate(repo: Repo, pull: PullInfo, *, ignore: int = 0) -> None:
             raise validation_failed(_custom(message))
 
 
-async def _refresh(repo: Repo, issue: Issue) -> git.DiffStats:
+async def _refresh(repo: HubRepo, issue: HubIssue) -> git.DiffStats:
     """Follow the branches (they move when the bot pushes) and count the changes."""
     assert issue.pull is not None
     pull = issue.pull
@@ -53,7 +53,7 @@ async def _refresh(repo: Repo, issue: Issue) -> git.DiffStats:
     return await git.diff_stats(repo.path, pull.base_sha, pull.head_sha)
 
 
-async def _full(state: HubState, repo: Repo, issue: Issue, call: Call) -> Json:
+async def _full(state: HubState, repo: HubRepo, issue: HubIssue, call: Call) -> Json:
     stats = await _refresh(repo, issue)
     with state.lock:
         return pull_json(state, repo, issue, call.urls, stats=stats)
@@ -116,7 +116,7 @@ async def create_pull(state: HubState, call: Call) -> Reply:
     return Reply(201, reply, {"Location": reply["url"]})
 
 
-async def open_pull(state: HubState, repo: Repo, body: Json, *, author: str) -> Issue:
+async def open_pull(state: HubState, repo: HubRepo, body: Json, *, author: str) -> HubIssue:
     """Open a pull request as `author` (the App's bot user, or a person), as GitHub checks it."""
     pull = await _new_pull(repo, body)
     with state.lock:
@@ -130,7 +130,7 @@ async def open_pull(state: HubState, repo: Repo, body: Json, *, author: str) -> 
     return issue
 
 
-async def _new_pull(repo: Repo, body: Json) -> PullInfo:
+async def _new_pull(repo: HubRepo, body: Json) -> PullInfo:
     """The branches of a new pull request, or 422 when either is not in the repository."""
     head_owner, _, head_ref = body["head"].rpartition(":")
     if (head_owner or repo.owner).lower() != repo.owner.lower():
@@ -150,7 +150,7 @@ async def _new_pull(repo: Repo, body: Json) -> PullInfo:
     )
 
 
-def _issue_for(state: HubState, repo: Repo, body: Json, *, author: str) -> Issue:
+def _issue_for(state: HubState, repo: HubRepo, body: Json, *, author: str) -> HubIssue:
     if body.get("issue") is None:
         issue = state.open_issue(repo, title=body["title"], body=body.get("body"), author=author)
         issue.via_app = issue.author == state.bot.login

@@ -29,7 +29,7 @@ from bot.fakehub.shapes import (
     repo_json,
     timestamp,
 )
-from bot.fakehub.state import HubError, HubState, Reaction, Repo, Token, not_found
+from bot.fakehub.state import HubError, HubRepo, HubState, Reaction, Token, not_found
 from bot.fakehub.webhooks import comment_created
 
 _LEVELS = {"read": 1, "write": 2, "admin": 3}
@@ -101,7 +101,7 @@ def grants(granted: str | None, wanted: str) -> bool:
     return _LEVELS.get(granted or "", 0) >= _LEVELS.get(wanted, 99)
 
 
-def repo_for(state: HubState, call: Call) -> Repo:
+def repo_for(state: HubState, call: Call) -> HubRepo:
     repo = state.repo(call.params["owner"], call.params["repo"])
     token = call.token
     if token is not None and (
@@ -175,7 +175,7 @@ async def create_token(state: HubState, call: Call) -> Reply:
     return Reply(201, reply)
 
 
-def _chosen_repos(repos: list[Repo], body: Json) -> list[Repo] | None:
+def _chosen_repos(repos: list[HubRepo], body: Json) -> list[HubRepo] | None:
     """The repositories a token is narrowed to (None: all of the installation's), or 422."""
     names, ids = body.get("repositories"), body.get("repository_ids")
     if names is None and ids is None:
@@ -239,7 +239,7 @@ async def get_content(state: HubState, call: Call) -> Reply:
     return Reply(200, item)
 
 
-def _content_item(repo: Repo, item: git.TreeEntry, ref: str, urls: Urls) -> Json:
+def _content_item(repo: HubRepo, item: git.TreeEntry, ref: str, urls: Urls) -> Json:
     kind = {"tree": "dir", "commit": "submodule"}.get(item.kind, "file")
     kind = "symlink" if item.mode == "120000" else kind
     links = content_links(repo, urls, path=item.path, ref=ref, sha=item.sha, kind=kind)

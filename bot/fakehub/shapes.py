@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bot.fakehub.git import DiffStats
-from bot.fakehub.state import REACTIONS, Comment, HubState, Issue, Label, Reaction, Repo, User
+from bot.fakehub.state import REACTIONS, Comment, HubIssue, HubRepo, HubState, Label, Reaction, User
 
 Json = dict[str, Any]
 _REPO_LINKS = {
@@ -63,11 +63,11 @@ class Urls:
     api: str
     server: str
 
-    def repo_api(self, repo: Repo) -> str:
+    def repo_api(self, repo: HubRepo) -> str:
         """`{api}repos/owner/name`."""
         return f"{self.api}repos/{repo.full_name}"
 
-    def repo_html(self, repo: Repo) -> str:
+    def repo_html(self, repo: HubRepo) -> str:
         """`{server}/owner/name`."""
         return f"{self.server}/{repo.full_name}"
 
@@ -160,7 +160,7 @@ def installation_json(state: HubState, installation_id: int, urls: Urls) -> Json
     }
 
 
-def repo_json(state: HubState, repo: Repo, urls: Urls) -> Json:
+def repo_json(state: HubState, repo: HubRepo, urls: Urls) -> Json:
     """A `full-repository`; also satisfies the smaller `repository` schema."""
     api, html = urls.repo_api(repo), urls.repo_html(repo)
     open_count = sum(issue.state == "open" for issue in repo.issues.values())
@@ -206,7 +206,7 @@ def repo_json(state: HubState, repo: Repo, urls: Urls) -> Json:
     }
 
 
-def label_json(repo: Repo, label: Label, urls: Urls) -> Json:
+def label_json(repo: HubRepo, label: Label, urls: Urls) -> Json:
     """A label as issues, pull requests and webhooks embed it."""
     return {
         "id": label.label_id,
@@ -228,7 +228,7 @@ def reactions_json(url: str, reactions: list[Reaction]) -> Json:
     return {"url": url, "total_count": len(reactions), **counts}
 
 
-def association(state: HubState, repo: Repo, login: str) -> str:
+def association(state: HubState, repo: HubRepo, login: str) -> str:
     """The `author_association` GitHub shows for `login` on `repo`."""
     user = state.user(login)
     if user.login.lower() == repo.owner.lower():
@@ -238,7 +238,7 @@ def association(state: HubState, repo: Repo, login: str) -> str:
     return "NONE"
 
 
-def issue_json(state: HubState, repo: Repo, issue: Issue, urls: Urls) -> Json:
+def issue_json(state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls) -> Json:
     """An `issue`; a pull request's issue carries `pull_request` and `draft`."""
     api = f"{urls.repo_api(repo)}/issues/{issue.number}"
     kind = "pull" if issue.pull else "issues"
@@ -287,7 +287,7 @@ def issue_json(state: HubState, repo: Repo, issue: Issue, urls: Urls) -> Json:
     return body
 
 
-def comment_json(state: HubState, repo: Repo, comment: Comment, urls: Urls) -> Json:
+def comment_json(state: HubState, repo: HubRepo, comment: Comment, urls: Urls) -> Json:
     """An `issue-comment`; the app's own comments carry `performed_via_github_app`."""
     api = f"{urls.repo_api(repo)}/issues/comments/{comment.comment_id}"
     issue = repo.issues[comment.issue_number]
@@ -307,7 +307,7 @@ def comment_json(state: HubState, repo: Repo, comment: Comment, urls: Urls) -> J
     }
 
 
-def issue_json_html(repo: Repo, issue: Issue, urls: Urls) -> str:
+def issue_json_html(repo: HubRepo, issue: HubIssue, urls: Urls) -> str:
     """The web address of an issue or pull request."""
     return f"{urls.repo_html(repo)}/{'pull' if issue.pull else 'issues'}/{issue.number}"
 
@@ -323,7 +323,7 @@ def reaction_json(state: HubState, reaction: Reaction, urls: Urls) -> Json:
     }
 
 
-def collaborator_json(state: HubState, repo: Repo, login: str, urls: Urls) -> Json:
+def collaborator_json(state: HubState, repo: HubRepo, login: str, urls: Urls) -> Json:
     """A `repository-collaborator-permission`."""
     permission, role = state.permission_of(repo, login)
     flags = ("pull", "triage", "push", "maintain", "admin")
@@ -335,7 +335,7 @@ def collaborator_json(state: HubState, repo: Repo, login: str, urls: Urls) -> Js
     return {"permission": permission, "role_name": role, "user": user}
 
 
-def content_links(repo: Repo, urls: Urls, *, path: str, ref: str, sha: str, kind: str) -> Json:
+def content_links(repo: HubRepo, urls: Urls, *, path: str, ref: str, sha: str, kind: str) -> Json:
     """`url`, `git_url`, `html_url` and `_links` of a contents entry."""
     api = f"{urls.repo_api(repo)}/contents/{quote(path)}?ref={quote(ref)}"
     git_kind = "trees" if kind == "dir" else "blobs"
@@ -356,7 +356,7 @@ def encode_content(data: bytes) -> str:
 
 
 def pull_json(
-    state: HubState, repo: Repo, issue: Issue, urls: Urls, *, stats: DiffStats | None
+    state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls, *, stats: DiffStats | None
 ) -> Json:
     """A `pull-request`, or a `pull-request-simple` (as lists return) when `stats` is None."""
     assert issue.pull is not None, "pull_json needs a pull request"
@@ -404,7 +404,7 @@ def pull_json(
     }
 
 
-def _pull_links(repo: Repo, issue_body: Json, urls: Urls, *, api: str, head_sha: str) -> Json:
+def _pull_links(repo: HubRepo, issue_body: Json, urls: Urls, *, api: str, head_sha: str) -> Json:
     return {
         "self": api,
         "html": issue_body["html_url"],
@@ -438,7 +438,9 @@ _PULL_FROM_ISSUE = (
 )
 
 
-def _branch_json(state: HubState, repo: Repo, urls: Urls, ref: str, sha: str, owner: str) -> Json:
+def _branch_json(
+    state: HubState, repo: HubRepo, urls: Urls, ref: str, sha: str, owner: str
+) -> Json:
     return {
         "label": f"{owner}:{ref}",
         "ref": ref,

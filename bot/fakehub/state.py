@@ -110,7 +110,7 @@ class PullInfo:
 
 
 @dataclass
-class Issue:
+class HubIssue:
     """An issue, or the issue half of a pull request (`pull` is set)."""
 
     number: int
@@ -131,7 +131,7 @@ class Issue:
 
 
 @dataclass
-class Repo:
+class HubRepo:
     """A repository and its bare git remote."""
 
     owner: str
@@ -142,7 +142,7 @@ class Repo:
     installation_id: int
     private: bool
     created_at: float
-    issues: dict[int, Issue] = field(default_factory=dict)
+    issues: dict[int, HubIssue] = field(default_factory=dict)
     labels: dict[str, Label] = field(default_factory=dict)
 
     @property
@@ -185,7 +185,7 @@ class HubState:
         self.lock = threading.RLock()
         self.created_at = clock()
         self.users: dict[str, User] = {}
-        self.repos: dict[tuple[str, str], Repo] = {}
+        self.repos: dict[tuple[str, str], HubRepo] = {}
         self.tokens: dict[str, Token] = {}
         self._ids = itertools.count(1001)
         self.app_owner = self.user(app_owner, kind="Organization")
@@ -211,36 +211,36 @@ class HubState:
             user.kind, user.permission = kind, permission
             return user
 
-    def add_repo(self, repo: Repo) -> None:
+    def add_repo(self, repo: HubRepo) -> None:
         """Register a repository (its bare remote already exists)."""
         with self.lock:
             self.repos[(repo.owner.lower(), repo.name.lower())] = repo
             self.user(repo.owner)
 
-    def repo(self, owner: str, name: str) -> Repo:
+    def repo(self, owner: str, name: str) -> HubRepo:
         """The repository, or 404."""
         with self.lock:
             if (found := self.repos.get((owner.lower(), name.lower()))) is None:
                 raise not_found()
             return found
 
-    def issue(self, repo: Repo, number: int) -> Issue:
+    def issue(self, repo: HubRepo, number: int) -> HubIssue:
         """The issue or pull request `number`, or 404."""
         with self.lock:
             if (found := repo.issues.get(number)) is None:
                 raise not_found()
             return found
 
-    def open_issue(self, repo: Repo, *, title: str, body: str | None, author: str) -> Issue:
+    def open_issue(self, repo: HubRepo, *, title: str, body: str | None, author: str) -> HubIssue:
         """Create the next issue in `repo` (pull requests share the numbering)."""
         with self.lock:
             now = self.clock()
             number = max(repo.issues, default=0) + 1
-            issue = Issue(number, self.next_id(), title, body, self.user(author).login, now, now)
+            issue = HubIssue(number, self.next_id(), title, body, self.user(author).login, now, now)
             repo.issues[number] = issue
             return issue
 
-    def add_comment(self, repo: Repo, issue: Issue, *, author: str, body: str) -> Comment:
+    def add_comment(self, repo: HubRepo, issue: HubIssue, *, author: str, body: str) -> Comment:
         """Append a comment; the app's bot user marks it as performed via the app."""
         with self.lock:
             now = self.clock()
@@ -252,7 +252,7 @@ class HubState:
             issue.updated_at = now
             return comment
 
-    def find_comment(self, repo: Repo, comment_id: int) -> tuple[Issue, Comment]:
+    def find_comment(self, repo: HubRepo, comment_id: int) -> tuple[HubIssue, Comment]:
         """The comment with this id in `repo`, or 404."""
         with self.lock:
             for issue in repo.issues.values():
@@ -261,7 +261,7 @@ class HubState:
                         return issue, comment
             raise not_found()
 
-    def label(self, repo: Repo, name: str) -> Label:
+    def label(self, repo: HubRepo, name: str) -> Label:
         """The repository label `name`, created on first use."""
         with self.lock:
             if (found := repo.labels.get(name.lower())) is None:
@@ -288,12 +288,12 @@ class HubState:
             self.tokens[token.token] = token
             return token
 
-    def installation_repos(self, installation_id: int) -> list[Repo]:
+    def installation_repos(self, installation_id: int) -> list[HubRepo]:
         """The repositories an installation covers."""
         with self.lock:
             return [r for r in self.repos.values() if r.installation_id == installation_id]
 
-    def permission_of(self, repo: Repo, login: str) -> tuple[str, str]:
+    def permission_of(self, repo: HubRepo, login: str) -> tuple[str, str]:
         """`(permission, role_name)` as GitHub reports them for `login` on `repo`."""
         with self.lock:
             user = self.user(login)

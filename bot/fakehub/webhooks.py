@@ -27,7 +27,7 @@ from bot.fakehub.shapes import (
     repo_json,
     user_json,
 )
-from bot.fakehub.state import Comment, HubState, Issue, Label, Repo
+from bot.fakehub.state import Comment, HubIssue, HubRepo, HubState, Label
 
 DELIVERY_TIMEOUT = 10.0  # GitHub gives a receiver ten seconds
 HOOK_ID = 424242
@@ -124,7 +124,9 @@ async def send(delivery: Delivery, url: str | None) -> Delivery:
     return delivery
 
 
-def issue_objects(state: HubState, repo: Repo, issue: Issue, urls: Urls, *, sender: str) -> Json:
+def issue_objects(
+    state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls, *, sender: str
+) -> Json:
     """The `issue`, `repository` and `sender` objects every issue-family delivery carries."""
     return {
         "issue": issue_json(state, repo, issue, urls),
@@ -133,7 +135,7 @@ def issue_objects(state: HubState, repo: Repo, issue: Issue, urls: Urls, *, send
     }
 
 
-def comment_created(state: HubState, repo: Repo, comment: Comment, urls: Urls) -> Json:
+def comment_created(state: HubState, repo: HubRepo, comment: Comment, urls: Urls) -> Json:
     """The payload of an `issue_comment.created` delivery."""
     with state.lock:
         issue = repo.issues[comment.issue_number]
@@ -145,7 +147,7 @@ def comment_created(state: HubState, repo: Repo, comment: Comment, urls: Urls) -
 
 
 def issue_labeled(
-    state: HubState, repo: Repo, issue: Issue, label: Label, urls: Urls, *, sender: str
+    state: HubState, repo: HubRepo, issue: HubIssue, label: Label, urls: Urls, *, sender: str
 ) -> Json:
     """The payload of an `issues.labeled` delivery."""
     with state.lock:
