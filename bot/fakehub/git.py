@@ -16,7 +16,7 @@ _IDENTITY = {
 }
 
 
-class GitError(Exception):
+class HubGitError(Exception):
     """A git command the stand-in relies on failed."""
 
     def __init__(self, args: tuple[str, ...], stderr: str) -> None:
@@ -57,7 +57,7 @@ def _run(path: Path | None, *args: str, stdin: bytes = b"") -> str:
         argv, input=stdin, capture_output=True, env={**os.environ, **_IDENTITY}, check=False
     )
     if done.returncode != 0:
-        raise GitError(args, done.stderr.decode(errors="replace"))
+        raise HubGitError(args, done.stderr.decode(errors="replace"))
     return done.stdout.decode().strip()
 
 
@@ -135,7 +135,7 @@ async def read_blob(path: Path, sha: str) -> bytes:
     """The bytes of blob `sha`."""
     status, out = await git(path, "cat-file", "blob", sha)
     if status != 0:
-        raise GitError(("cat-file", "blob", sha), "missing blob")
+        raise HubGitError(("cat-file", "blob", sha), "missing blob")
     return out
 
 
