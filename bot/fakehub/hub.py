@@ -115,7 +115,7 @@ class FakeGitHub:
         self.requests: list[RecordedRequest] = []
         self.unexpected: list[RecordedRequest] = []
         self.violations: list[str] = []
-        self.deliveries: list[webhooks.Delivery] = []
+        self.deliveries: list[webhooks.SentDelivery] = []
         self.api_url = "http://127.0.0.1/"
         self._faults: list[_Fault] = []
         self._routes = ROUTES | PULL_ROUTES
@@ -256,13 +256,13 @@ class FakeGitHub:
         )
         return comment.comment_id
 
-    async def redeliver(self, delivery_id: str) -> webhooks.Delivery:
+    async def redeliver(self, delivery_id: str) -> webhooks.SentDelivery:
         """Send a past delivery again: the same body and headers, the same delivery id."""
         with self.state.lock:
             first = next((d for d in self.deliveries if d.delivery_id == delivery_id), None)
         if first is None:
             raise KeyError(delivery_id)
-        again = webhooks.Delivery(
+        again = webhooks.SentDelivery(
             first.delivery_id,
             first.event,
             first.action,
@@ -272,13 +272,13 @@ class FakeGitHub:
         )
         return await self._record_delivery(again)
 
-    async def _deliver(self, event: str, payload: Json) -> webhooks.Delivery:
+    async def _deliver(self, event: str, payload: Json) -> webhooks.SentDelivery:
         delivery = webhooks.prepare(
             event, payload, secret=self.webhook_secret, app_id=self.state.app_id
         )
         return await self._record_delivery(delivery)
 
-    async def _record_delivery(self, delivery: webhooks.Delivery) -> webhooks.Delivery:
+    async def _record_delivery(self, delivery: webhooks.SentDelivery) -> webhooks.SentDelivery:
         with self.state.lock:
             self.deliveries.append(delivery)
         return await webhooks.send(delivery, self.webhook_url)

@@ -70,7 +70,7 @@ def sign(secret: str, body: bytes, *, digest: str = "sha256") -> str:
 
 
 @dataclass
-class Delivery:
+class SentDelivery:
     """One attempt to deliver a webhook, and what the receiver answered."""
 
     delivery_id: str
@@ -91,7 +91,7 @@ class Delivery:
 
 def prepare(
     event: str, payload: Json, *, secret: str | None, app_id: int, delivery_id: str | None = None
-) -> Delivery:
+) -> SentDelivery:
     """Serialise and sign a delivery the way GitHub does (compact UTF-8 JSON, HMAC of the bytes)."""
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     delivery_id = delivery_id or str(uuid.uuid4())
@@ -107,10 +107,10 @@ def prepare(
     if secret is not None:
         headers["X-Hub-Signature"] = sign(secret, body, digest="sha1")
         headers["X-Hub-Signature-256"] = sign(secret, body)
-    return Delivery(delivery_id, event, str(payload.get("action", "")), body, headers)
+    return SentDelivery(delivery_id, event, str(payload.get("action", "")), body, headers)
 
 
-async def send(delivery: Delivery, url: str | None) -> Delivery:
+async def send(delivery: SentDelivery, url: str | None) -> SentDelivery:
     """POST the delivery to `url` and record the status (or the transport error)."""
     if url is None:
         delivery.error = "no webhook_url configured"
