@@ -4,11 +4,11 @@ Each handler gathers the facts it needs, calls a pure function that returns acti
 performs them; the decisions are tested from payloads alone.
 
     payloads.py       webhook payload -> command (LabelAdded, CommentAdded, Ping, Ignored)
-    routing.py        command -> the handler of its event and action
+    router.py         command -> the handler of its event and action
     issues.py         issues.labeled: LabelFacts, decide_label, on_issues_labeled
     issue_comment.py  issue_comment.created: CommentFacts, decide_comment, on_issue_comment_created
     actions.py        what a decision says: Ignore, Report, PostOnce, React, StartJob, AnswerGate
-    context.py        what handlers act through (GitHub, the Office); performs actions
+    app_context.py    AppContext: what handlers read and act through; performs actions
     repos.py          a repository's project file, learnings, permissions (cached a minute)
     service.py        GitHubService: a stored delivery handled; each job's GitHubForge
 """

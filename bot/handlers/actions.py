@@ -1,7 +1,7 @@
 """What a handler decided to do about one delivery: actions as plain values, performed after.
 
 A decision is a tuple of actions, built by a pure function from the delivery's command and
-the facts its handler gathered; `Context.perform` carries them out in order on the
+the facts its handler gathered; `AppContext.perform` carries them out in order on the
 delivery's issue. The last action that says what came of the delivery (`Ignore`, `Report`,
 `StartJob`, `AnswerGate`) gives the outcome the delivery worker logs and stores.
 """

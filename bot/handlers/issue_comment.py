@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from bot.github.forge import Subject
 from bot.handlers.actions import Action, AnswerGate, Ignore, Outcome, job_key
-from bot.handlers.context import Context
+from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import CommentAdded
 from orchestrator.api import Gate, JobRecord
 
@@ -27,14 +27,14 @@ class CommentFacts:
     gates: tuple[Gate, ...] = ()  # its unanswered questions, oldest first
 
 
-async def on_issue_comment_created(command: CommentAdded, ctx: Context) -> Outcome:
+async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Outcome:
     """Answer the issue's job's oldest open question with the decider's reply."""
     facts = await gather(command, ctx)
     actions = decide_comment(command, facts)
     return await ctx.perform(actions, repo=command.repo, number=command.issue.number)
 
 
-async def gather(command: CommentAdded, ctx: Context) -> CommentFacts:
+async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     """Read the issue's job, its link and its open gates from the store."""
     repo, records = command.repo, ctx.office.records
     job = await records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))

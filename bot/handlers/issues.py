@@ -14,7 +14,7 @@ from bot.github.forge import Subject
 from bot.github.sanitizer import quote
 from bot.github.tracking import config_error_body, no_sandbox_body, refusal_body
 from bot.handlers.actions import Action, Ignore, Outcome, PostOnce, React, Report, StartJob, job_key
-from bot.handlers.context import Context
+from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import LabelAdded
 from bot.handlers.repos import RepoConfig, trigger_label
 from orchestrator.api import JobRecord, Project, SandboxError
@@ -31,7 +31,7 @@ class LabelFacts:
     job: JobRecord | None = None  # the issue's job, if it ever had one
 
 
-async def on_issues_labeled(command: LabelAdded, ctx: Context) -> Outcome:
+async def on_issues_labeled(command: LabelAdded, ctx: AppContext) -> Outcome:
     """Start (or retry) the issue's job if the label is the trigger and the sender may."""
     facts = await gather(command, ctx)
     repo, number = command.repo, command.issue.number
@@ -42,7 +42,7 @@ async def on_issues_labeled(command: LabelAdded, ctx: Context) -> Outcome:
         return await ctx.perform(refusal, repo=repo, number=number)
 
 
-async def gather(command: LabelAdded, ctx: Context) -> LabelFacts:
+async def gather(command: LabelAdded, ctx: AppContext) -> LabelFacts:
     """Read what `decide_label` will need, and no more: each read is a call to GitHub."""
     repo, sender = command.repo, command.sender
     if command.issue.is_pull_request or repo.installation_id is None:

@@ -1,7 +1,7 @@
 """The App at work: stored deliveries handed to their handlers, and jobs given their Forge.
 
 `GitHubApp` (the REST adapter) and `Office` (the engine) meet here. A delivery is parsed
-into a command and dispatched to the handler of its event and action (`routing`); the
+into a command and dispatched to the handler of its event and action (`router`); the
 `JobDriver` keeps each job's tracking comment, gate comments, branch and pull request in
 line with the store, through the `GitHubForge` of the issue the job serves.
 """
@@ -15,10 +15,10 @@ from bot.errors import BotError
 from bot.github.client import GitHubApp
 from bot.github.forge import GitHubForge, Subject
 from bot.handlers.actions import Outcome
-from bot.handlers.context import Context
+from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import parse_command
 from bot.handlers.repos import Repos, default_text
-from bot.handlers.routing import dispatch
+from bot.handlers.router import dispatch
 from bot.settings import Settings
 from orchestrator.api import ConfigError, ConfigIssue, Delivery, Forge, JobDriver, Office
 
@@ -33,7 +33,7 @@ class GitHubService:
         self.office = office
         self.github = github
         self.driver = JobDriver(office, self.forge)
-        self.context = Context(settings, github, office, self.driver, Repos(office.org))
+        self.context = AppContext(settings, github, office, self.driver, Repos(office.org))
 
     async def forge(self, job_id: int) -> Forge | None:
         """The Forge of a job the App started, or None for any other job."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import assert_never
 
 from bot.handlers.actions import Outcome
-from bot.handlers.context import Context
+from bot.handlers.app_context import AppContext
 from bot.handlers.issue_comment import on_issue_comment_created
 from bot.handlers.issues import on_issues_labeled
 from bot.handlers.payloads import Command, CommentAdded, Ignored, LabelAdded, Ping
 
 
-async def dispatch(command: Command, ctx: Context) -> Outcome:
+async def dispatch(command: Command, ctx: AppContext) -> Outcome:
     """Hand a parsed delivery to the handler of its event and action; what came of it."""
     match command:
         case Ping():

@@ -1,6 +1,6 @@
 """What handlers gather facts through and perform their actions with: GitHub, the Office.
 
-`Context.perform` carries out a decision's actions on the delivery's issue, in order, and
+`AppContext.perform` carries out a decision's actions on the delivery's issue, in order, and
 answers the delivery's outcome. It adds no decisions of its own: a comment is posted once
 by looking for the App's marker first, and a job is started (or, for an issue whose job
 exists, its failures retried) the way the action says.
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Context:
+class AppContext:
     """The App's GitHub client, the Office and its job driver, and the repositories' cache."""
 
     settings: Settings
