@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,19 +21,17 @@ from orchestrator.bus.conversations import JobStart
 from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import Usage
 from orchestrator.bus.routing import Router, organisation_teams, project_teams
 from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.errors import ConfigError, OrchestratorError
-from orchestrator.jobs.budget import JobBudget, Limits
+from orchestrator.jobs import wiring
+from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.records import JobRecords
-from orchestrator.models.pricing import shipped_prices
-from orchestrator.ports import AgentSpec, Model
+from orchestrator.ports import Model
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, now
 from orchestrator.teams import board_tools
-from orchestrator.teams.board import summarize
 from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
@@ -43,7 +41,6 @@ from orchestrator.workspace.tools import WorkspaceTools
 log = logging.getLogger(__name__)
 
 Approver = Callable[[Gate], Awaitable[str]]
-WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 
 
 @dataclass(frozen=True)
@@ -58,17 +55,6 @@ class JobHandle:
 
 class JobFailedError(RuntimeError):
     """A conversation of the job raised; the job stays in the store for a restart."""
-
-
-def workgroup_order(project: Project) -> list[str]:
-    """The project's workgroups, the default for a task first (the first that can write)."""
-    names = [w.name for w in project.workgroups]
-    writers = [
-        w.name
-        for w in project.workgroups
-        if any({"write_file", "edit_file"} & set(m.tools) for m in w.members)
-    ]
-    return writers[:1] + [n for n in names if n not in writers[:1]]
 
 
 @dataclass(frozen=True)
@@ -160,26 +146,26 @@ class Office:
         board = board_tools.BoardTools(
             store,
             lambda cid: board_tools.job_of_conversation(store, cid),
-            {p.name: workgroup_order(p) for p in projects},
+            {p.name: wiring.workgroup_order(p) for p in projects},
         )
         files = WorkspaceTools(
             store,
             workspace,
             parent_env=env,
             sandbox=sandbox,
-            writes=functools.partial(_writes, configured),
-            network=functools.partial(_network, served),
+            writes=functools.partial(wiring.writes, configured),
+            network=functools.partial(wiring.network, served),
         )
         toolbox = Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS))
         toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, TeamTools(store, workspace, served)))
-        budget = _budget(store, configured, served)
+        budget = wiring.budget(store, configured, served)
         engine = Engine.over(
             store,
             agents=TeamAgents(configured),
             router=router,
             tools=toolbox,
             budget=budget,
-            checkpoint=functools.partial(_checkpoint, store),
+            checkpoint=functools.partial(wiring.checkpoint, store),
             concurrency=concurrency,
         )
         office = cls(
@@ -199,7 +185,7 @@ class Office:
 
     def network(self, project: str) -> Network:
         """What the project's agents' processes may reach (its `sandbox.network`)."""
-        return _network(self.projects, project)
+        return wiring.network(self.projects, project)
 
     def sandbox_summary(self, project: str) -> str:
         """One line on how the project's agents are confined, for its status report."""
@@ -227,7 +213,7 @@ class Office:
         """Serve one more project (or a changed one) from now on: routes, agents, budget."""
         known = self.projects.get(project.name)
         self.projects[project.name] = project
-        self.board.workgroups[project.name] = workgroup_order(project)
+        self.board.workgroups[project.name] = wiring.workgroup_order(project)
         if known != project:
             self.router.extend(project_teams(self.org, project))
         self.agents.add_project(project, learnings=learnings)
@@ -444,57 +430,3 @@ class Office:
         """Close the engine (the store is flushed) and the sandbox's proxies."""
         await self.sandbox.close()
         await self.engine.close()
-
-
-def _writes(agents: ConfigAgents, address: str) -> bool:
-    definition = agents.definition(address)
-    return definition is not None and bool(WRITE_TOOLS & set(definition.tools))
-
-
-def _network(projects: Mapping[str, Project], project: str) -> Network:
-    found = projects.get(project)
-    setting = "off" if found is None else found.sandbox.network
-    if isinstance(setting, tuple):
-        return Network(hosts=setting)
-    return Network(open=setting == "open")
-
-
-async def _checkpoint(store: Store, conversation_id: str, spec: AgentSpec) -> str | None:
-    """A lead's checkpoint carries the board as the engine has it, not as remembered."""
-    if "task_list" not in {tool.name for tool in spec.tools}:
-        return None
-    job_id = await board_tools.job_of_conversation(store, conversation_id)
-    if job_id is None:
-        return None
-    board = await store.read(lambda tx: summarize(tx, job_id))
-    return f"The task board at this checkpoint:\n{board}"
-
-
-def _budget(store: Store, agents: ConfigAgents, projects: Mapping[str, Project]) -> JobBudget:
-    """Each project's limits, read when asked (a project added later has its own)."""
-    prices = shipped_prices()
-
-    def price(address: str, usage: Usage) -> float:
-        definition = agents.definition(address)
-        return 0.0 if definition is None else prices.cost_usd(definition.model, usage)
-
-    return JobBudget(
-        store, max_usd=None, max_tokens=None, price=price, per_project=_Limits(projects)
-    )
-
-
-class _Limits(Mapping[str, Limits]):
-    """Each served project's budget, as the projects map says now."""
-
-    def __init__(self, projects: Mapping[str, Project]) -> None:
-        self._projects = projects
-
-    def __getitem__(self, name: str) -> Limits:
-        budget = self._projects[name].budget
-        return (budget.max_usd, budget.max_tokens)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._projects)
-
-    def __len__(self) -> int:
-        return len(self._projects)
