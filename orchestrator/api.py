@@ -30,12 +30,12 @@ from orchestrator.errors import (
     OrchestratorError,
     SandboxError,
 )
-from orchestrator.jobs.driver import Forge, JobDriver, JobState, JobStatus
+from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_run import AGENT_IDENTITY, ModelKind, models, run_local
 from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Model, ModelRequest
+from orchestrator.ports import Forge, JobState, JobStatus, Model, ModelRequest
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord

@@ -1,12 +1,21 @@
-"""The engine's ports: what it needs from a model and from whoever says who each agent is."""
+"""The engine's ports: what it needs from a model, a forge, and whoever says who each agent is.
+
+`Model` and `Forge` are what the world implements: the Anthropic adapter and the scripted
+models; the GitHub App's forge, `teaparty run`'s local one, and the tests' FakeForge.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult, Usage
+
+if TYPE_CHECKING:  # records of the engine's own modules, which import this one
+    from orchestrator.bus.gates import Gate
+    from orchestrator.jobs.office import JobHandle
+    from orchestrator.teams.board import Task
 
 
 @dataclass(frozen=True)
@@ -70,3 +79,51 @@ class NoTools:
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
         """Refuse: the tool does not exist here."""
         return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
+
+
+JobState = Literal["planning", "working", "waiting", "delivering", "done", "failed"]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job as its requester should see it now."""
+
+    job_id: int
+    title: str
+    state: JobState
+    step: str
+    tasks: tuple[Task, ...]
+    usage: Usage
+    cost_usd: float
+    branch: str
+    result: str | None = None
+    link: str | None = None  # the change request, once there is one
+    error: str | None = None
+    sandbox: str = ""  # how the job's agents are confined (Office.sandbox_summary)
+
+
+class Forge(Protocol):
+    """Where a job came from and goes back to (GitHub, a terminal, a test)."""
+
+    async def show(self, status: JobStatus) -> None:
+        """Create or update the job's one status report."""
+        ...
+
+    async def ask(self, status: JobStatus, gate: Gate) -> None:
+        """Put a gate's question to its decider, once per gate."""
+        ...
+
+    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
+        """Publish the job branch and open (or update) its change request; its link.
+
+        Raises ForgeError (or GitError) when that fails.
+        """
+        ...
+
+    async def fail(self, status: JobStatus, error: str) -> None:
+        """Say what failed and how to retry; the job stays resumable."""
+        ...
+
+    async def credentials(self) -> str | None:
+        """The HTTP header git sends to the job's source to fetch it (None: none needed)."""
+        ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestrator.agents.tools import BUS_SPECS, ToolSpec
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
@@ -94,3 +95,44 @@ def org_router() -> Router:
             Team(RESEARCH_LEAD, (RESEARCHER,), mesh=True),
         ]
     )
+
+
+@dataclass
+class FakeForge:
+    """A Forge that records every call, answers gates from a script, and fails on cue.
+
+    `answers` maps a gate's question prefix to the decider's reply (an unexpected gate
+    raises); `deliver_errors` are raised by the first deliveries, in order.
+    """
+
+    office: Any
+    answers: dict[str, str] = field(default_factory=dict)
+    deliver_errors: list[Exception] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    asked: list[int] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    async def show(self, status: Any) -> None:
+        self.shown.append(status.state)
+
+    async def ask(self, status: Any, gate: Any) -> None:
+        if gate.gate_id in self.asked:
+            return
+        reply = next((a for q, a in self.answers.items() if gate.question.startswith(q)), None)
+        if reply is None:
+            raise AssertionError(f"unexpected gate: {gate.question!r}")
+        self.asked.append(gate.gate_id)
+        await self.office.answer_gate(gate.gate_id, text=reply, answered_by="decider")
+
+    async def deliver(self, status: Any, job: Any) -> str:
+        if self.deliver_errors:
+            raise self.deliver_errors.pop(0)
+        self.delivered.append(job.space.branch)
+        return f"fake://{job.space.branch}"
+
+    async def fail(self, status: Any, error: str) -> None:
+        self.failed.append(error)
+
+    async def credentials(self) -> str | None:
+        return None

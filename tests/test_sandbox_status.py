@@ -11,8 +11,8 @@ from bot.github.outbound import Outbound
 from bot.github.tracking import tracking_body
 from orchestrator.bus.messages import Usage
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.jobs.driver import JobStatus
 from orchestrator.jobs.office import Office
+from orchestrator.ports import JobStatus
 from orchestrator.sandbox.confine import Sandbox
 
 AGENT = Outbound("o", "r", 5, "https://github.com")

@@ -12,67 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal, Protocol
 
 from orchestrator.bus.failures import Failure
-from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import Usage, job_conversation_id
+from orchestrator.bus.messages import job_conversation_id
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.ports import Forge, JobState, JobStatus
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
 from orchestrator.workspace.layout import JobSpace
 
 log = logging.getLogger(__name__)
-
-JobState = Literal["planning", "working", "waiting", "delivering", "done", "failed"]
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """A job as its requester should see it now."""
-
-    job_id: int
-    title: str
-    state: JobState
-    step: str
-    tasks: tuple[Task, ...]
-    usage: Usage
-    cost_usd: float
-    branch: str
-    result: str | None = None
-    link: str | None = None  # the change request, once there is one
-    error: str | None = None
-    sandbox: str = ""  # how the job's agents are confined (Office.sandbox_summary)
-
-
-class Forge(Protocol):
-    """Where a job came from and goes back to (GitHub, a terminal, a test)."""
-
-    async def show(self, status: JobStatus) -> None:
-        """Create or update the job's one status report."""
-        ...
-
-    async def ask(self, status: JobStatus, gate: Gate) -> None:
-        """Put a gate's question to its decider, once per gate."""
-        ...
-
-    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
-        """Publish the job branch and open (or update) its change request; its link.
-
-        Raises ForgeError (or GitError) when that fails.
-        """
-        ...
-
-    async def fail(self, status: JobStatus, error: str) -> None:
-        """Say what failed and how to retry; the job stays resumable."""
-        ...
-
-    async def credentials(self) -> str | None:
-        """The HTTP header git sends to the job's source to fetch it (None: none needed)."""
-        ...
-
 
 Forges = Callable[[int], Awaitable[Forge | None]]
 
@@ -199,7 +149,7 @@ def _phase(
     if gates:
         return "waiting", f"waiting for an answer to {len(gates)} question(s)"
     if result is not None:
-        return "delivering", "publishing the branch and opening the pull request"
+        return "delivering", "delivering the work: the job branch and its change request"
     if not tasks:
         return "planning", "planning the work"
     active = [t for t in tasks if t.state in ("in_progress", "in_review")]

@@ -22,11 +22,13 @@ from typing import Literal
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import Usage
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.local_forge import LocalForge
+from orchestrator.jobs.office import JobFailedError, JobSource, Office
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Model
+from orchestrator.ports import Forge, JobStatus, Model
 from orchestrator.sandbox.probe import announce, probe
-from orchestrator.teams.board import board_line, list_tasks
+from orchestrator.teams.board import board_line
 from orchestrator.workspace.git import IDENTITY, git, slug
 
 
@@ -132,7 +134,7 @@ async def _run(
         branch=lambda job_id: f"teaparty/job-{job_id}-{slug(title)}",
         slug=slug(title),
     )
-    job = await office.start_here(
+    started = await office.start_job(
         project=project.name,
         key=f"local:{repo}:{slug(title)}",
         title=title,
@@ -140,23 +142,35 @@ async def _run(
         source=source,
         project_text=project_text,
     )
-    say(f"job {job.job_id} {'started' if job.created else 'resumed'}: branch {job.space.branch}")
-
-    async def asked(gate: Gate) -> str:
-        say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
-        answer = await approve(gate)
-        say(f"  {project.humans.decider} answered: {answer}")
-        return answer
-
-    result = await office.run(job, asked)
-    for task in await office.engine.store.read(lambda tx: list_tasks(tx, job.job_id)):
+    job_id, branch = started.job_id, source.branch(started.job_id)
+    say(f"job {job_id} {'started' if started.created else 'resumed'}: branch {branch}")
+    forge = LocalForge(office, repo, decider=project.humans.decider, approve=approve, say=say)
+    driver = JobDriver(office, lambda _: _ready(forge))
+    if not started.created and (retried := await driver.retry(job_id)):
+        say(f"retrying what failed: {', '.join(retried)}")
+    status = await _drive(office, driver, job_id)
+    for task in status.tasks:
         say(f"  task {board_line(task)}")
-    await office.workspace.publish(job.space, str(repo))
-    branch = job.space.branch
     _, log = await user_git(repo, "log", "--format=%h %an %s", branch, "--not", "HEAD")
-    spent = await office.budget.spent(job.job_id)
-    await office.finish_job(job, result)
-    return LocalJob(job.job_id, branch, result, tuple(log.splitlines()), spent.usage, spent.usd)
+    spent = await office.budget.spent(job_id)
+    return LocalJob(job_id, branch, status.result, tuple(log.splitlines()), spent.usage, spent.usd)
+
+
+async def _drive(office: Office, driver: JobDriver, job_id: int) -> JobStatus:
+    """Sync and run the job until it is done; JobFailedError when it fails or stalls."""
+    while (state := await driver.sync(job_id)) != "done":
+        status = await driver.status(job_id)
+        if state == "failed":
+            raise JobFailedError(f"job {job_id} stopped: {status.error}")
+        await office.run_until_idle()
+        stalled = await driver.status(job_id)
+        if stalled.state in ("planning", "working"):  # idle, with no question and no reply
+            raise JobFailedError(f"job {job_id} stalled: {stalled.step}, with nothing to run")
+    return await driver.status(job_id)
+
+
+async def _ready(forge: LocalForge) -> Forge:
+    return forge
 
 
 def _absolute(path: Path) -> Path:

@@ -381,6 +381,10 @@ class Office:
         """Call `handler` with each engine event (never the source of truth)."""
         self.engine.events.subscribe(handler)
 
+    async def run_until_idle(self) -> None:
+        """Run every conversation with work until none has any (a gate, an end, or a stall)."""
+        await self.engine.scheduler.run_until_idle()
+
     async def serve(self) -> None:
         """Run every conversation with work, resuming from the store, until cancelled."""
         await self.engine.scheduler.serve()

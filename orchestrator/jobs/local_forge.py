@@ -1,0 +1,70 @@
+"""The Forge of `teaparty run`: the terminal for status and gates, the local repository the branch.
+
+The same `JobDriver` that keeps a GitHub issue in line with the store drives a local job
+through it: `show` prints the status when it changes, `ask` puts a gate to the person at
+the terminal (through `approve`) and records their answer, `deliver` pushes the job branch
+into the local repository (the user's checkout is never touched), `fail` says what failed
+and that running the same command again retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from orchestrator.bus.gates import Gate
+from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.ports import JobStatus
+
+Approver = Callable[[Gate], Awaitable[str]]
+
+
+class LocalForge:
+    """One local job's Forge: lines on the terminal, answers from it, the branch into `repo`."""
+
+    def __init__(
+        self,
+        office: Office,
+        repo: Path,
+        *,
+        decider: str,
+        approve: Approver,
+        say: Callable[[str], None],
+    ) -> None:
+        self.office = office
+        self.repo = repo
+        self.decider = decider
+        self.approve = approve
+        self.say = say
+        self._shown: tuple[str, str] | None = None
+        self._failed: set[str] = set()
+
+    async def show(self, status: JobStatus) -> None:
+        """Print the job's state and step when they change."""
+        view = (status.state, status.step)
+        if view != self._shown:
+            self._shown = view
+            self.say(f"  [{status.state}] {status.step}")
+
+    async def ask(self, status: JobStatus, gate: Gate) -> None:
+        """Ask the gate at the terminal and record the answer as the decider's."""
+        self.say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
+        answer = await self.approve(gate)
+        self.say(f"  {self.decider} answered: {answer}")
+        await self.office.answer_gate(gate.gate_id, text=answer, answered_by=self.decider)
+
+    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
+        """Push the job branch into the local repository; the branch is the link."""
+        await self.office.publish(job, str(self.repo))
+        return job.space.branch
+
+    async def fail(self, status: JobStatus, error: str) -> None:
+        """Say once what failed, and that the same command again retries it."""
+        if error not in self._failed:
+            self._failed.add(error)
+            self.say(f"job {status.job_id} failed: {error}")
+            self.say("  run the same command again to retry what failed")
+
+    async def credentials(self) -> str | None:
+        """A local repository needs none."""
+        return None

@@ -1,0 +1,137 @@
+"""The JobDriver without GitHub: a FakeForge sees a job shown, asked, delivered, or failed.
+
+The same driver serves the App and `teaparty run`; these tests drive it with the demo
+model on a real repository and a real store, and restart the Office between a failed
+delivery and its retry.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from fakes import FakeForge
+
+from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.errors import ForgeError
+from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.office import JobSource, Office
+from orchestrator.models.offline import DemoModel
+from orchestrator.ports import Forge, JobState
+from orchestrator.sandbox.confine import Sandbox
+
+TITLE = "Add a changelog"
+NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
+PROJECT = "humans: {decider: carol}\n"
+
+
+def repository(path: Path) -> Path:
+    path.mkdir()
+    (path / "README.md").write_text("widgets\n")
+    for args in (
+        ["init", "--quiet", "--initial-branch=main"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True)
+    return path
+
+
+async def open_office(home: Path) -> Office:
+    org = load_organisation(shipped_org_dir())
+    project = load_project(PROJECT, org=org, source="p", default_name="widgets")
+    demo = DemoModel(title=TITLE, body="We need one.", path="docs/requests/changelog.md")
+    return await Office.open(
+        home,
+        org=org,
+        projects=[project],
+        models=lambda _: demo,
+        env={},
+        sandbox=NOWHERE,
+        scripted=True,
+    )
+
+
+async def start(office: Office, repo: Path) -> int:
+    started = await office.start_job(
+        project="widgets",
+        key="local:widgets#1",
+        title=TITLE,
+        brief=f"Job: {TITLE}\n\n<issue>We need one.</issue>\nHand it to the project's lead.",
+        source=JobSource(
+            repo="widgets",
+            source=str(repo),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
+            slug="changelog",
+        ),
+        project_text=PROJECT,
+    )
+    return started.job_id
+
+
+async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
+    """What `teaparty run` does: sync, run, until the job is done or failed."""
+
+    async def forges(_: int) -> Forge:
+        return forge
+
+    driver = JobDriver(office, forges)
+    while (state := await driver.sync(job_id)) not in ("done", "failed"):
+        await office.run_until_idle()
+    return state
+
+
+async def test_a_job_is_shown_asked_once_and_delivered_once(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home")
+    try:
+        forge = FakeForge(office, answers={"Plan for": "yes"})
+        job_id = await start(office, repo)
+        assert await drive(office, forge, job_id) == "done"
+        assert forge.asked == [1]
+        assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
+        assert forge.failed == []
+        assert forge.shown[0] == "planning"
+        assert forge.shown[-1] == "done"
+        assert await drive(office, forge, job_id) == "done", "a done job stays done"
+        assert len(forge.delivered) == 1
+    finally:
+        await office.close()
+
+
+async def test_a_failed_delivery_survives_a_restart_and_is_retried_on_request(
+    tmp_path: Path,
+) -> None:
+    repo, home = repository(tmp_path / "widgets"), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        refused = ForgeError("GitHub answered 422: No commits between main and the branch")
+        forge = FakeForge(office, answers={"Plan for": "yes"}, deliver_errors=[refused])
+        job_id = await start(office, repo)
+        assert await drive(office, forge, job_id) == "failed"
+        assert forge.failed == [f"delivering the work failed: {refused}"]
+        assert forge.delivered == []
+    finally:
+        await office.close()
+
+    office = await open_office(home)
+    try:
+        await office.resume()
+        forge = FakeForge(office)
+        driver = JobDriver(office, lambda _: _forge(forge))
+        status = await driver.status(job_id)
+        assert status.state == "failed"
+        assert status.error == f"delivering the work failed: {refused}"
+        assert await drive(office, forge, job_id) == "failed", "not retried unasked"
+        assert forge.delivered == []
+
+        assert await driver.retry(job_id) == [f"delivery:{job_id}"]
+        assert await drive(office, forge, job_id) == "done"
+        assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
+    finally:
+        await office.close()
+
+
+async def _forge(forge: FakeForge) -> Forge:
+    return forge
