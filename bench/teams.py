@@ -27,6 +27,7 @@ from pathlib import Path
 from teams_job import (
     JobRun,
     Log,
+    seconds,
     make_repo,
     run_git,
     run_job,
