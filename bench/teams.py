@@ -27,10 +27,10 @@ from pathlib import Path
 from teams_job import (
     JobRun,
     Log,
-    seconds,
     make_repo,
     run_git,
     run_job,
+    seconds,
     task_path,
 )
 
