@@ -13,17 +13,26 @@ reviewer, whose requested changes become new tasks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.agents.tools import SEND
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import Agents, AgentSpec, ModelRequest
 from orchestrator.teams.board import RESULT_MAX
+from orchestrator.teams.protocol import (
+    Merged,
+    PhaseTasks,
+    Prepared,
+    Reviewed,
+    StepFailed,
+    decode,
+)
 from orchestrator.teams.tools import FINISH, MERGE, PHASE, PREPARE, REVIEW
 from orchestrator.teams.transactions import MINI_TEAM
+
+T = TypeVar("T")
 
 APPROVE = "approve"
 BLOCKED = "blocked"
@@ -63,12 +72,23 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0].strip().lower() if text.strip() else ""
 
 
-def _json(step: Step) -> dict[str, Any]:
+def _result(kind: type[T], step: Step) -> T | StepFailed:
+    """A step's stored result, read as its record."""
     result = step.results[0]
-    if result.get("is_error"):
-        return {"error": result.get("text", "")}
-    parsed = json.loads(result.get("text") or "{}")
-    return parsed if isinstance(parsed, dict) else {"error": "unexpected step result"}
+    return decode(kind, str(result.get("text", "")), is_error=bool(result.get("is_error")))
+
+
+def _commits(step: Step) -> int:
+    reviewed = _result(Reviewed, step)
+    return 0 if isinstance(reviewed, StepFailed) else reviewed.commits
+
+
+def _last(kind: type[T], turns: list[list[Step]], name: str) -> T:
+    """The last result of the step `name`, which the transcript shows succeeded."""
+    found = _result(kind, next(t for t in reversed(turns) if t[0].call.name == name)[0])
+    if isinstance(found, StepFailed):
+        raise ValueError(f"{name}: {found.error}")
+    return found
 
 
 class Coordinator:
@@ -90,20 +110,20 @@ def next_turn(messages: Sequence[Message]) -> AssistantTurn:
 
     if not turns:
         return AssistantTurn(tool_calls=(call(PREPARE),))
-    info = _json(turns[0][0])
-    if "error" in info:
-        return AssistantTurn(text=f"The mini-team could not start: {info['error']}")
+    info = _result(Prepared, turns[0][0])
+    if isinstance(info, StepFailed):
+        return AssistantTurn(text=f"The mini-team could not start: {info.error}")
     last = turns[-1]
     name = last[0].call.name
     if name == FINISH:
         return AssistantTurn(text=_final_reply(info, turns))
     if name == PREPARE:
         brief = _worker_brief(info, request)
-        return AssistantTurn(tool_calls=(call(SEND, member=info["worker"], message=brief),))
+        return AssistantTurn(tool_calls=(call(SEND, member=info.worker, message=brief),))
     if name == REVIEW:
         return _to_reviewers(info, turns, call)
     if name == MERGE:
-        return _after_merge(info, _json(last[0]), call)
+        return _after_merge(info, _result(Merged, last[0]), call)
     if name == PHASE:
         return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
     return _after_replies(info, turns, last, call)
@@ -112,9 +132,9 @@ def next_turn(messages: Sequence[Message]) -> AssistantTurn:
 Call = Callable[..., ToolCall]
 
 
-def _to_reviewers(info: dict[str, Any], turns: list[list[Step]], call: Call) -> AssistantTurn:
-    review = _json(turns[-1][0])
-    if not review.get("commits"):
+def _to_reviewers(info: Prepared, turns: list[list[Step]], call: Call) -> AssistantTurn:
+    review = _result(Reviewed, turns[-1][0])
+    if isinstance(review, StepFailed) or not review.commits:
         return _nothing_committed(info, turns, call)
     rounds = _review_rounds(turns)
     sends = [
@@ -124,15 +144,15 @@ def _to_reviewers(info: dict[str, Any], turns: list[list[Step]], call: Call) -> 
     return AssistantTurn(tool_calls=tuple(sends))
 
 
-def _nothing_committed(info: dict[str, Any], turns: list[list[Step]], call: Call) -> AssistantTurn:
+def _nothing_committed(info: Prepared, turns: list[list[Step]], call: Call) -> AssistantTurn:
     """A worker that says it is done but committed nothing is sent back, then escalated."""
-    empty = sum(turn[0].call.name == REVIEW and not _json(turn[0]).get("commits") for turn in turns)
-    if empty >= info["rounds"]:
-        reason = f"the worker committed nothing on {info['branch']} after {empty} reminder(s)"
+    empty = sum(turn[0].call.name == REVIEW and not _commits(turn[0]) for turn in turns)
+    if empty >= info.rounds:
+        reason = f"the worker committed nothing on {info.branch} after {empty} reminder(s)"
         return AssistantTurn(tool_calls=(call(FINISH, outcome="no commits", reason=reason),))
-    worker = info["worker"]
+    worker = info.worker
     message = (
-        f"Your worktree has no changes beyond the job branch ({info['branch']} has no "
+        f"Your worktree has no changes beyond the job branch ({info.branch} has no "
         "commits), so there is nothing to review or merge. Make the change in your "
         "worktree and reply when it is done (the engine commits what you leave there); if "
         "it cannot be done, reply `blocked: <reason>`."
@@ -142,12 +162,15 @@ def _nothing_committed(info: dict[str, Any], turns: list[list[Step]], call: Call
     )
 
 
-def _after_merge(info: dict[str, Any], merged: dict[str, Any], call: Call) -> AssistantTurn:
-    if "conflicts" in merged:
-        reason = "merge conflict in " + ", ".join(merged["conflicts"])
+def _after_merge(info: Prepared, merged: Merged | StepFailed, call: Call) -> AssistantTurn:
+    if isinstance(merged, StepFailed):
+        reason = f"the merge failed: {merged.error}"
+        return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=reason),))
+    if merged.conflicts is not None:
+        reason = "merge conflict in " + ", ".join(merged.conflicts)
         return AssistantTurn(tool_calls=(call(FINISH, outcome="conflict", reason=reason),))
-    phase = info.get("phase_reviewer")
-    if merged.get("last") and phase and merged.get("phase_reviews", 0) < info["rounds"]:
+    phase = info.phase_reviewer
+    if merged.last and phase and merged.phase_reviews < info.rounds:
         return AssistantTurn(
             tool_calls=(call(SEND, member=phase, message=_phase_brief(info, merged)),)
         )
@@ -155,15 +178,15 @@ def _after_merge(info: dict[str, Any], merged: dict[str, Any], call: Call) -> As
 
 
 def _after_replies(
-    info: dict[str, Any], turns: list[list[Step]], last: list[Step], call: Any
+    info: Prepared, turns: list[list[Step]], last: list[Step], call: Any
 ) -> AssistantTurn:
     member = last[0].call.args.get("member")
     replies = [(step.call.args.get("member", ""), _reply_text(step)) for step in last]
-    if member == info.get("phase_reviewer") and len(turns) > 2 and turns[-2][0].call.name == MERGE:
+    if member == info.phase_reviewer and len(turns) > 2 and turns[-2][0].call.name == MERGE:
         verdict = replies[0][1]
         approved = _first_line(verdict).startswith(APPROVE)
         return AssistantTurn(tool_calls=(call(PHASE, verdict=verdict, approved=approved),))
-    if member == info["worker"]:
+    if member == info.worker:
         text = replies[0][1]
         if last[0].results[0].get("is_error") or _first_line(text).startswith(BLOCKED):
             return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=text),))
@@ -175,16 +198,16 @@ def _after_replies(
         return AssistantTurn(tool_calls=(call(MERGE, result=_worker_reply(info, turns)),))
     points = "\n\n".join(f"{who}:\n{text}" for who, text in objections)
     rounds = _review_rounds(turns)
-    if rounds >= info["rounds"]:
+    if rounds >= info.rounds:
         return AssistantTurn(tool_calls=(call(FINISH, outcome="escalated", reason=points),))
     feedback = (
-        f"Review round {rounds} of {info['rounds']}: changes requested.\n\n{points}\n\n"
+        f"Review round {rounds} of {info.rounds}: changes requested.\n\n{points}\n\n"
         "Address every point (or say why not) in your worktree, and reply as before; the "
         "engine commits your changes when you reply."
     )
     return AssistantTurn(
         tool_calls=(
-            call(SEND, member=info["worker"], message=feedback, **_context(turns, info["worker"])),
+            call(SEND, member=info.worker, message=feedback, **_context(turns, info.worker)),
         )
     )
 
@@ -204,62 +227,62 @@ def _context(turns: list[list[Step]], member: str) -> dict[str, str]:
     return {}
 
 
-def _worker_replies(info: dict[str, Any], turns: list[list[Step]]) -> list[str]:
+def _worker_replies(info: Prepared, turns: list[list[Step]]) -> list[str]:
     return [
         _reply_text(step)
         for turn in turns
         for step in turn
-        if step.call.name == SEND and step.call.args.get("member") == info["worker"]
+        if step.call.name == SEND and step.call.args.get("member") == info.worker
     ]
 
 
-def _worker_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
+def _worker_reply(info: Prepared, turns: list[list[Step]]) -> str:
     replies = _worker_replies(info, turns)
     return replies[-1] if replies else ""
 
 
-def _reviewers(info: dict[str, Any], turns: list[list[Step]]) -> list[str]:
+def _reviewers(info: Prepared, turns: list[list[Step]]) -> list[str]:
     """The task's reviewers; a worker may ask for review of a task planned without it."""
-    if info["reviewers"]:
-        return list(info["reviewers"])
+    if info.reviewers:
+        return list(info.reviewers)
     asked = any(_first_line(r).startswith(REQUEST_REVIEW) for r in _worker_replies(info, turns))
-    return list(info["fallback_reviewers"]) if asked else []
+    return list(info.fallback_reviewers) if asked else []
 
 
 def _review_rounds(turns: list[list[Step]]) -> int:
     return sum(turn[0].call.name == REVIEW for turn in turns)
 
 
-def _worker_brief(info: dict[str, Any], request: Mapping[str, Any]) -> str:
+def _worker_brief(info: Prepared, request: Mapping[str, Any]) -> str:
     lines = [
-        f"Task #{info['task']}: {info['title']}",
+        f"Task #{info.task}: {info.title}",
         "",
         "You are the worker of a fresh mini-team on this task. Your current directory is the "
-        f"task's own git worktree, on branch {info['branch']}, made from the job branch "
-        f"{info['job_branch']}. Leave your changes there: the engine commits them when you "
+        f"task's own git worktree, on branch {info.branch}, made from the job branch "
+        f"{info.job_branch}. Leave your changes there: the engine commits them when you "
         "reply (your git is read-only: status, diff and log work, commit does not) and "
         "merges your branch into the job branch once review approves.",
         "",
         "Spec:",
-        info["spec"],
+        info.spec,
     ]
     if request.get("text"):
         lines += ["", f"From your lead ({request.get('from', 'the lead')}):", str(request["text"])]
-    if info.get("resolves") is not None:
-        files = ", ".join(info.get("conflicts") or []) or "(none left: check git status)"
+    if info.resolves is not None:
+        files = ", ".join(info.conflicts) or "(none left: check git status)"
         lines += [
             "",
-            f"This task resolves a merge conflict: the branch of task #{info['resolves']} is "
+            f"This task resolves a merge conflict: the branch of task #{info.resolves} is "
             "being merged into your worktree and git left conflict markers in: "
             f"{files}. Resolve each conflict keeping the intent of both sides and run the "
             "tests; the engine concludes the merge with your changes when you reply.",
         ]
-    review = ", ".join(info["reviewers"]) or "none"
+    review = ", ".join(info.reviewers) or "none"
     lines += [
         "",
         f"Review: {review}. Reviewers read the spec and your diff, not this conversation.",
     ]
-    if not info["reviewers"]:
+    if not info.reviewers:
         lines.append(
             f'If the task proves harder than planned, begin your reply with "{REQUEST_REVIEW}".'
         )
@@ -271,17 +294,16 @@ def _worker_brief(info: dict[str, Any], request: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _review_brief(info: dict[str, Any], review: dict[str, Any], round_number: int) -> str:
-    span = f"{review['base']}..{review['head']}"
+def _review_brief(info: Prepared, review: Reviewed, round_number: int) -> str:
+    span = f"{review.base}..{review.head}"
     return "\n".join(
         [
-            f"Review task #{info['task']}: {info['title']} (round {round_number} of "
-            f"{info['rounds']}).",
+            f"Review task #{info.task}: {info.title} (round {round_number} of {info.rounds}).",
             "",
             "Spec:",
-            info["spec"],
+            info.spec,
             "",
-            f"The change is {review['commits']} commit(s), {span}, on branch {info['branch']}; "
+            f"The change is {review.commits} commit(s), {span}, on branch {info.branch}; "
             f"your current directory is its worktree. Read it with `git diff {span}` and "
             f"`git log {span}`. You do not edit files.",
             "",
@@ -291,19 +313,19 @@ def _review_brief(info: dict[str, Any], review: dict[str, Any], round_number: in
     )
 
 
-def _phase_brief(info: dict[str, Any], merged: dict[str, Any]) -> str:
-    span = f"{merged['base']}..{info['job_branch']}"
+def _phase_brief(info: Prepared, merged: Merged) -> str:
+    span = f"{merged.base}..{info.job_branch}"
     return "\n".join(
         [
             "Every task of this job is merged. Review the job as a whole before it becomes a "
             "pull request. Your current directory is a checkout of the job branch "
-            f"{info['job_branch']}; the job's change is `git diff {span}`.",
+            f"{info.job_branch}; the job's change is `git diff {span}`.",
             "",
             "The job's request:",
-            str(merged.get("request", "")),
+            merged.request,
             "",
             "The tasks:",
-            str(merged.get("board", "")),
+            merged.board,
             "",
             f"The first line of your reply is exactly `{APPROVE}` or `request changes`; after "
             "`request changes`, a numbered list: each point becomes a new task.",
@@ -311,19 +333,20 @@ def _phase_brief(info: dict[str, Any], merged: dict[str, Any]) -> str:
     )
 
 
-def _final_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
+def _final_reply(info: Prepared, turns: list[list[Step]]) -> str:
     outcome = turns[-1][0].call.args.get("outcome", "merged")
     reason = str(turns[-1][0].call.args.get("reason", ""))
-    n = info["task"]
+    n = info.task
     if outcome == "merged":
-        merge = next(_json(t[0]) for t in reversed(turns) if t[0].call.name == MERGE)
-        text = f"Task #{n} merged into {info['job_branch']} ({str(merge['merged'])[:12]}). "
+        merge = _last(Merged, turns, MERGE)
+        text = f"Task #{n} merged into {info.job_branch} ({str(merge.merged)[:12]}). "
         text += _clip(_worker_reply(info, turns), RESULT_MAX)
         rounds = _review_rounds(turns)
         if rounds:
             text += f"\nReview: approved after {rounds} round(s)."
         phase = [t for t in turns if t[0].call.name == PHASE]
-        created = _json(phase[-1][0]).get("created", []) if phase else []
+        found = _result(PhaseTasks, phase[-1][0]) if phase else PhaseTasks()
+        created = () if isinstance(found, StepFailed) else found.created
         if created:
             listed = ", ".join(f"#{c}" for c in created)
             text += (
@@ -332,22 +355,22 @@ def _final_reply(info: dict[str, Any], turns: list[list[Step]]) -> str:
             )
         elif phase:
             text += "\nThis was the last task; the phase review approved the whole job."
-        elif merge.get("last"):
+        elif merge.last:
             text += "\nThis was the last task; no phase review ran (none configured, or its "
             text += "rounds are spent)."
         return text
     if outcome == "escalated":
         return (
-            f"Task #{n} escalated: no approval after {info['rounds']} review round(s). It is "
+            f"Task #{n} escalated: no approval after {info.rounds} review round(s). It is "
             f"marked blocked. Open points:\n{reason}\nDecide: dispatch it again with guidance "
             "in the brief, re-plan it, or leave it blocked."
         )
     if outcome == "conflict":
-        merge = _json(next(t for t in reversed(turns) if t[0].call.name == MERGE)[0])
+        merge = _last(Merged, turns, MERGE)
         return (
-            f"Task #{n} was approved but conflicts with the job branch {info['job_branch']} "
-            f"in: {', '.join(merge['conflicts'])}. It is marked blocked; its branch "
-            f"{info['branch']} is kept. The conflicting hunks:\n{merge.get('hunks', '')}\n"
+            f"Task #{n} was approved but conflicts with the job branch {info.job_branch} "
+            f"in: {', '.join(merge.conflicts or ())}. It is marked blocked; its branch "
+            f"{info.branch} is kept. The conflicting hunks:\n{merge.hunks or ''}\n"
             f"Create a resolution task (task_create with resolves={n}) and dispatch it, or "
             "re-plan."
         )

@@ -19,6 +19,14 @@ from orchestrator.config import Project, Workgroup
 from orchestrator.errors import ToolError
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event
+from orchestrator.teams.protocol import (
+    Finished,
+    Merged,
+    PhaseTasks,
+    Prepared,
+    Reviewed,
+    encode,
+)
 from orchestrator.workspace.git import IDENTITY, git, rev
 from orchestrator.workspace.layout import JobSpace, TaskSpace, Workspace, task_branch
 
@@ -68,7 +76,7 @@ class TeamTools:
             output = await self._step(call.name, ref, job, call.args)
         except ToolError as exc:
             return ToolResult(call.call_id, f"{call.name}: {exc}", is_error=True)
-        return ToolResult(call.call_id, json.dumps(output))
+        return ToolResult(call.call_id, encode(output))
 
     async def _ref(self, conversation_id: str) -> TeamRef:
         row = await self.store.read(
@@ -92,7 +100,7 @@ class TeamTools:
 
     async def _step(
         self, name: str, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    ) -> Prepared | Reviewed | Merged | PhaseTasks | Finished:
         if name == PREPARE:
             return await self._prepare(ref, job)
         if name == REVIEW:
@@ -106,7 +114,7 @@ class TeamTools:
             return await self._finish(ref, job, args)
         raise ToolError(f"unknown step; the steps are {sorted(TEAM_TOOLS)}")
 
-    async def _prepare(self, ref: TeamRef, job: JobSpace) -> dict[str, Any]:
+    async def _prepare(self, ref: TeamRef, job: JobSpace) -> Prepared:
         task = await self.board.get(ref.job_id, ref.number)
         workgroup = self._workgroup(ref)
         space = await self.workspace.lease(job, ref.number)
@@ -117,21 +125,21 @@ class TeamTools:
         if task.state != "in_progress":
             await self.board.update(ref.job_id, ref.number, state="in_progress")
         await self._log(ref, "started", space.path.name)
-        return {
-            "task": task.number,
-            "title": task.title,
-            "spec": task.spec,
-            "review": task.review,
-            "rounds": workgroup.review_rounds,
-            "worker": workgroup.worker_name(),
-            "reviewers": list(workgroup.reviewers(task.review)),
-            "fallback_reviewers": list(workgroup.reviewers("full")),
-            "phase_reviewer": workgroup.phase_reviewer,
-            "branch": space.branch,
-            "job_branch": job.branch,
-            "resolves": task.resolves,
-            "conflicts": conflicts,
-        }
+        return Prepared(
+            task=task.number,
+            title=task.title,
+            spec=task.spec,
+            review=task.review,
+            rounds=workgroup.review_rounds,
+            worker=workgroup.worker_name(),
+            reviewers=tuple(workgroup.reviewers(task.review)),
+            fallback_reviewers=tuple(workgroup.reviewers("full")),
+            phase_reviewer=workgroup.phase_reviewer,
+            branch=space.branch,
+            job_branch=job.branch,
+            resolves=task.resolves,
+            conflicts=tuple(conflicts),
+        )
 
     async def _commit(self, ref: TeamRef, job: JobSpace, result: str) -> list[str]:
         """The engine commits what the worker left in the slot: agents cannot write git data.
@@ -148,7 +156,7 @@ class TeamTools:
         committed = await self.workspace.commit_task(space, message, author=author)
         return list(committed.stripped)
 
-    async def _review(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+    async def _review(self, ref: TeamRef, job: JobSpace, result: str) -> Reviewed:
         stripped = await self._commit(ref, job, result)
         branch = task_branch(job, ref.number)
         head = await rev(job.repo, f"refs/heads/{branch}")
@@ -156,34 +164,37 @@ class TeamTools:
         _, count = await git(job.repo, "rev-list", "--count", f"{base.strip()}..{head}")
         await self.board.update(ref.job_id, ref.number, state="in_review")
         await self._log(ref, "review", f"{base.strip()[:12]}..{(head or '')[:12]}")
-        out = {"base": base.strip(), "head": head, "commits": int(count.strip() or 0)}
-        return out | ({"stripped": stripped} if stripped else {})
+        return Reviewed(base.strip(), head, int(count.strip() or 0), tuple(stripped))
 
-    async def _merge(self, ref: TeamRef, job: JobSpace, result: str) -> dict[str, Any]:
+    async def _merge(self, ref: TeamRef, job: JobSpace, result: str) -> Merged:
         await self._commit(ref, job, result)
         task = await self.board.get(ref.job_id, ref.number)
         merged = await self.workspace.merge_task(job, ref.number, task.title)
         if merged.commit is None:
             hunks = await self.workspace.conflict_hunks(job, merged)
-            return {"conflicts": list(merged.conflicts), "hunks": hunks}
+            return Merged(conflicts=tuple(merged.conflicts), hunks=hunks)
         summary = _clip(" ".join(result.split()) or "done", RESULT_MAX)
         last = await self.store.write(lambda tx: _mark_merged(tx, ref, summary, merged.commit))
-        out: dict[str, Any] = {"merged": merged.commit, "last": last}
-        if last:
-            space = await self.workspace.task(job, ref.number)
-            if space is not None:  # the phase reviewer reads the whole job in this slot
-                await space.checkout.git("checkout", "--quiet", "--detach", job.branch)
-            out |= {"base": job.base, "request": await self._request(ref)}
-            out["board"] = await self.board.summary(ref.job_id)
-            out["phase_reviews"] = await self._count(ref, PHASE_EVENT)
-        return out
+        if not last:
+            return Merged(merged=merged.commit)
+        space = await self.workspace.task(job, ref.number)
+        if space is not None:  # the phase reviewer reads the whole job in this slot
+            await space.checkout.git("checkout", "--quiet", "--detach", job.branch)
+        return Merged(
+            merged=merged.commit,
+            last=True,
+            base=job.base,
+            request=await self._request(ref),
+            board=await self.board.summary(ref.job_id),
+            phase_reviews=await self._count(ref, PHASE_EVENT),
+        )
 
-    async def _phase(self, ref: TeamRef, verdict: str) -> dict[str, Any]:
+    async def _phase(self, ref: TeamRef, verdict: str) -> PhaseTasks:
         reviewer = f"{ref.project}/{ref.workgroup}/{self._workgroup(ref).phase_reviewer}"
         created = await self.store.write(lambda tx: _phase_tasks(tx, ref, reviewer, verdict))
-        return {"created": created}
+        return PhaseTasks(tuple(created))
 
-    async def _finish(self, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def _finish(self, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]) -> Finished:
         outcome = str(args.get("outcome", "merged"))
         reason = str(args.get("reason", ""))
         if outcome != "merged":
@@ -193,7 +204,7 @@ class TeamTools:
                 await self.board.update(ref.job_id, ref.number, state="blocked", blocked_reason=why)
         await self.workspace.release(job, ref.number)
         await self._log(ref, "ended", outcome)
-        return {"outcome": outcome}
+        return Finished(outcome)
 
     async def _log(self, ref: TeamRef, event: str, detail: str) -> None:
         await self.store.write(lambda tx: log_event(tx, ref.job_id, ref.number, event, detail))

@@ -1,0 +1,98 @@
+"""What the mini-team's coordinator and its engine-side steps say to each other, typed.
+
+Each step's result is stored as the JSON of one of these records (a tool result in the
+task conversation's transcript) and read back by the coordinator through `decode`, so a
+renamed or missing field is a type error in the code and a clear error for stored text,
+never a silent `KeyError`. Field names are the JSON keys stores already hold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """team_prepare: the task, its mini-team and the worktree it was given."""
+
+    task: int
+    title: str
+    spec: str
+    review: str
+    rounds: int
+    worker: str
+    reviewers: tuple[str, ...]
+    fallback_reviewers: tuple[str, ...]
+    phase_reviewer: str | None
+    branch: str
+    job_branch: str
+    resolves: int | None = None
+    conflicts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """team_review: the worker's change as commits on the task branch."""
+
+    base: str
+    head: str | None
+    commits: int
+    stripped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Merged:
+    """team_merge: the merge commit (and, after the last task, what the phase review reads),
+    or the conflicts that stopped it."""
+
+    merged: str | None = None
+    last: bool = False
+    conflicts: tuple[str, ...] | None = None
+    hunks: str | None = None
+    base: str | None = None
+    request: str = ""
+    board: str = ""
+    phase_reviews: int = 0
+
+
+@dataclass(frozen=True)
+class PhaseTasks:
+    """team_phase: the tasks the phase review's points became."""
+
+    created: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finished:
+    """team_finish: how the task ended."""
+
+    outcome: str
+
+
+@dataclass(frozen=True)
+class StepFailed:
+    """A step that failed (its error result), or a result that does not read as its record."""
+
+    error: str
+
+
+def encode(record: object) -> str:
+    """A step's record as the JSON text its tool result holds."""
+    return json.dumps(asdict(record))  # type: ignore[call-overload]  # a dataclass instance
+
+
+def decode(kind: type[T], text: str, *, is_error: bool = False) -> T | StepFailed:
+    """Read a step's result as `kind`; an error result or unreadable text is a StepFailed."""
+    if is_error:
+        return StepFailed(text)
+    try:
+        return TypeAdapter(kind).validate_json(text or "{}")
+    except ValidationError as exc:
+        fields = ", ".join(".".join(map(str, e["loc"])) or "(all)" for e in exc.errors())
+        return StepFailed(f"unexpected {kind.__name__} result ({fields})")
