@@ -182,12 +182,16 @@ async def test_write_file_keeps_bytes_and_refuses_directories(
 async def test_unknown_tools_and_bad_arguments(tools: WorktreeTools) -> None:
     assert await refused(tools, "rm_rf") == "unknown tool 'rm_rf'"
     assert "missing required arguments ['path']" in await refused(tools, "read_file")
-    assert "'path' must be of type string, not int" in await refused(tools, "read_file", path=3)
+    assert await refused(tools, "read_file", path=3) == "read_file: path: must be a string, not int"
     assert "unknown arguments ['mode']" in await refused(tools, "read_file", path="x", mode="r")
     assert "at least 1" in await refused(tools, "read_file", path="x", offset=0)
-    assert "must be of type integer" in await refused(tools, "read_file", path="x", limit=True)
-    assert "must be of type boolean" in await refused(tools, "list_files", recursive="yes")
-    assert "over 0" in await refused(tools, "shell", command="true", timeout_s=0)
+    assert "limit: must be an integer, not bool" in await refused(
+        tools, "read_file", path="x", limit=True
+    )
+    assert "must be true or false, not str" in await refused(tools, "list_files", recursive="yes")
+    assert "timeout_s: must be greater than 0, not 0" in await refused(
+        tools, "shell", command="true", timeout_s=0
+    )
     assert "NUL" in await refused(tools, "read_file", path="a\0b")
     assert "relative" in await refused(tools, "read_file", path="")
     assert await ok(tools, "list_files", path=None) == "(empty directory)"

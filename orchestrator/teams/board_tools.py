@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated
 
-from orchestrator.agents.tools import ToolSpec, object_spec
-from orchestrator.bus.messages import JSONObject, ToolCall, ToolResult
+from pydantic import Field
+
+from orchestrator.agents.inputs import ToolInput, choice, enum, parser, spec
+from orchestrator.agents.tools import ToolSpec
+from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.errors import ToolError
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import (
@@ -23,67 +27,75 @@ Args = Mapping[str, object]
 READY = "ready"
 
 
-_NUMBER = {"type": "integer", "description": "the task's number on the board, e.g. 3"}
-_NUMBERS = {"type": "array", "items": {"type": "integer"}}
-SPECS: Mapping[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        object_spec(
-            "task_create",
-            "Add a task to this job's board; tasks are numbered 1, 2, ... in creation order. "
-            "The spec is the whole brief for the mini-team that does the task (what to build, "
-            "acceptance criteria, constraints): they read it, not your conversation. "
-            "blocked_by lists existing tasks that must be done before this one may start; use "
-            "it to order work and to keep tasks that touch the same files apart.",
-            ["title", "spec"],
-            title={"type": "string", "description": f"short title, at most {TITLE_MAX} chars"},
-            spec={"type": "string", "description": "what to do and how to know it is done"},
-            workgroup={"type": "string", "description": "the workgroup to do it, e.g. coding"},
-            review={
-                "type": "string",
-                "enum": list(REVIEWS),
-                "description": "full: spec and code-quality review (default); spec-only; "
-                "none for mechanical changes such as moving files",
-            },
-            blocked_by={**_NUMBERS, "description": "numbers of tasks to wait for"},
-            resolves={
-                "type": "integer",
-                "description": "for a merge-conflict resolution task: the number of the task "
-                "whose branch conflicted; its branch is merged into this task's worktree with "
-                "the conflict markers left for the worker to resolve",
-            },
-        ),
-        object_spec(
-            "task_get",
-            "Read one task: its spec, state, result or blocked reason, and what it waits for.",
-            ["number"],
-            number=_NUMBER,
-        ),
-        object_spec(
-            "task_update",
-            "Change a task. Set state in_progress when work starts, in_review when it goes to "
-            f"review, done with a result (one paragraph of at most {RESULT_MAX:,} characters: "
-            "what was done and what the lead must know; the lead reads it instead of the "
-            "transcript), blocked with a blocked_reason, cancelled when the plan drops it. A "
-            "task may start only once every task it is blocked by is done. add_blocked_by "
-            "adds tasks to wait for; a dependency cycle is refused.",
-            ["number"],
-            number=_NUMBER,
-            state={"type": "string", "enum": list(STATES)},
-            result={"type": "string", "description": "required with state done"},
-            blocked_reason={"type": "string", "description": "required with state blocked"},
-            add_blocked_by={**_NUMBERS, "description": "numbers of tasks to wait for as well"},
-        ),
-        object_spec(
-            "task_list",
-            "Show this job's board, one line per task: number, state, title, what it waits "
-            "for, and its result or blocked reason. state filters it; 'ready' lists the "
-            "pending tasks whose blockers are all done, which can start now.",
-            [],
-            state={"type": "string", "enum": [*STATES, READY]},
-        ),
+Number = Annotated[int, Field(description="the task's number on the board, e.g. 3")]
+
+
+class TaskCreate(ToolInput):
+    title: str = Field(description=f"short title, at most {TITLE_MAX} chars")
+    spec: str = Field(description="what to do and how to know it is done")
+    workgroup: str | None = Field(None, description="the workgroup to do it, e.g. coding")
+    review: Annotated[str, choice(REVIEWS)] | None = Field(
+        None,
+        description="full: spec and code-quality review (default); spec-only; none for "
+        "mechanical changes such as moving files",
+        json_schema_extra=enum(REVIEWS),
     )
+    blocked_by: list[int] | None = Field(None, description="numbers of tasks to wait for")
+    resolves: int | None = Field(
+        None,
+        description="for a merge-conflict resolution task: the number of the task whose "
+        "branch conflicted; its branch is merged into this task's worktree with the conflict "
+        "markers left for the worker to resolve",
+    )
+
+
+class TaskGet(ToolInput):
+    number: Number
+
+
+class TaskUpdate(ToolInput):
+    number: Number
+    state: Annotated[str, choice(STATES)] | None = Field(None, json_schema_extra=enum(STATES))
+    result: str | None = Field(None, description="required with state done")
+    blocked_reason: str | None = Field(None, description="required with state blocked")
+    add_blocked_by: list[int] | None = Field(
+        None, description="numbers of tasks to wait for as well"
+    )
+
+
+class TaskList(ToolInput):
+    state: Annotated[str, choice((*STATES, READY))] | None = Field(
+        None, json_schema_extra=enum((*STATES, READY))
+    )
+
+
+INPUTS: Mapping[str, type[ToolInput]] = {
+    "task_create": TaskCreate,
+    "task_get": TaskGet,
+    "task_update": TaskUpdate,
+    "task_list": TaskList,
 }
+DESCRIPTIONS = {
+    "task_create": "Add a task to this job's board; tasks are numbered 1, 2, ... in creation "
+    "order. The spec is the whole brief for the mini-team that does the task (what to build, "
+    "acceptance criteria, constraints): they read it, not your conversation. blocked_by lists "
+    "existing tasks that must be done before this one may start; use it to order work and to "
+    "keep tasks that touch the same files apart.",
+    "task_get": "Read one task: its spec, state, result or blocked reason, and what it waits for.",
+    "task_update": "Change a task. Set state in_progress when work starts, in_review when it "
+    f"goes to review, done with a result (one paragraph of at most {RESULT_MAX:,} characters: "
+    "what was done and what the lead must know; the lead reads it instead of the "
+    "transcript), blocked with a blocked_reason, cancelled when the plan drops it. A task may "
+    "start only once every task it is blocked by is done. add_blocked_by adds tasks to wait "
+    "for; a dependency cycle is refused.",
+    "task_list": "Show this job's board, one line per task: number, state, title, what it "
+    "waits for, and its result or blocked reason. state filters it; 'ready' lists the pending "
+    "tasks whose blockers are all done, which can start now.",
+}
+SPECS: Mapping[str, ToolSpec] = {
+    name: spec(name, DESCRIPTIONS[name], model) for name, model in INPUTS.items()
+}
+PARSERS = {name: parser(model) for name, model in INPUTS.items()}
 
 
 async def job_of_conversation(store: Store, conversation_id: str) -> int | None:
@@ -94,37 +106,6 @@ async def job_of_conversation(store: Store, conversation_id: str) -> int | None:
         ).fetchone()
     )
     return None if row is None or row[0] is None else int(row[0])
-
-
-def check_args(spec: ToolSpec, args: JSONObject) -> Args:
-    """Check a call's arguments against the tool's schema; null counts as absent."""
-    given = {key: value for key, value in args.items() if value is not None}
-    props: Mapping[str, JSONObject] = spec.input_schema["properties"]
-    if unknown := sorted(set(given) - set(props)):
-        raise ToolError(f"unknown arguments {unknown}; it takes {sorted(props)}")
-    if missing := [key for key in spec.input_schema["required"] if key not in given]:
-        raise ToolError(f"missing required arguments {missing}")
-    for key, value in given.items():
-        _check_value(key, value, props[key])
-    return given
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_value(key: str, value: object, prop: JSONObject) -> None:
-    kind = prop["type"]
-    if kind == "array":
-        if not isinstance(value, list) or not all(_is_int(n) for n in value):
-            raise ToolError(f"{key}: must be a list of task numbers, e.g. [1, 2], not {value!r}")
-    elif kind == "integer":
-        if not _is_int(value):
-            raise ToolError(f"{key}: must be a task number (an integer), not {value!r}")
-    elif not isinstance(value, str):
-        raise ToolError(f"{key}: must be a string, not {type(value).__name__}")
-    if "enum" in prop and value not in prop["enum"]:
-        raise ToolError(f"{key}: must be one of {prop['enum']}, not {value!r}")
 
 
 def _str(args: Args, key: str) -> str | None:
@@ -197,7 +178,7 @@ class BoardTools:
                 is_error=True,
             )
         try:
-            args = check_args(SPECS[call.name], call.args)
+            args = PARSERS[call.name]("", dict(call.args))
             job_id = await self._job_of(conversation_id)
             if job_id is None:
                 raise ToolError("this conversation belongs to no job, so it has no task board")

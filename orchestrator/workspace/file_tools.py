@@ -14,96 +14,84 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from orchestrator.agents.tools import ToolSpec, object_spec
-from orchestrator.bus.messages import JSONObject, ToolCall, ToolResult
+from pydantic import Field
+
+from orchestrator.agents.inputs import ToolInput, no_nul, parser, spec
+from orchestrator.agents.tools import ToolSpec
+from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.errors import ToolError
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox
 from orchestrator.workspace.git import Checkout
-from orchestrator.workspace.shell import SHELL_SPEC, WorktreeShell
+from orchestrator.workspace.shell import SHELL_SPEC, ShellInput, WorktreeShell
 
 _MAX_READ_BYTES = 20_000_000
 _SNIFF = 8192
-_TEXT_ARGS = frozenset({"content", "old", "new"})
-_TYPES = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}
 
 
-_PATH = {"type": "string", "description": "relative to the worktree root, e.g. src/app.py"}
-SPECS: Mapping[str, ToolSpec] = {
-    spec.name: spec
-    for spec in (
-        object_spec(
-            "read_file",
-            "Read a UTF-8 text file of the worktree, one numbered line per line. Long files "
-            "come back in parts: the result says how to read on with offset.",
-            ["path"],
-            path=_PATH,
-            offset={"type": "integer", "minimum": 1, "description": "first line, from 1"},
-            limit={"type": "integer", "minimum": 1, "description": "lines (default 2000)"},
-        ),
-        object_spec(
-            "list_files",
-            "List a directory of the worktree (paths relative to the root; directories end "
-            "in /, symlinks in @). The .git directory is never listed.",
-            [],
-            path={**_PATH, "description": "directory to list (default: the root)"},
-            recursive={"type": "boolean", "description": "include subdirectories"},
-        ),
-        object_spec(
-            "search",
-            "Search text files of the worktree for an extended regular expression; returns "
-            "path:line:text for each matching line. Ignored files (.gitignore) are skipped.",
-            ["pattern"],
-            pattern={"type": "string", "description": "extended regex, e.g. def \\w+\\("},
-            path={**_PATH, "description": "file or directory to search (default: all)"},
-            glob={"type": "string", "description": "only files matching, e.g. *.py"},
-        ),
-        object_spec(
-            "write_file",
-            "Create or overwrite a file of the worktree with `content`, creating missing "
-            "parent directories. Prefer edit_file for changing part of a file.",
-            ["path", "content"],
-            path=_PATH,
-            content={"type": "string", "description": "the whole new file"},
-        ),
-        object_spec(
-            "edit_file",
-            "Replace an exact piece of a file's text. `old` must appear exactly once (add "
-            "surrounding lines to make it unique) unless replace_all is true.",
-            ["path", "old", "new"],
-            path=_PATH,
-            old={"type": "string", "description": "exact current text, whitespace included"},
-            new={"type": "string", "description": "replacement text"},
-            replace_all={"type": "boolean", "description": "replace every occurrence"},
-        ),
+Path_ = Annotated[str, no_nul, Field(description="relative to the worktree root, e.g. src/app.py")]
+
+
+class ReadFile(ToolInput):
+    path: Path_
+    offset: int | None = Field(None, ge=1, description="first line, from 1")
+    limit: int | None = Field(None, ge=1, description="lines (default 2000)")
+
+
+class ListFiles(ToolInput):
+    path: Annotated[str, no_nul] | None = Field(
+        None, description="directory to list (default: the root)"
     )
+    recursive: bool | None = Field(None, description="include subdirectories")
+
+
+class Search(ToolInput):
+    pattern: Annotated[str, no_nul] = Field(description="extended regex, e.g. def \\w+\\(")
+    path: Annotated[str, no_nul] | None = Field(
+        None, description="file or directory to search (default: all)"
+    )
+    glob: Annotated[str, no_nul] | None = Field(None, description="only files matching, e.g. *.py")
+
+
+class WriteFile(ToolInput):
+    path: Path_
+    content: str = Field(description="the whole new file")
+
+
+class EditFile(ToolInput):
+    path: Path_
+    old: str = Field(description="exact current text, whitespace included")
+    new: str = Field(description="replacement text")
+    replace_all: bool | None = Field(None, description="replace every occurrence")
+
+
+INPUTS: Mapping[str, type[ToolInput]] = {
+    "read_file": ReadFile,
+    "list_files": ListFiles,
+    "search": Search,
+    "write_file": WriteFile,
+    "edit_file": EditFile,
+    "shell": ShellInput,
+}
+DESCRIPTIONS = {
+    "read_file": "Read a UTF-8 text file of the worktree, one numbered line per line. Long "
+    "files come back in parts: the result says how to read on with offset.",
+    "list_files": "List a directory of the worktree (paths relative to the root; directories "
+    "end in /, symlinks in @). The .git directory is never listed.",
+    "search": "Search text files of the worktree for an extended regular expression; returns "
+    "path:line:text for each matching line. Ignored files (.gitignore) are skipped.",
+    "write_file": "Create or overwrite a file of the worktree with `content`, creating missing "
+    "parent directories. Prefer edit_file for changing part of a file.",
+    "edit_file": "Replace an exact piece of a file's text. `old` must appear exactly once (add "
+    "surrounding lines to make it unique) unless replace_all is true.",
+}
+SPECS: Mapping[str, ToolSpec] = {
+    name: spec(name, DESCRIPTIONS[name], model)
+    for name, model in INPUTS.items()
+    if name in DESCRIPTIONS
 } | {SHELL_SPEC.name: SHELL_SPEC}
-
-
-def check_args(spec: ToolSpec, args: JSONObject) -> dict[str, Any]:
-    """Check a call's arguments against the tool's schema; null counts as absent."""
-    given = {key: value for key, value in args.items() if value is not None}
-    props: Mapping[str, JSONObject] = spec.input_schema["properties"]
-    if unknown := sorted(set(given) - set(props)):
-        raise ToolError(f"{spec.name}: unknown arguments {unknown}; it takes {sorted(props)}")
-    if missing := [key for key in spec.input_schema["required"] if key not in given]:
-        raise ToolError(f"{spec.name}: missing required arguments {missing}")
-    for key, value in given.items():
-        _check_value(spec.name, key, value, props[key])
-    return given
-
-
-def _check_value(tool: str, key: str, value: Any, prop: JSONObject) -> None:
-    kind = prop["type"]
-    if not isinstance(value, _TYPES[kind]) or (kind != "boolean" and isinstance(value, bool)):
-        raise ToolError(f"{tool}: {key!r} must be of type {kind}, not {type(value).__name__}")
-    if isinstance(value, str) and "\0" in value and key not in _TEXT_ARGS:
-        raise ToolError(f"{tool}: {key!r} contains a NUL character")
-    strict = "exclusiveMinimum" in prop
-    low = prop.get("exclusiveMinimum", prop.get("minimum"))
-    if low is not None and (value < low or (strict and value == low)):
-        raise ToolError(f"{tool}: {key!r} must be {'over' if strict else 'at least'} {low}")
+PARSERS = {name: parser(model) for name, model in INPUTS.items()}
 
 
 class WorktreeTools:
@@ -151,7 +139,7 @@ class WorktreeTools:
         if spec is None:
             return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
         try:
-            output = await self._tools[call.name](check_args(spec, call.args))
+            output = await self._tools[call.name](PARSERS[call.name](call.name, dict(call.args)))
         except ToolError as exc:
             return ToolResult(call.call_id, str(exc), is_error=True)
         except OSError as exc:  # permission denied, is a directory, ...: the model can adapt

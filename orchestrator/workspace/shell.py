@@ -8,8 +8,11 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated
 
-from orchestrator.agents.tools import ToolSpec
+from pydantic import Field
+
+from orchestrator.agents.inputs import ToolInput, no_nul, spec
 from orchestrator.errors import SandboxError, ToolError
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox, agent_path
 from orchestrator.sandbox.processes import CappedOutput, run_process
@@ -28,21 +31,19 @@ _KEPT = (
 )
 _GREP = ("grep", "-n", "-I", "-E", "--untracked", "--no-color")
 
-SHELL_SPEC = ToolSpec(
+
+class ShellInput(ToolInput):
+    command: Annotated[str, no_nul] = Field(description="bash command line")
+    timeout_s: float | None = Field(None, gt=0, description="seconds")
+
+
+SHELL_SPEC = spec(
     "shell",
     "Run a bash command in the worktree root with no input and no secrets in its environment. "
     "Returns combined stdout and stderr (long output keeps its head and tail) and the exit "
     "code. The command and everything it started are killed when it ends or times out, so "
     "background servers do not survive the call.",
-    {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "bash command line"},
-            "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "seconds"},
-        },
-        "required": ["command"],
-        "additionalProperties": False,
-    },
+    ShellInput,
 )
 
 
