@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -10,10 +11,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bot.fakehub.hub import FakeGitHub
+from bot.server.runtime import Runtime, server
+from bot.settings import Settings
+from orchestrator.api import AgentDef, Model, Sandbox
 
 SECRET = "e2e-webhook-secret"
 APP_ID = 4242
@@ -120,3 +125,42 @@ async def until(
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(every)
+
+
+def app_settings(hub: FakeGitHub, api_url: str, home: Path, pem: str, **more: Any) -> Settings:
+    """The App's settings for an in-process runtime against the stand-in."""
+    return Settings(
+        app_id=str(APP_ID),
+        private_key=pem,
+        webhook_secret=SECRET,
+        home=home,
+        api_url=api_url,
+        server_url=hub.server_url,
+        write_interval_s=0.0,
+        **more,
+    )
+
+
+@asynccontextmanager
+async def in_process(
+    settings: Settings,
+    models: Callable[[AgentDef], Model],
+    *,
+    port: int,
+    sandbox: Sandbox,
+    scripted: bool = True,
+) -> AsyncIterator[Runtime]:
+    """`teaparty serve`'s runtime in this process, serving webhooks on `port`; closed after."""
+    runtime = await Runtime.open(
+        settings, models=models, env={}, scripted=scripted, sandbox=sandbox
+    )
+    app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
+    running = asyncio.create_task(runtime.run(app))
+    try:
+        await until(lambda: app.started, what="the server to start")
+        yield runtime
+    finally:
+        app.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await runtime.close()

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from app_harness import APP_ID, OWNER, REPO, SECRET, make_hub, until
+from app_harness import OWNER, REPO, app_settings, in_process, make_hub, until
 
 from bot.demo import free_port, private_key_pem
 from bot.github.tracking import MARKER_PREFIX
-from bot.server.runtime import Runtime, server
-from bot.settings import Settings
+from bot.server.runtime import Runtime
 from orchestrator.jobs.local_run import models
 from orchestrator.sandbox.confine import Sandbox
 
@@ -37,32 +34,16 @@ async def test_a_job_that_needs_a_sandbox_is_refused_once_with_the_cause(tmp_pat
     hub = make_hub(tmp_path / "hub", port=port, pem=pem)
     hub.add_user("alice", "admin")
     async with hub.serve() as api_url:
-        settings = Settings(
-            app_id=str(APP_ID),
-            private_key=pem,
-            webhook_secret=SECRET,
-            home=tmp_path / "home",
-            api_url=api_url,
-            server_url=hub.server_url,
-            write_interval_s=0.0,
-        )
+        settings = app_settings(hub, api_url, tmp_path / "home", pem)
         # A real model (never called): its agents have shells, so they need a sandbox.
-        runtime = await Runtime.open(
-            settings, models=models("scripted", {}), env={}, scripted=False, sandbox=NOWHERE
-        )
-        app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
-        running = asyncio.create_task(runtime.run(app))
-        try:
-            await until(lambda: app.started, what="the server to start")
+        scripted = models("scripted", {})
+        async with in_process(
+            settings, scripted, port=port, sandbox=NOWHERE, scripted=False
+        ) as runtime:
             number = hub.open_issue(OWNER, REPO, title="Do it", body="please", author="alice")
             for _ in range(2):
                 await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
             await until(pending_is(runtime, 0), what="both deliveries to be handled")
-        finally:
-            app.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
-            await runtime.close()
     comments = hub.comments(OWNER, REPO, number)
     assert len(comments) == 1, [c.body for c in comments]
     body = comments[0].body

@@ -10,13 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from app_harness import APP_ID, OWNER, REPO, SECRET, make_hub
+from app_harness import OWNER, REPO, app_settings, make_hub
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.handlers.repos import RepoConfig, with_decider
 from bot.server.runtime import Runtime
-from bot.settings import Settings
 from orchestrator.api import ConfigError, Delivery, JobSource, models
 from orchestrator.sandbox.confine import Sandbox
 
@@ -45,15 +44,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     hub = make_hub(tmp_path / "hub", port=free_port(), pem=pem)  # no server: nothing delivered
     hub.add_user("alice", "admin")
     async with hub.serve() as api_url:
-        settings = Settings(
-            app_id=str(APP_ID),
-            private_key=pem,
-            webhook_secret=SECRET,
-            home=tmp_path / "home",
-            api_url=api_url,
-            server_url=hub.server_url,
-            write_interval_s=0.0,
-        )
+        settings = app_settings(hub, api_url, tmp_path / "home", pem)
         runtime = await Runtime.open(
             settings, models=models("scripted", {}), env={}, scripted=True, sandbox=NOWHERE
         )

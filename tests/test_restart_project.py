@@ -9,20 +9,14 @@ state directory must put all four back in force.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
-from app_harness import APP_ID, OWNER, SECRET, make_hub, until
+from app_harness import OWNER, app_settings, in_process, make_hub, until
 from fakes import FunctionModel, calls, send
 
 from bot.demo import free_port, private_key_pem
-from bot.fakehub.hub import FakeGitHub
 from bot.handlers.repos import project_name
-from bot.server.runtime import Runtime, server
-from bot.settings import Settings
 from orchestrator.bus.messages import AssistantTurn, ToolCall, Usage
 from orchestrator.ports import ModelRequest
 from orchestrator.sandbox.confine import Sandbox
@@ -69,25 +63,6 @@ def source_repo(path: Path) -> Path:
     return path
 
 
-@asynccontextmanager
-async def app(
-    hub: FakeGitHub, settings: Settings, model: FunctionModel, port: int
-) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.open(
-        settings, models=lambda _: model, env={}, scripted=True, sandbox=NOWHERE
-    )
-    uvicorn_server = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
-    running = asyncio.create_task(runtime.run(uvicorn_server))
-    try:
-        await until(lambda: uvicorn_server.started, what="the server to start")
-        yield runtime
-    finally:
-        uvicorn_server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        await runtime.close()
-
-
 def short(request: ModelRequest) -> str:
     return request.agent.rsplit("/", 1)[-1]
 
@@ -115,17 +90,9 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
         raise AssertionError(f"no call expected once the budget is spent: {request.agent}")
 
     async with hub.serve() as api_url:
-        settings = Settings(
-            app_id=str(APP_ID),
-            private_key=pem,
-            webhook_secret=SECRET,
-            home=tmp_path / "home",
-            api_url=api_url,
-            server_url=hub.server_url,
-            write_interval_s=0.0,
-        )
+        settings = app_settings(hub, api_url, tmp_path / "home", pem)
         first = FunctionModel(before)
-        async with app(hub, settings, first, port):
+        async with in_process(settings, lambda _: first, port=port, sandbox=NOWHERE):
             number = hub.open_issue(
                 OWNER, "gadgets", title="Docs", body="Write docs.", author="alice"
             )
@@ -139,7 +106,7 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
         conversation = lead_request.messages[0].conversation_id
 
         model = FunctionModel(after)
-        async with app(hub, settings, model, port) as runtime:
+        async with in_process(settings, lambda _: model, port=port, sandbox=NOWHERE) as runtime:
             await until(lambda: model.requests_of(lead), what="the lead's turn after the restart")
             system = model.requests_of(lead)[0].system
             assert "WIDGETS-OWN-LEAD-PROMPT" in system, (

@@ -8,18 +8,14 @@ decider and its pull request opened while the stuck clone still hangs.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from pathlib import Path
 
-from app_harness import APP_ID, OWNER, REPO, SECRET, make_hub, until
+from app_harness import OWNER, REPO, app_settings, in_process, make_hub, until
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.tracking import MARKER_PREFIX
-from bot.server.runtime import Runtime, server
-from bot.settings import Settings
 from orchestrator.models.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 
@@ -34,24 +30,9 @@ async def test_a_hanging_clone_does_not_delay_another_repositorys_gate(tmp_path:
     os.mkfifo(hub.root / OWNER / f"{STUCK}.git" / "refs" / "heads" / "zz-hangs")
     hub.add_user("alice", "admin")
     async with hub.serve() as api_url:
-        settings = Settings(
-            app_id=str(APP_ID),
-            private_key=pem,
-            webhook_secret=SECRET,
-            home=tmp_path / "home",
-            api_url=api_url,
-            server_url=hub.server_url,
-            write_interval_s=0.0,
-            status_interval_s=0.5,
-        )
+        settings = app_settings(hub, api_url, tmp_path / "home", pem, status_interval_s=0.5)
         demo = DemoModel()
-        runtime = await Runtime.open(
-            settings, models=lambda _: demo, env={}, scripted=True, sandbox=NOWHERE
-        )
-        app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
-        running = asyncio.create_task(runtime.run(app))
-        try:
-            await until(lambda: app.started, what="the server to start")
+        async with in_process(settings, lambda _: demo, port=port, sandbox=NOWHERE) as runtime:
             stuck = hub.open_issue(OWNER, STUCK, title="Stuck", body="x", author="alice")
             await hub.label_issue(OWNER, STUCK, stuck, "teaparty", sender="alice")
             await until(lambda: tracked(hub, STUCK, stuck), what="the stuck job's tracking comment")
@@ -65,11 +46,6 @@ async def test_a_hanging_clone_does_not_delay_another_repositorys_gate(tmp_path:
             stuck_job = await runtime.office.records.job_for_key(f"github:{OWNER}/{STUCK}#1")
             assert stuck_job is not None
             assert await runtime.office.workspace.job(stuck_job.job_id) is None, "still cloning"
-        finally:
-            app.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await running
-            await runtime.close()
     assert hub.violations == []
 
 
