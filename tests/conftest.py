@@ -18,8 +18,9 @@ from orchestrator.models import anthropic as anthropic_model
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe
 
-# The GitHub stand-in's fixtures (hub, pem, base_url, gh, http) for its own tests.
-pytest_plugins = ["fakehub_support"]
+# Fixtures of the GitHub stand-in's tests (hub, pem, base_url, gh, http) and of the egress
+# proxy's (origin, echo_port).
+pytest_plugins = ["fakehub_support", "netproxy_support"]
 
 PAYLOADS = Path(__file__).parent / "payloads"
 
