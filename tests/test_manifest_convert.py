@@ -1,0 +1,273 @@
+"""`teaparty app-manifest --convert`: the code exchanged for the App's key and settings."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from bot.cli import main
+from bot.manifest import (
+    RegisteredApp,
+    app_settings_url,
+)
+
+HOOK = "https://tea.example.com/webhook"
+CODE = "a180b1a3d263c81bc6441d7b990bae27d4c10679"
+CONVERSIONS = f"https://api.github.com/app-manifests/{CODE}/conversions"
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAuEPzOUE\n-----END RSA PRIVATE KEY-----\n"
+CLIENT_SECRET = "1726be1638095a19edd134c77bde3aa2ece1e5d8"
+WEBHOOK_SECRET = "e340154128314309424b7c8e90325147d99fdafa"
+# Shaped like the 201 example of `apps/create-from-manifest` in GitHub's OpenAPI description.
+CONVERSION: dict[str, Any] = {
+    "id": 1,
+    "slug": "octoapp",
+    "node_id": "MDxOkludGVncmF0aW9uMQ==",
+    "owner": {"login": "github", "id": 1, "type": "Organization", "site_admin": False},
+    "name": "Octocat App",
+    "description": "",
+    "external_url": "https://example.com",
+    "html_url": "https://github.com/apps/octoapp",
+    "created_at": "2017-07-08T16:18:44-04:00",
+    "updated_at": "2017-07-08T16:18:44-04:00",
+    "permissions": {"metadata": "read", "contents": "read", "issues": "write"},
+    "events": ["push", "pull_request"],
+    "client_id": "Iv1.8a61f9b3a7aba766",
+    "client_secret": CLIENT_SECRET,
+    "webhook_secret": WEBHOOK_SECRET,
+    "pem": PEM,
+}
+
+
+@pytest.fixture(autouse=True)
+def _github_dot_com(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command reads os.environ; start every test from GitHub.com."""
+    monkeypatch.delenv("GITHUB_SERVER_URL", raising=False)
+    monkeypatch.delenv("GITHUB_API_URL", raising=False)
+
+
+def test_convert_writes_the_key_0600_and_prints_only_the_settings(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    route = respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=CONVERSION))
+    assert main(["app-manifest", "--convert", CODE]) == 0
+    out, err = capsys.readouterr()
+    key = tmp_path / "octoapp.private-key.pem"
+    assert out.splitlines() == [
+        "GITHUB_APP_ID=1",
+        f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
+        f"GITHUB_APP_PRIVATE_KEY_PATH={key}",
+    ]
+    assert key.read_text() == PEM
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    for secret in ("PRIVATE KEY", "MIIEow", CLIENT_SECRET):
+        assert secret not in out + err
+    assert "https://github.com/apps/octoapp/installations/new" in err
+    request = route.calls.last.request
+    assert request.headers["accept"] == "application/vnd.github+json"
+    assert "authorization" not in request.headers
+    assert request.content == b""
+
+
+def test_convert_uses_github_api_url_and_the_given_key_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    monkeypatch.setenv("GITHUB_API_URL", "https://ghe.example.com/api/v3/")
+    url = f"https://ghe.example.com/api/v3/app-manifests/{CODE}/conversions"
+    respx_mock.post(url).mock(return_value=httpx.Response(201, json=CONVERSION))
+    key = tmp_path / "keys dir" / "tea.pem"
+    key.parent.mkdir()
+    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == f"GITHUB_APP_PRIVATE_KEY_PATH='{key}'"  # quoted: a space
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_convert_refuses_an_existing_key_file_before_spending_the_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    key = tmp_path / "tea.pem"
+    key.write_text("keep me")
+    route = respx_mock.post(CONVERSIONS)
+    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"teaparty app-manifest: --key-file {key}: already exists; not overwriting it\n"
+    assert key.read_text() == "keep me"
+    assert not route.called
+
+
+def test_convert_never_overwrites_the_default_key_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    key = tmp_path / "octoapp.private-key.pem"
+    key.write_text("keep me")
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=CONVERSION))
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    out, err = capsys.readouterr()
+    assert key.read_text() == "keep me"
+    assert out.splitlines() == ["GITHUB_APP_ID=1", f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}"]
+    assert err.startswith("teaparty app-manifest: octoapp.private-key.pem: already exists;")
+    assert (
+        "generate a new private key at https://github.com/organizations/github/settings/apps/octoapp"
+        in err
+    )
+    assert err.count("\n") == 1
+    assert "PRIVATE KEY-----" not in out + err
+
+
+def test_a_404_is_one_line_naming_the_endpoint(
+    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    body = {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(404, json=body))
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"teaparty app-manifest: POST {CONVERSIONS}: 404 Not Found: "
+        "the code is wrong, already used, or older than an hour\n"
+    )
+
+
+def test_a_422_reports_githubs_message(
+    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    body = {"message": "Validation Failed", "errors": ["Name is already\ntaken"]}
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(422, json=body))
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert capsys.readouterr().err == (
+        f"teaparty app-manifest: POST {CONVERSIONS}: 422 Unprocessable Entity: "
+        "Validation Failed; Name is already taken\n"
+    )
+
+
+def test_a_5xx_without_json_reports_the_status(
+    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(502, text="<html>"))
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert (
+        capsys.readouterr().err == f"teaparty app-manifest: POST {CONVERSIONS}: 502 Bad Gateway\n"
+    )
+
+
+def test_a_network_failure_is_one_line(
+    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    respx_mock.post(CONVERSIONS).mock(side_effect=httpx.ConnectError("no route\nto host"))
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert capsys.readouterr().err == (
+        f"teaparty app-manifest: POST {CONVERSIONS}: ConnectError: no route to host\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("response", "problem"),
+    [
+        (httpx.Response(201, text="not json"), "the response is not JSON"),
+        (httpx.Response(201, json=[1]), "the response is not a JSON object"),
+        (httpx.Response(201, json={**CONVERSION, "pem": None}), "the response lacks id, pem"),
+        (httpx.Response(201, json={**CONVERSION, "slug": "../x"}), "unusable slug '../x'"),
+    ],
+)
+def test_an_unexpected_success_body_is_refused(
+    response: httpx.Response,
+    problem: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    respx_mock.post(CONVERSIONS).mock(return_value=response)
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"teaparty app-manifest: POST {CONVERSIONS}: {problem}"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_null_webhook_secret_leaves_a_note_instead(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    body = {**CONVERSION, "webhook_secret": None}
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
+    assert main(["app-manifest", "--convert", CODE]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("# GITHUB_WEBHOOK_SECRET: GitHub returned none")
+
+
+def test_the_code_is_quoted_into_the_path(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = "https://api.github.com/app-manifests/..%2Fuser/conversions"
+    respx_mock.post(url).mock(return_value=httpx.Response(404))
+    assert main(["app-manifest", "--convert", "../user"]) == 1
+    assert url in capsys.readouterr().err
+
+
+def test_convert_into_a_missing_directory_still_prints_the_id_and_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    key = tmp_path / "missing" / "tea.pem"
+    body = {**CONVERSION, "owner": {"login": "octocat", "type": "User"}}
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
+    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["GITHUB_APP_ID=1", f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}"]
+    assert err == (
+        f"teaparty app-manifest: {key}: cannot write: No such file or directory. "
+        "The App 'octoapp' exists but its key was not saved: generate a new private key at "
+        "https://github.com/settings/apps/octoapp\n"
+    )
+    assert "PRIVATE KEY-----" not in out + err
+
+
+def test_a_422_without_details_reports_githubs_message(
+    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    body = {"message": "Validation Failed", "errors": "not a list"}
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(422, json=body))
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert capsys.readouterr().err == (
+        f"teaparty app-manifest: POST {CONVERSIONS}: 422 Unprocessable Entity: Validation Failed\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("org", "url"),
+    [
+        (None, "https://ghe.example.com/settings/apps/octoapp"),
+        ("acme", "https://ghe.example.com/organizations/acme/settings/apps/octoapp"),
+    ],
+)
+def test_app_settings_url_for_a_person_or_an_organization(org: str | None, url: str) -> None:
+    app = RegisteredApp(
+        1, "octoapp", "https://ghe.example.com/apps/octoapp", pem=PEM, webhook_secret=None, org=org
+    )
+    assert app_settings_url(app, server_url="https://ghe.example.com/") == url
+    assert PEM not in repr(app)
