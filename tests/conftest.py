@@ -19,8 +19,8 @@ from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe
 
 # Fixtures of the GitHub stand-in's tests (hub, pem, base_url, gh, http) and of the egress
-# proxy's (origin, echo_port).
-pytest_plugins = ["fakehub_support", "netproxy_support"]
+# proxy's (origin, echo_port), and the configuration tests' organisation (org_dir, org).
+pytest_plugins = ["fakehub_support", "netproxy_support", "orgfiles"]
 
 PAYLOADS = Path(__file__).parent / "payloads"
 

@@ -1,9 +1,20 @@
-"""A small organisation on disk for configuration tests, each of which breaks it in one place."""
+"""A small organisation on disk for configuration tests, each of which breaks it in one place;
+its fixtures (`org_dir`, `org`) and the helpers that find one issue (a pytest plugin)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from textwrap import dedent
+
+import pytest
+
+from orchestrator.config import (
+    ConfigError,
+    ConfigIssue,
+    Organisation,
+    load_organisation,
+    load_project,
+)
 
 ORG_YAML = """\
 name: Test organisation
@@ -51,3 +62,44 @@ def write_org(root: Path) -> Path:
     for name, tools in AGENT_TOOLS.items():
         write(root / f"agents/{name}.yaml", agent_yaml(name, tools))
     return root
+
+
+SOURCE = ".teaparty/project.yaml"
+
+
+@pytest.fixture
+def org_dir(tmp_path: Path) -> Path:
+    return write_org(tmp_path / "org")
+
+
+@pytest.fixture
+def org(org_dir: Path) -> Organisation:
+    return load_organisation(org_dir)
+
+
+def org_issue(org_dir: Path, key: str) -> ConfigIssue:
+    with pytest.raises(ConfigError) as caught:
+        load_organisation(org_dir)
+    return only(caught.value, key)
+
+
+def project_issue(text: str, org: Organisation, key: str) -> ConfigIssue:
+    with pytest.raises(ConfigError) as caught:
+        load_project(dedent(text), org=org, source=SOURCE, default_name="widgets")
+    return only(caught.value, key)
+
+
+def only(error: ConfigError, key: str) -> ConfigIssue:
+    """The one issue at ``key``; its rendering must name file, line and key."""
+    found = [issue for issue in error.issues if issue.key == key]
+    assert len(found) == 1, str(error)
+    issue = found[0]
+    assert f"{issue.file}:{issue.line}: {key}: " in str(error)
+    return issue
+
+
+def assert_at(issue: ConfigIssue, file: str, line: int, *phrases: str) -> None:
+    assert issue.file.endswith(file), issue
+    assert issue.line == line, issue
+    for phrase in phrases:
+        assert phrase in issue.message, issue

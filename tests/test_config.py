@@ -7,7 +7,16 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
-from orgfiles import CODING_YAML, ORG_YAML, agent_yaml, write, write_org
+from orgfiles import (
+    CODING_YAML,
+    ORG_YAML,
+    SOURCE,
+    agent_yaml,
+    assert_at,
+    org_issue,
+    project_issue,
+    write,
+)
 
 from bot.cli import main
 from orchestrator.config import (
@@ -22,47 +31,6 @@ from orchestrator.config import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ".teaparty/project.yaml"
-
-
-@pytest.fixture
-def org_dir(tmp_path: Path) -> Path:
-    return write_org(tmp_path / "org")
-
-
-@pytest.fixture
-def org(org_dir: Path) -> Organisation:
-    return load_organisation(org_dir)
-
-
-def org_issue(org_dir: Path, key: str) -> ConfigIssue:
-    with pytest.raises(ConfigError) as caught:
-        load_organisation(org_dir)
-    return only(caught.value, key)
-
-
-def project_issue(text: str, org: Organisation, key: str) -> ConfigIssue:
-    with pytest.raises(ConfigError) as caught:
-        load_project(dedent(text), org=org, source=SOURCE, default_name="widgets")
-    return only(caught.value, key)
-
-
-def only(error: ConfigError, key: str) -> ConfigIssue:
-    """The one issue at ``key``; its rendering must name file, line and key."""
-    found = [issue for issue in error.issues if issue.key == key]
-    assert len(found) == 1, str(error)
-    issue = found[0]
-    assert f"{issue.file}:{issue.line}: {key}: " in str(error)
-    return issue
-
-
-def assert_at(issue: ConfigIssue, file: str, line: int, *phrases: str) -> None:
-    assert issue.file.endswith(file), issue
-    assert issue.line == line, issue
-    for phrase in phrases:
-        assert phrase in issue.message, issue
-
-
 # --- the shipped default organisation -------------------------------------------------------
 
 
@@ -400,106 +368,3 @@ def test_issues_from_several_files_are_reported_together(org_dir: Path) -> None:
 def test_issue_without_a_line() -> None:
     assert str(ConfigIssue("a.yaml", None, "", "file not found")) == "a.yaml: file not found"
     assert str(ConfigIssue("a.yaml", 3, "humans", "x")) == "a.yaml:3: humans: x"
-
-
-# --- load_project ---------------------------------------------------------------------------
-
-
-def test_project_defaults(org: Organisation) -> None:
-    project = load_project("humans: {decider: alice}\n", org=org, source=SOURCE, default_name="w")
-    assert project.name == "w"
-    assert project.lead.name == "project-lead"
-    assert project.trigger_label == "teaparty"
-    assert list(project.gates) == ["plan", "question", "escalation", "pull_request"]
-    assert list(project.gates.values()) == ["when_unsure", "always", "always", "never"]
-    assert (project.budget.max_usd, project.budget.max_tokens) == (10.0, None)
-    assert [group.name for group in project.workgroups] == ["coding"]
-
-
-def test_project_with_a_ref_and_an_inline_workgroup(org: Organisation) -> None:
-    text = """\
-        name: widgets
-        lead: coding-lead
-        humans: {decider: alice, advisors: [bob], informed: [carol]}
-        workgroups:
-          - ref: coding
-            humans: {decider: dana}
-          - name: docs
-            lead: docs-lead
-            members: [writer]
-        agents:
-          - name: docs-lead
-            description: Leads the docs.
-            prompt: Lead.
-            tools: [send, task_get]
-          - name: writer
-            description: Writes the docs.
-            prompt: Write.
-            model: claude-haiku-4-5
-            tools: [read_file, write_file]
-          - name: implementer
-            description: A project-specific implementer.
-            prompt: Implement carefully.
-            max_turns: 5
-        trigger_label: agents
-        gates: {plan: always, pull_request: when_unsure}
-        budget: {max_usd: 2.5, max_tokens: 100000}
-        """
-    project = load_project(dedent(text), org=org, source=SOURCE, default_name="ignored")
-    assert (
-        f"{project.name} {project.lead.name} {project.trigger_label}"
-        == "widgets coding-lead agents"
-    )
-    assert (project.humans.advisors, project.humans.informed) == (("bob",), ("carol",))
-    coding, docs = project.workgroups
-    assert coding.humans == Humans(decider="dana")
-    assert coding.members[0].prompt == "Implement carefully."  # the project's own implementer
-    assert coding.members[0].max_turns == 5
-    assert coding.members[1] == org.agents["reviewer"]
-    assert (docs.lead.name, docs.lead.model) == ("docs-lead", "claude-sonnet-4-5")
-    assert docs.members[0].model == "claude-haiku-4-5"
-    assert docs.members[0].max_turns == 40
-    assert (docs.review_rounds, docs.description, docs.humans) == (3, "", None)
-    assert list(project.gates.values()) == ["always", "always", "always", "when_unsure"]
-    assert (project.budget.max_usd, project.budget.max_tokens) == (2.5, 100000)
-
-
-@pytest.mark.parametrize(
-    ("budget", "key", "phrase"),
-    [
-        ("{max_usd: 0}", "budget.max_usd", "must be greater than 0"),
-        ("{max_usd: ten}", "budget.max_usd", "expected a number, got 'ten'"),
-        ("{max_tokens: -5}", "budget.max_tokens", "must be greater than 0"),
-        ("{max_tokens: true}", "budget.max_tokens", "expected a whole number, got true"),
-        ("{max_dollars: 3}", "budget.max_dollars", "allowed keys: max_usd, max_tokens"),
-    ],
-)
-def test_budget_validation(org: Organisation, budget: str, key: str, phrase: str) -> None:
-    issue = project_issue(f"humans: {{decider: a}}\nbudget: {budget}\n", org, key)
-    assert_at(issue, SOURCE, 2, phrase)
-
-
-def test_budget_without_caps(org: Organisation) -> None:
-    text = "humans: {decider: a}\nbudget: {max_usd: null, max_tokens: 1000}\n"
-    project = load_project(text, org=org, source=SOURCE, default_name="w")
-    assert (project.budget.max_usd, project.budget.max_tokens) == (None, 1000)
-
-
-def test_bad_gate_mode(org: Organisation) -> None:
-    issue = project_issue("humans: {decider: a}\ngates:\n  plan: sometimes\n", org, "gates.plan")
-    assert_at(issue, SOURCE, 3, "'always', 'when_unsure' or 'never'", "got 'sometimes'")
-
-
-def test_project_reports_schema_and_reference_issues_in_one_run(org: Organisation) -> None:
-    text = "humans: {decider: a}\ntrigger_label: ''\nworkgroups:\n  - ref: nothing\n"
-    with pytest.raises(ConfigError) as caught:
-        load_project(text, org=org, source=SOURCE, default_name="w")
-    assert [issue.key for issue in caught.value.issues] == ["trigger_label", "workgroups[0].ref"]
-
-
-def test_a_one_element_decider_list_is_that_decider() -> None:
-    org = load_organisation(shipped_org_dir())
-    project = load_project(
-        "humans: {decider: [alice]}\n", org=org, source="project.yaml", default_name="w"
-    )
-    assert project.humans.decider == "alice"
