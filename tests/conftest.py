@@ -18,9 +18,9 @@ from orchestrator.models import anthropic as anthropic_model
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe
 
-# Fixtures of the GitHub stand-in's tests (hub, pem, base_url, gh, http) and of the egress
-# proxy's (origin, echo_port), and the configuration tests' organisation (org_dir, org).
-pytest_plugins = ["fakehub_support", "netproxy_support", "orgfiles"]
+# Fixtures of the GitHub stand-in's tests (hub, pem, base_url, gh, http), the egress proxy's
+# (origin, echo_port), the configuration tests' (org_dir, org) and the launcher's (box).
+pytest_plugins = ["fakehub_support", "launch_support", "netproxy_support", "orgfiles"]
 
 PAYLOADS = Path(__file__).parent / "payloads"
 
