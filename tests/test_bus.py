@@ -372,3 +372,35 @@ async def test_ask_human_parks_until_answered_and_the_answer_is_the_tool_result(
     await engine.events.drain()
     assert StateChanged(root, "awaiting_input") in events
     await engine.close()
+
+
+async def test_what_a_caller_keeps_with_a_job_is_written_with_it_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    engine = await open_engine(tmp_path, FunctionModel(lambda request: say("x")), [])
+    kept: list[int] = []
+
+    def broken(tx: object, job_id: int) -> None:
+        raise RuntimeError("the caller's row failed")
+
+    with pytest.raises(RuntimeError, match="the caller's row failed"):
+        await engine.bus.start_job(
+            job_key="k",
+            project="w",
+            title="t",
+            agent=CODING_LEAD,
+            brief="b",
+            wake=False,
+            also=broken,
+        )
+    started = await engine.bus.start_job(
+        job_key="k",
+        project="w",
+        title="t",
+        agent=CODING_LEAD,
+        brief="b",
+        also=lambda tx, job_id: kept.append(job_id),
+    )
+    assert started.created, "the failed start left no job behind"
+    assert kept == [started.job_id]
+    await engine.close()

@@ -96,16 +96,24 @@ class ConversationBus:
         wake: bool = True,
         project_text: str | None = None,
         learnings: str | None = None,
+        also: Callable[[Tx, int], None] | None = None,
     ) -> JobStart:
         """Create a job and its root conversation once per key; later calls find it.
 
         The job keeps `project_text` (its project file) and `learnings` so that a restart
         rebuilds its project as it was; a later call for the same key replaces them. With
         `wake=False` the job waits until `ready` says its workspace exists; nothing runs
-        it before, not even a restart.
+        it before, not even a restart. `also(tx, job_id)` writes what the caller keeps
+        with the job in the same transaction, so no crash leaves the job without it.
         """
 
         def start(tx: Tx) -> JobStart:
+            started = create(tx)
+            if also is not None:
+                also(tx, started.job_id)
+            return started
+
+        def create(tx: Tx) -> JobStart:
             found = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
             if found is not None:
                 tx.execute(

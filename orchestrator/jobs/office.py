@@ -30,7 +30,7 @@ from orchestrator.jobs.records import JobRecords
 from orchestrator.ports import Model
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
-from orchestrator.store.sqlite import Store, now
+from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import board_tools
 from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
@@ -236,6 +236,21 @@ class Office:
         Raises SandboxError when the project's agents need a sandbox this host lacks.
         """
         self.require_sandbox(project)
+
+        def keep_source(tx: Tx, job_id: int) -> None:
+            tx.execute(
+                "INSERT OR REPLACE INTO job_sources (job_id, repo, source, start, branch, slug)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    job_id,
+                    source.repo,
+                    source.source,
+                    source.start,
+                    source.branch(job_id),
+                    source.slug,
+                ),
+            )
+
         started = await self.engine.bus.start_job(
             job_key=key,
             project=project,
@@ -246,14 +261,7 @@ class Office:
             wake=False,
             project_text=project_text,
             learnings=learnings,
-        )
-        branch = source.branch(started.job_id)
-        await self.engine.store.write(
-            lambda tx: tx.execute(
-                "INSERT OR REPLACE INTO job_sources (job_id, repo, source, start, branch, slug)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (started.job_id, source.repo, source.source, source.start, branch, source.slug),
-            )
+            also=keep_source,
         )
         return started
 
