@@ -13,6 +13,8 @@ AuthKind = Literal["jwt", "token", "none"]
 JWT_MAX_LIFETIME = 600  # GitHub: exp "no more than 10 minutes into the future"
 CLOCK_DRIFT = 60  # how far in the future an `iat` may lie
 _TOKEN_PREFIXES = ("ghs_", "ghu_", "ghp_", "gho_", "github_pat_")
+# The one `apps/` operation an installation token calls, not the App's JWT.
+_INSTALLATION_APPS_OPERATIONS = frozenset({"apps/list-repos-accessible-to-installation"})
 _ISSUED_AT = (
     "'Issued at' claim ('iat') must be an Integer representing the time that the assertion"
     " was issued"
@@ -61,7 +63,7 @@ def authenticate(
     state: HubState, public_key: RSAPublicKey, operation_id: str, *, kind: AuthKind, value: str
 ) -> Token | None:
     """The caller's installation token (None for App endpoints, which take the JWT), or 401."""
-    if operation_id.startswith("apps/"):
+    if operation_id.startswith("apps/") and operation_id not in _INSTALLATION_APPS_OPERATIONS:
         if kind != "jwt":
             raise HubError(401, "A JSON web token could not be decoded")
         verify_jwt(state, public_key, value)

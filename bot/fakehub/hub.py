@@ -5,8 +5,9 @@ behaves like GitHub where the bot depends on it: App JWTs and installation token
 codes and idempotency quirks, and it checks every request and response body against GitHub's
 OpenAPI description (violations land in `FakeGitHub.violations`).
 
-Module map: fakehub_state (the world), fakehub_git (bare remotes), fakehub_shapes (response
-objects), fakehub_routes / fakehub_pulls (one handler per operationId), fakehub_webhooks.
+Module map: state (the world), git (bare remotes), shapes (response objects), routes / pulls /
+catchup (one handler per operationId; catchup: the delivery log and listings an App reads to
+catch up after downtime), webhooks.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from starlette.routing import Route
 
 from bot.fakehub import webhooks
 from bot.fakehub.auth import AuthKind, authenticate, credential
+from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
 from bot.fakehub.git import create_bare
 from bot.fakehub.openapi import OpenAPI, Operation
 from bot.fakehub.pulls import PULL_ROUTES, open_pull
@@ -75,6 +77,7 @@ class _Fault:
     headers: dict[str, str]
     body: Any
     remaining: int
+    apply: bool = False
 
 
 class FakeGitHub:
@@ -118,7 +121,7 @@ class FakeGitHub:
         self.deliveries: list[webhooks.SentDelivery] = []
         self.api_url = "http://127.0.0.1/"
         self._faults: list[_Fault] = []
-        self._routes = ROUTES | PULL_ROUTES
+        self._routes = ROUTES | PULL_ROUTES | CATCHUP_ROUTES | DeliveryLog(self.deliveries).routes()
         self.asgi = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=_METHODS)])
 
     @property
@@ -208,8 +211,13 @@ class FakeGitHub:
         headers: Mapping[str, str] | None = None,
         body: Any = None,
         times: int = 1,
+        apply: bool = False,
     ) -> None:
-        """Answer the next `times` matching requests with `status` before doing anything else."""
+        """Answer the next `times` matching requests with `status` before doing anything else.
+
+        With `apply`, the request is carried out first (its webhooks sent too) and only its
+        answer is replaced: GitHub's 502 after a write that did happen.
+        """
         fault = _Fault(
             method.upper(),
             re.compile(path_regex),
@@ -217,6 +225,7 @@ class FakeGitHub:
             dict(headers or {}),
             body if body is not None else {"message": f"Injected {status}"},
             times,
+            apply,
         )
         with self.state.lock:
             self._faults.append(fault)
@@ -237,12 +246,8 @@ class FakeGitHub:
         """Add `label` as `sender` and deliver `issues.labeled`; returns the delivery id."""
         state = self.state
         repo = state.repo(owner, name)
-        with state.lock:
-            issue = state.issue(repo, number)
-            added = state.label(repo, label)
-            if added not in issue.labels:
-                issue.labels.append(added)
-                issue.updated_at = state.clock()
+        issue = state.issue(repo, number)
+        added = state.add_label(repo, issue, label, actor=sender)
         payload = webhooks.issue_labeled(state, repo, issue, added, self.urls, sender=sender)
         return (await self._deliver("issues", payload)).delivery_id
 
@@ -262,15 +267,12 @@ class FakeGitHub:
             first = next((d for d in self.deliveries if d.delivery_id == delivery_id), None)
         if first is None:
             raise KeyError(delivery_id)
-        again = webhooks.SentDelivery(
-            first.delivery_id,
-            first.event,
-            first.action,
-            first.body,
-            dict(first.headers),
-            redelivery=True,
-        )
-        return await self._record_delivery(again)
+        return await self._record_delivery(webhooks.redelivery(first))
+
+    def delivery_log(self) -> list[Json]:
+        """Every finished delivery attempt as a `hook-delivery-item`, oldest first."""
+        with self.state.lock:
+            return [webhooks.hook_delivery_json(d) for d in self.deliveries if d.finished]
 
     async def _deliver(self, event: str, payload: Json) -> webhooks.SentDelivery:
         delivery = webhooks.prepare(
@@ -279,13 +281,19 @@ class FakeGitHub:
         return await self._record_delivery(delivery)
 
     async def _record_delivery(self, delivery: webhooks.SentDelivery) -> webhooks.SentDelivery:
+        """Log the attempt under a new id, then make it; a failed one stays failed."""
         with self.state.lock:
+            delivery.attempt_id = self.state.next_id()
+            delivery.delivered_at = self.state.clock()
             self.deliveries.append(delivery)
         return await webhooks.send(delivery, self.webhook_url)
 
-    async def _deliver_all(self, deliveries: list[tuple[str, Json]]) -> None:
-        for event, payload in deliveries:
-            await self._deliver(event, payload)
+    async def _deliver_all(self, deliveries: list[webhooks.Outgoing]) -> None:
+        for outgoing in deliveries:
+            if isinstance(outgoing, webhooks.SentDelivery):
+                await self._record_delivery(webhooks.redelivery(outgoing))
+            else:
+                await self._deliver(*outgoing)
 
     # -- serving --------------------------------------------------------------------------
 
@@ -315,7 +323,8 @@ class FakeGitHub:
         self.api_url = str(request.base_url)
         matched = self.spec.match(method, path)
         operation = matched[0] if matched else None
-        if (fault := self._take_fault(method, path)) is not None:
+        fault = self._take_fault(method, path)
+        if fault is not None and not (fault.apply and matched is not None):
             reply = Reply(fault.status, fault.body, dict(fault.headers))
         elif matched is None:
             reply = Reply(404, not_found().body)
@@ -326,6 +335,10 @@ class FakeGitHub:
             except HubError as exc:
                 reply = Reply(exc.status, exc.body | {"documentation_url": _docs(operation)})
             self._check_response(operation, reply)
+            if fault is not None:  # applied; the caller hears only the fault
+                reply = Reply(
+                    fault.status, fault.body, dict(fault.headers), deliveries=reply.deliveries
+                )
         record = RecordedRequest(
             method,
             path,

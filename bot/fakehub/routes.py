@@ -30,7 +30,7 @@ from bot.fakehub.shapes import (
     timestamp,
 )
 from bot.fakehub.state import HubError, HubRepo, HubState, Reaction, Token, not_found
-from bot.fakehub.webhooks import comment_created
+from bot.fakehub.webhooks import Outgoing, comment_created
 
 _LEVELS = {"read": 1, "write": 2, "admin": 3}
 MAX_FILE_SIZE = 1024 * 1024  # above this GitHub sends `encoding: none` and no content
@@ -50,13 +50,13 @@ class Call:
 
 @dataclass
 class Reply:
-    """What the hub answers, plus the webhook payloads to send once it has answered."""
+    """What the hub answers, plus the webhooks to send (or send again) once it has answered."""
 
     status: int
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None
-    deliveries: list[tuple[str, Json]] = field(default_factory=list)
+    deliveries: list[Outgoing] = field(default_factory=list)
 
 
 Handler = Callable[[HubState, Call], Awaitable[Reply]]
@@ -126,9 +126,14 @@ def _int_query(call: Call, name: str, default: int) -> int:
         return default
 
 
+def page_size(call: Call) -> int:
+    """The `per_page` query parameter: 30 unless given, at most 100."""
+    return min(max(_int_query(call, "per_page", 30), 1), 100)
+
+
 def paginate(items: list[Json], call: Call, path: str) -> tuple[list[Json], dict[str, str]]:
     """One page of `items` and GitHub's `Link` header (`per_page` ≤ 100, default 30)."""
-    per_page = min(max(_int_query(call, "per_page", 30), 1), 100)
+    per_page = page_size(call)
     page = max(_int_query(call, "page", 1), 1)
     last = max(math.ceil(len(items) / per_page), 1)
 
@@ -268,7 +273,7 @@ async def get_issue(state: HubState, call: Call) -> Reply:
 async def list_comments(state: HubState, call: Call) -> Reply:
     """GET …/issues/{issue_number}/comments, paginated with a `Link` header."""
     repo = repo_for(state, call)
-    since = _since(call)
+    since = query_since(call)
     with state.lock:
         issue = state.issue(repo, path_number(call, "issue_number"))
         items = [
@@ -278,7 +283,8 @@ async def list_comments(state: HubState, call: Call) -> Reply:
     return Reply(200, page, headers)
 
 
-def _since(call: Call) -> float:
+def query_since(call: Call) -> float:
+    """The `since` query parameter (ISO 8601) as a timestamp; 0 when absent or unreadable."""
     try:
         return datetime.fromisoformat(call.query.get("since", "")).timestamp()
     except ValueError:

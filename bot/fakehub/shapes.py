@@ -13,7 +13,17 @@ from typing import Any
 from urllib.parse import quote
 
 from bot.fakehub.git import DiffStats
-from bot.fakehub.state import REACTIONS, Comment, HubIssue, HubRepo, HubState, Label, Reaction, User
+from bot.fakehub.state import (
+    REACTIONS,
+    Comment,
+    HubIssue,
+    HubRepo,
+    HubState,
+    IssueEvent,
+    Label,
+    Reaction,
+    User,
+)
 
 Json = dict[str, Any]
 _REPO_LINKS = {
@@ -320,6 +330,22 @@ def reaction_json(state: HubState, reaction: Reaction, urls: Urls) -> Json:
         "user": user_json(state.user(reaction.author), urls),
         "content": reaction.content,
         "created_at": timestamp(reaction.created_at),
+    }
+
+
+def issue_event_json(state: HubState, repo: HubRepo, event: IssueEvent, urls: Urls) -> Json:
+    """A `labeled-issue-event`, one of the kinds an issue's events list holds."""
+    return {
+        "id": event.event_id,
+        "node_id": node_id("LabeledEvent", event.event_id),
+        "url": f"{urls.repo_api(repo)}/issues/events/{event.event_id}",
+        "actor": user_json(state.user(event.actor), urls),
+        "event": event.event,
+        "commit_id": None,
+        "commit_url": None,
+        "created_at": timestamp(event.created_at),
+        "performed_via_github_app": None,
+        "label": {"name": event.label.name, "color": event.label.color},
     }
 
 

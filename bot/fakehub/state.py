@@ -97,6 +97,17 @@ class Reaction:
 
 
 @dataclass
+class IssueEvent:
+    """An entry of an issue's events list; only `labeled` events are recorded."""
+
+    event_id: int
+    event: Literal["labeled"]
+    actor: str
+    label: Label
+    created_at: float
+
+
+@dataclass
 class PullInfo:
     """What makes an issue a pull request: its branches and merge settings."""
 
@@ -125,6 +136,7 @@ class HubIssue:
     labels: list[Label] = field(default_factory=list)
     comments: list[Comment] = field(default_factory=list)
     reactions: list[Reaction] = field(default_factory=list)
+    events: list[IssueEvent] = field(default_factory=list)
     pull: PullInfo | None = None
     pull_id: int = 0
     via_app: bool = False
@@ -268,6 +280,18 @@ class HubState:
                 found = Label(self.next_id(), name, f"{secrets.randbelow(0xFFFFFF):06x}")
                 repo.labels[name.lower()] = found
             return found
+
+    def add_label(self, repo: HubRepo, issue: HubIssue, name: str, *, actor: str) -> Label:
+        """Put label `name` on `issue` as `actor`, with a `labeled` event unless it was there."""
+        with self.lock:
+            label = self.label(repo, name)
+            if label not in issue.labels:
+                now = self.clock()
+                issue.labels.append(label)
+                issue.updated_at = now
+                login = self.user(actor).login
+                issue.events.append(IssueEvent(self.next_id(), "labeled", login, label, now))
+            return label
 
     def issue_token(
         self,

@@ -2,13 +2,16 @@
 
 The templates in bot/fakehub/data/payloads/ are octokit/webhooks examples (MIT, see
 bot/fakehub/data/LICENSE.octokit-webhooks); each delivery replaces their repository, issue, label,
-comment and sender with the hub's own objects and adds the App's `installation`.
+comment and sender with the hub's own objects and adds the App's `installation`. Each attempt
+is kept as GitHub keeps it for the App's delivery log (`hook_delivery_json`): GitHub does not
+retry a failed delivery by itself, so it stays failed unless someone redelivers it.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cache
@@ -25,6 +28,7 @@ from bot.fakehub.shapes import (
     label_json,
     node_id,
     repo_json,
+    timestamp,
     user_json,
 )
 from bot.fakehub.state import Comment, HubIssue, HubRepo, HubState, Label
@@ -81,12 +85,26 @@ class SentDelivery:
     status: int | None = None
     error: str | None = None
     redelivery: bool = False
+    attempt_id: int = 0
+    delivered_at: float = 0.0
+    duration: float | None = None  # None while the attempt is under way
+    outcome: str = ""  # GitHub's words: "OK", "Invalid HTTP Response: 503", "failed to connect"
 
     @property
     def payload(self) -> Json:
         """The decoded body."""
         decoded: Json = json.loads(self.body)
         return decoded
+
+    @property
+    def finished(self) -> bool:
+        """Whether the attempt has ended (answered, refused or timed out)."""
+        return self.duration is not None
+
+
+# What a reply asks the hub to deliver once it has answered: a new (event, payload), or a past
+# attempt to repeat.
+Outgoing = tuple[str, Json] | SentDelivery
 
 
 def prepare(
@@ -110,18 +128,59 @@ def prepare(
     return SentDelivery(delivery_id, event, str(payload.get("action", "")), body, headers)
 
 
-async def send(delivery: SentDelivery, url: str | None) -> SentDelivery:
-    """POST the delivery to `url` and record the status (or the transport error)."""
+def redelivery(of: SentDelivery) -> SentDelivery:
+    """A new attempt at a past delivery: the same body, headers and delivery id."""
+    return SentDelivery(
+        of.delivery_id, of.event, of.action, of.body, dict(of.headers), redelivery=True
+    )
+
+
+async def send(
+    delivery: SentDelivery, url: str | None, *, limit_s: float = DELIVERY_TIMEOUT
+) -> SentDelivery:
+    """POST the delivery to `url` and record the answer (or the transport error) and how long."""
+    started = time.perf_counter()
     if url is None:
-        delivery.error = "no webhook_url configured"
-        return delivery
-    try:
-        async with httpx.AsyncClient(timeout=DELIVERY_TIMEOUT) as client:
-            response = await client.post(url, content=delivery.body, headers=delivery.headers)
-        delivery.status = response.status_code
-    except httpx.HTTPError as exc:
-        delivery.error = f"{type(exc).__name__}: {exc}"
+        delivery.error, delivery.outcome = "no webhook_url configured", "failed to connect"
+    else:
+        await _post(delivery, url, limit_s=limit_s)
+    delivery.duration = time.perf_counter() - started
     return delivery
+
+
+async def _post(delivery: SentDelivery, url: str, *, limit_s: float) -> None:
+    try:
+        async with httpx.AsyncClient(timeout=limit_s) as client:
+            response = await client.post(url, content=delivery.body, headers=delivery.headers)
+    except httpx.TimeoutException as exc:
+        delivery.error, delivery.outcome = f"{type(exc).__name__}: {exc}", "timed out"
+        return
+    except httpx.HTTPError as exc:
+        delivery.error, delivery.outcome = f"{type(exc).__name__}: {exc}", "failed to connect"
+        return
+    delivery.status = response.status_code
+    delivery.outcome = (
+        "OK" if response.is_success else f"Invalid HTTP Response: {response.status_code}"
+    )
+
+
+def hook_delivery_json(delivery: SentDelivery) -> Json:
+    """A finished attempt as a `hook-delivery-item` of the App's delivery log."""
+    payload = delivery.payload
+    return {
+        "id": delivery.attempt_id,
+        "guid": delivery.delivery_id,
+        "delivered_at": timestamp(delivery.delivered_at),
+        "redelivery": delivery.redelivery,
+        "duration": round(delivery.duration or 0.0, 2),
+        "status": delivery.outcome,
+        "status_code": delivery.status or 0,
+        "event": delivery.event,
+        "action": delivery.action or None,
+        "installation_id": (payload.get("installation") or {}).get("id"),
+        "repository_id": (payload.get("repository") or {}).get("id"),
+        "throttled_at": None,
+    }
 
 
 def issue_objects(
