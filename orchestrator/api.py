@@ -27,6 +27,7 @@ from orchestrator.errors import (
     ConfigError,
     ConfigIssue,
     ForgeError,
+    ForgeWaitError,
     OrchestratorError,
     SandboxError,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "Failure",
     "Forge",
     "ForgeError",
+    "ForgeWaitError",
     "ForgeObject",
     "Gate",
     "GateAsked",

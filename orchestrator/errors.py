@@ -8,6 +8,7 @@ OrchestratorError
  ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
  ├── ToolError        a tool call the model can correct (goes back to the model as an error)
  ├── ForgeError       the forge (GitHub, a local remote) failed an action of a job
+ │    └── ForgeWaitError     the forge asks the job to wait (a rate limit) until a time
  ├── SandboxError     agents' processes cannot be confined here (and the operator did not
  │                    say TEAPARTY_SANDBOX=off), or a sandbox setting is invalid
  └── ModelError       a model call failed (also: real requests are disabled in tests)
@@ -80,7 +81,16 @@ class ModelError(OrchestratorError):
 
 
 class ModelUnavailableError(ModelError):
-    """The model API stayed overloaded, rate-limited or unreachable through every retry."""
+    """The model API stayed overloaded, rate-limited or unreachable through every retry.
+
+    `retry_after` is the server's hint in seconds, when it gave one.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, status=status)
 
 
 class ModelAuthError(ModelError):
@@ -93,3 +103,11 @@ class ModelRequestError(ModelError):
 
 class ForgeError(OrchestratorError):
     """The forge (GitHub, a local remote) refused or failed an action; the message says which."""
+
+
+class ForgeWaitError(ForgeError):
+    """The forge asks for nothing more before `retry_at` (a rate limit); nothing failed."""
+
+    def __init__(self, message: str, *, retry_at: float) -> None:
+        self.retry_at = retry_at
+        super().__init__(message)

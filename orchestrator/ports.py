@@ -6,6 +6,7 @@ models; the GitHub App's forge, `teaparty run`'s local one, and the tests' FakeF
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -16,6 +17,9 @@ if TYPE_CHECKING:  # records of the engine's own modules, which import this one
     from orchestrator.bus.gates import Gate
     from orchestrator.jobs.office import JobHandle
     from orchestrator.teams.board import Task
+
+Clock = Callable[[], float]
+"""Seconds since the epoch, injectable so waits can be tested without waiting."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ class JobStatus:
     link: str | None = None  # the change request, once there is one
     error: str | None = None
     sandbox: str = ""  # how the job's agents are confined (Office.sandbox_summary)
+    waiting: str | None = None  # what it waits out (a model outage, a rate limit), and until when
 
 
 class Forge(Protocol):

@@ -112,9 +112,11 @@ class FakeForge:
     asked: list[int] = field(default_factory=list)
     delivered: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    statuses: list[Any] = field(default_factory=list)
 
     async def show(self, status: Any) -> None:
         self.shown.append(status.state)
+        self.statuses.append(status)
 
     async def ask(self, status: Any, gate: Any) -> None:
         if gate.gate_id in self.asked:

@@ -8,12 +8,13 @@ delivery and its retry.
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 from fakes import FakeForge
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.errors import ForgeError
+from orchestrator.errors import ForgeError, ForgeWaitError
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.offline import DemoModel
@@ -135,3 +136,91 @@ async def test_a_failed_delivery_survives_a_restart_and_is_retried_on_request(
 
 async def _forge(forge: FakeForge) -> Forge:
     return forge
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_rate_limit_holds_the_job_until_the_reset_and_fails_nothing(
+    tmp_path: Path,
+) -> None:
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home")
+    clock = Clock()
+    try:
+        limit = ForgeWaitError("waiting for GitHub: rate limit for 90s", retry_at=clock.now + 90)
+        forge = FakeForge(office, answers={"Plan for": "yes"}, deliver_errors=[limit])
+        job_id = await start(office, repo)
+        driver = JobDriver(office, lambda _: _forge(forge), clock=clock)
+        while await driver.sync(job_id) != "delivering":
+            await office.run_until_idle()
+        held = await driver.status(job_id)
+        assert held.state == "delivering"
+        assert "GitHub's rate limit" in (held.waiting or "")
+        assert forge.statuses[-1].waiting == held.waiting, "the status says what it waits for"
+        assert [w.kind for w in await office.waits(job_id)] == ["forge"]
+
+        clock.now += 60
+        assert await driver.sync(job_id) == "delivering"
+        assert (forge.delivered, forge.failed) == ([], []), "nothing is tried before the reset"
+
+        clock.now += 31
+        assert await driver.sync(job_id) == "done"
+        assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
+        assert forge.failed == []
+        assert await office.waits(job_id) == []
+        assert await office.failures(job_id) == []
+    finally:
+        await office.close()
+
+
+async def test_a_job_that_changed_nothing_delivers_nothing(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home")
+    try:
+        forge = FakeForge(office, answers={"Plan for": "no, not now"})
+        job_id = await start(office, repo)
+        assert await drive(office, forge, job_id) == "done"
+        assert forge.delivered == []
+        final = forge.statuses[-1]
+        assert (final.state, final.link) == ("done", None)
+        assert (
+            final.result == "Plan rejected, so nothing was changed: decider answered: no, not now"
+        )
+    finally:
+        await office.close()
+
+
+async def test_a_job_whose_workspace_cannot_be_made_fails_at_once_saying_why(
+    tmp_path: Path,
+) -> None:
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home")
+    try:
+        started = await office.start_job(
+            project="widgets",
+            key="local:widgets#2",
+            title=TITLE,
+            brief="b",
+            source=JobSource(
+                repo="widgets",
+                source=str(repo),
+                start="refs/remotes/origin/no-such-branch",
+                branch=lambda job_id: f"teaparty/job-{job_id}-x",
+                slug="x",
+            ),
+            project_text=PROJECT,
+        )
+        forge = FakeForge(office)
+        assert await drive(office, forge, started.job_id) == "failed"
+        (reason,) = forge.failed
+        assert reason.startswith("the job's workspace failed: cannot start job")
+        assert "no-such-branch" in reason
+        assert not await office.engine.bus.runnable(), "its agents never ran"
+    finally:
+        await office.close()

@@ -114,8 +114,9 @@ async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path)
     assert "  carol answered: no, not this week" in lines
     assert "standing learnings: .teaparty/learnings.md (1 lines)" in lines
     assert job.result is not None
-    assert job.result.startswith("Stopped before any work")
+    assert job.result.startswith("Plan rejected, so nothing was changed")
     assert job.commits == ()
+    assert git(repo, "branch", "--list", "teaparty/*") == "", "nothing to publish: no branch"
 
 
 def test_run_refuses_a_directory_that_is_not_a_repository(

@@ -239,3 +239,21 @@ async def test_a_turn_that_runs_past_its_wall_time_stops(tmp_path: Path) -> None
     assert result == "stopped before finishing (wall_time: over 250 s in one turn)"
     assert len(model.requests) == 2
     await engine.close()
+
+
+def test_the_same_tool_error_again_and_again_ends_the_turn() -> None:
+    def failing(seq: int, text: str = "job 2 has no workspace yet") -> tuple[Message, ...]:
+        call = msg(seq, "assistant", text="", tool_calls=[{"id": f"r{seq}", "name": "read_file"}])
+        return call, msg(seq + 1, "tool", call_id=f"r{seq}", text=text, is_error=True)
+
+    three = (REQUEST, *failing(2), *failing(4), *failing(6))
+    assert next_step(three, IDLE, max_turns=40) == CallModel(), "three may be bad luck"
+    four = (*three, *failing(8))
+    stop = next_step(four, IDLE, max_turns=40)
+    assert isinstance(stop, Stop)
+    assert "the same tool error 4 times running: job 2 has no workspace yet" in stop.reason
+    varied = (*three, *failing(8, "another error"))
+    assert next_step(varied, IDLE, max_turns=40) == CallModel(), "a different error is news"
+    ok = msg(10, "tool", call_id="r8", text="contents")
+    progress = (*three, msg(8, "assistant", text="", tool_calls=[{"id": "r8", "name": "x"}]), ok)
+    assert next_step((*progress, *failing(11)), IDLE, max_turns=40) == CallModel()

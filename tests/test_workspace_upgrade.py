@@ -1,13 +1,15 @@
-"""A job recorded before jobs had repositories of their own moves into one on first use."""
+"""Job workspaces: an old-layout job moves into a repository of its own on first use, and a
+job branch is unique within its repository only."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
+import pytest
 import teams_script as script
 
-from orchestrator.workspace.git import Checkout
+from orchestrator.workspace.git import Checkout, GitError
 
 BRANCH = "teaparty/job-1-old"
 
@@ -57,5 +59,37 @@ async def test_an_old_layout_job_gets_its_own_repository_with_its_branches(
         assert "job-1--old" not in git("--git-dir", str(mirror), "worktree", "list")
         again = await office.workspace.job(started.job_id)
         assert again == space, "moved once; recorded"
+    finally:
+        await office.close()
+
+
+async def test_a_branch_is_unique_in_its_repository_not_across_repositories(
+    tmp_path: Path,
+) -> None:
+    office = await script.open_office(tmp_path / "home", script.model())
+    try:
+        ws = office.workspace
+        sources = {name: script.make_repo(tmp_path / name) for name in ("widgets", "gadgets")}
+        mirrors = {name: await ws.mirror(name, str(path)) for name, path in sources.items()}
+        jobs = []
+        for n in range(3):
+            started = await office.engine.bus.start_job(
+                job_key=f"k{n}", project="widgets", title="t", agent="office-manager", brief="b"
+            )
+            jobs.append(started.job_id)
+        start = "refs/remotes/origin/main"
+        first = await ws.open_job(
+            jobs[0], mirror=mirrors["widgets"], branch=BRANCH, start=start, slug="old"
+        )
+        other = await ws.open_job(
+            jobs[1], mirror=mirrors["gadgets"], branch=BRANCH, start=start, slug="old"
+        )
+        assert (first.branch, other.branch) == (BRANCH, BRANCH)
+        assert await ws.job(jobs[1]) == other, "issue #1 of a second repository gets its own"
+        with pytest.raises(GitError, match=f"belongs to job {jobs[0]} of the same repository"):
+            await ws.open_job(
+                jobs[2], mirror=mirrors["widgets"], branch=BRANCH, start=start, slug="old"
+            )
+        assert await ws.job(jobs[2]) is None
     finally:
         await office.close()

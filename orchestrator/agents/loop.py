@@ -70,6 +70,28 @@ def turns_since_request(transcript: Sequence[Message]) -> int:
     return turns
 
 
+REPEATED_ERRORS = 4  # the same tool error this many times running ends the turn
+
+
+def repeated_error(transcript: Sequence[Message], *, limit: int = REPEATED_ERRORS) -> str | None:
+    """The error text when the last `limit` tool results are that same error, else None.
+
+    A model that calls a tool again and again on an error nothing it does can change (a
+    workspace that does not exist) makes no progress; anything else it got in between, a
+    result that worked or a message, resets the count.
+    """
+    seen: list[str] = []
+    for message in reversed(transcript):
+        if message.role == "assistant":
+            continue
+        if message.role != "tool" or not message.content.get("is_error"):
+            return None
+        seen.append(message.text)
+        if len(seen) == limit:
+            return seen[0] if len(set(seen)) == 1 else None
+    return None
+
+
 def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
     """Tool calls of the last assistant message that have no result after it."""
     for index in range(len(transcript) - 1, -1, -1):
@@ -104,6 +126,8 @@ def next_step(transcript: Sequence[Message], tail: Tail, *, max_turns: int) -> N
         return Idle()
     if turns_since_request(transcript) >= max_turns:
         return Stop(f"max_turns: {max_turns} model turns without finishing")
+    if (error := repeated_error(transcript)) is not None:
+        return Stop(f"the same tool error {REPEATED_ERRORS} times running: {error[:300]}")
     return CallModel()
 
 

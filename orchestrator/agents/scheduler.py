@@ -4,20 +4,47 @@ At start it asks the store what has work (an unfinished turn, a non-empty inbox,
 all in), so a restart after a crash continues exactly where the store says. After that,
 each committed step names the conversations it may have woken. A conversation that raises
 is a failure row (bus/failures.py): it runs again only when `retry` is asked for.
+
+A model that stays unavailable (overloaded, rate-limited, unreachable through the model's
+own quick retries) is waited out instead: the conversation waits in the store (bus/waits.py)
+and runs again after a backoff with jitter, for up to `Outages.horizon_s` from the first
+failure; only then is it a failure, whose reason says what happened and for how long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 
 from orchestrator.agents.loop import Runner
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.failures import Failure
+from orchestrator.errors import ModelUnavailableError
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outages:
+    """How long a model outage is waited out, and the clock and sleep that measure it."""
+
+    horizon_s: float = 1800.0
+    first_delay_s: float = 30.0
+    max_delay_s: float = 300.0
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    jitter: Callable[[], float] = field(default=random.random)
+
+    def delay(self, attempts: int, hint: float | None) -> float:
+        """Seconds before try `attempts + 1`: doubling from the first delay, jittered, at
+        least the server's hint."""
+        backoff = min(self.first_delay_s * 2**attempts, self.max_delay_s)
+        return float(max(backoff * (0.5 + self.jitter() / 2), hint or 0.0))
 
 
 class Scheduler:
@@ -35,11 +62,15 @@ class Scheduler:
         self._rerun: set[str] = set()
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
+        self._held: dict[str, asyncio.Task[None]] = {}  # conversations waiting out an outage
+        self.outages = Outages()
         bus.on_wake = self.wake
 
     def wake(self, conversation_ids: Iterable[str]) -> None:
         """Queue conversations to be looked at; one already running is looked at again after."""
         for conversation_id in conversation_ids:
+            if conversation_id in self._held:
+                continue  # its timer wakes it
             if conversation_id in self._running:
                 self._rerun.add(conversation_id)
             elif conversation_id not in self._queued:
@@ -49,23 +80,46 @@ class Scheduler:
                 self._idle.clear()
 
     async def run_until_idle(self) -> None:
-        """Resume everything the store says has work, and return when nothing is left to run."""
-        self.wake(await self.bus.runnable())
+        """Resume everything the store says has work, and return when nothing is left to run
+        (a conversation waiting out a model outage is waited for)."""
+        await self._resume()
         await self._serve(stop_when_idle=True)
 
     async def serve(self) -> None:
         """Resume from the store, then run woken conversations until cancelled."""
-        self.wake(await self.bus.runnable())
+        await self._resume()
         await self._serve(stop_when_idle=False)
+
+    async def _resume(self) -> None:
+        for wait in await self.bus.waits():
+            if wait.kind == "model" and wait.wait_key not in self._held:
+                self._hold(wait.wait_key, wait.until)
+        self.wake(await self.bus.runnable())
+
+    def _hold(self, conversation_id: str, until: float) -> None:
+        """Wake `conversation_id` at `until`, not before."""
+
+        async def release() -> None:
+            await self.outages.sleep(max(0.0, until - self.outages.clock()))
+            self._held.pop(conversation_id, None)
+            self.wake([conversation_id])
+
+        self._idle.clear()
+        self._held[conversation_id] = asyncio.get_running_loop().create_task(release())
 
     async def _serve(self, *, stop_when_idle: bool) -> None:
         self._check_idle()
-        async with asyncio.TaskGroup() as group:
-            workers = [group.create_task(self._worker()) for _ in range(self.concurrency)]
-            if stop_when_idle:
-                await self._idle.wait()
-                for worker in workers:
-                    worker.cancel()
+        try:
+            async with asyncio.TaskGroup() as group:
+                workers = [group.create_task(self._worker()) for _ in range(self.concurrency)]
+                if stop_when_idle:
+                    await self._idle.wait()
+                    for worker in workers:
+                        worker.cancel()
+        finally:  # stopped: what waits out an outage is found in the store next time
+            for held in self._held.values():
+                held.cancel()
+            self._held.clear()
 
     async def _worker(self) -> None:
         while True:
@@ -87,9 +141,35 @@ class Scheduler:
     async def _run_one(self, conversation_id: str) -> None:
         try:
             await self.runner.run(conversation_id)
+        except ModelUnavailableError as exc:
+            await self._outage(conversation_id, exc)
         except Exception as exc:  # the engine's guard: one conversation's bug stops no other
             log.exception("conversation %s failed; it waits for a retry", conversation_id)
             await self.bus.record_failure(conversation_id, f"{type(exc).__name__}: {exc}")
+        else:
+            if await self.bus.wait_of(conversation_id) is not None:
+                await self.bus.end_wait(conversation_id)  # the model is back
+
+    async def _outage(self, conversation_id: str, exc: ModelUnavailableError) -> None:
+        """Wait the outage out in the store, or past the horizon, fail saying so."""
+        at = self.outages.clock()
+        prior = await self.bus.wait_of(conversation_id)
+        since = at if prior is None else prior.since
+        if at - since >= self.outages.horizon_s:
+            minutes = (at - since) / 60
+            await self.bus.end_wait(conversation_id)
+            reason = f"the model stayed unavailable for {minutes:.0f} min: {exc}"
+            log.error("conversation %s: %s", conversation_id, reason)
+            await self.bus.record_failure(conversation_id, reason)
+            return
+        attempts = 0 if prior is None else prior.attempts
+        delay = self.outages.delay(attempts, exc.retry_after)
+        until = min(at + delay, since + self.outages.horizon_s)
+        log.warning("conversation %s: %s; trying again in %.0f s", conversation_id, exc, until - at)
+        await self.bus.wait(
+            conversation_id, job_id=None, kind="model", reason=str(exc), at=at, until=until
+        )
+        self._hold(conversation_id, until)
 
     async def failures(self, job_id: int | None = None) -> list[Failure]:
         """The failures of one job, or with no job every failure in the store."""
@@ -102,5 +182,5 @@ class Scheduler:
         return cleared
 
     def _check_idle(self) -> None:
-        if not self._queue and not self._running:
+        if not self._queue and not self._running and not self._held:
             self._idle.set()

@@ -13,6 +13,7 @@ from typing import Any
 from orchestrator.agents.tools import BusCalls
 from orchestrator.bus import dispatch, failures, gates
 from orchestrator.bus import transactions as txn
+from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.events import (
     DispatchCompleted,
     DispatchStarted,
@@ -170,9 +171,42 @@ class ConversationBus:
         await self.store.write(lambda tx: failures.record_conversation(tx, conversation_id, reason))
         self.events.publish(StateChanged(conversation_id, "failed"))
 
-    async def record_delivery_failure(self, job_id: int, reason: str) -> None:
-        """Publishing a job's work failed: a row says so, and it waits for a retry."""
-        await self.store.write(lambda tx: failures.record_delivery(tx, job_id, reason))
+    async def record_job_failure(
+        self, job_id: int, kind: failures.JobFailureKind, reason: str
+    ) -> None:
+        """Publishing a job's work, or making its workspace, failed: it waits for a retry."""
+        await self.store.write(lambda tx: failures.record_job(tx, job_id, kind, reason))
+
+    async def wait(
+        self,
+        key: str,
+        *,
+        job_id: int | None,
+        kind: wait_rows.WaitKind,
+        reason: str,
+        at: float,
+        until: float,
+    ) -> wait_rows.Wait:
+        """`key` (a conversation, or a job's forge) waits until `until`; the wait as stored."""
+        return await self.store.write(
+            lambda tx: wait_rows.record(
+                tx, key, job_id=job_id, kind=kind, reason=reason, at=at, until=until
+            )
+        )
+
+    async def waits(self, job_id: int | None = None) -> list[wait_rows.Wait]:
+        """A job's waits, or with no job every wait in the store."""
+        if job_id is None:
+            return await self.store.read(wait_rows.every)
+        return await self.store.read(lambda tx: wait_rows.of_job(tx, job_id))
+
+    async def wait_of(self, key: str) -> wait_rows.Wait | None:
+        """The wait under `key`, if any."""
+        return await self.store.read(lambda tx: wait_rows.of_key(tx, key))
+
+    async def end_wait(self, key: str) -> None:
+        """What waited under `key` went through."""
+        await self.store.write(lambda tx: wait_rows.clear(tx, key))
 
     async def failures(self, job_id: int | None = None) -> list[Failure]:
         """A job's failures, or with no job every failure in the store."""

@@ -1,4 +1,4 @@
-"""Failures as rows: a conversation that raised, a job whose delivery failed, and why.
+"""Failures as rows: a conversation that raised, a job whose delivery or workspace failed.
 
 A failure stays until someone asks for a retry (`clear`): the scheduler does not run a
 failed conversation again on its own, after a restart or a wake, and a job's status says
@@ -12,23 +12,19 @@ from typing import Literal
 
 from orchestrator.store.sqlite import Tx, now
 
-FailureKind = Literal["conversation", "delivery"]
+FailureKind = Literal["conversation", "delivery", "workspace"]
+JobFailureKind = Literal["delivery", "workspace"]
 
 
 @dataclass(frozen=True)
 class Failure:
-    """What failed (a conversation id, or `delivery:{job}`), in which job, and why."""
+    """What failed (a conversation id, `delivery:{job}`, `workspace:{job}`), where, and why."""
 
     failure_key: str
     job_id: int | None
     kind: FailureKind
     reason: str
     failed_at: float
-
-
-def delivery_key(job_id: int) -> str:
-    """The failure key of a job's delivery."""
-    return f"delivery:{job_id}"
 
 
 def record_conversation(tx: Tx, conversation_id: str, reason: str) -> None:
@@ -42,13 +38,13 @@ def record_conversation(tx: Tx, conversation_id: str, reason: str) -> None:
     )
 
 
-def record_delivery(tx: Tx, job_id: int, reason: str) -> None:
-    """Publishing a job's work failed: it is tried again only after `clear`."""
+def record_job(tx: Tx, job_id: int, kind: JobFailureKind, reason: str) -> None:
+    """Publishing a job's work, or making its workspace, failed: tried again after `clear`."""
     tx.execute(
         "INSERT INTO failures (failure_key, job_id, kind, reason, failed_at)"
-        " VALUES (?, ?, 'delivery', ?, ?) ON CONFLICT (failure_key) DO UPDATE SET"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (failure_key) DO UPDATE SET"
         " reason = excluded.reason, failed_at = excluded.failed_at",
-        (delivery_key(job_id), job_id, reason, now()),
+        (f"{kind}:{job_id}", job_id, kind, reason, now()),
     )
 
 

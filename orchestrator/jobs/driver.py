@@ -5,19 +5,26 @@ time, as the store has it, and makes the world outside agree: the status where t
 requester reads it, each open gate asked, and once the office manager has replied, the
 job branch published and its change request opened. Every Forge call is idempotent, so
 `sync` may run any number of times, after any crash.
+
+A forge that asks to wait (GitHub's rate limit) parks the job in the store until the time
+it names: nothing fails and no attempt is spent, and its status says what it waits for.
+A job whose workspace cannot be made, or that ends with nothing to deliver, says so and
+pushes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.messages import job_conversation_id
-from orchestrator.errors import OrchestratorError
+from orchestrator.bus.waits import Wait
+from orchestrator.errors import ForgeWaitError, OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
-from orchestrator.ports import Forge, JobState, JobStatus
+from orchestrator.ports import Clock, Forge, JobState, JobStatus
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
 from orchestrator.workspace.layout import JobSpace
@@ -30,9 +37,10 @@ Forges = Callable[[int], Awaitable[Forge | None]]
 class JobDriver:
     """Brings each job's outside world in line with the store, one sync at a time per job."""
 
-    def __init__(self, office: Office, forges: Forges) -> None:
+    def __init__(self, office: Office, forges: Forges, *, clock: Clock = time.time) -> None:
         self.office = office
         self.forges = forges
+        self.clock = clock
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def status(self, job_id: int, *, link: str | None = None) -> JobStatus:
@@ -45,6 +53,7 @@ class JobDriver:
         failed = await self.office.failures(job_id)
         failure = "; ".join(_describe(f) for f in failed) or None
         phase, step = _phase(state, tasks, gates, result, failure)
+        waits = await self.office.waits(job_id) if phase != "done" else []
         sandbox = self.office.sandbox_summary(project)
         return JobStatus(
             job_id,
@@ -59,6 +68,7 @@ class JobDriver:
             link,
             failure,
             sandbox,
+            _waiting(waits[0]) if waits and failure is None else None,
         )
 
     async def sync(self, job_id: int) -> JobState:
@@ -68,42 +78,86 @@ class JobDriver:
             forge = await self.forges(job_id)
             if forge is None:
                 return (await self.status(job_id)).state
-            return await self._sync(job_id, forge)
+            held = next((w for w in await self.office.waits(job_id) if w.kind == "forge"), None)
+            if held is not None and held.until > self.clock():
+                return (await self.status(job_id)).state  # the sweep comes back after `until`
+            try:
+                state = await self._sync(job_id, forge)
+            except ForgeWaitError as exc:
+                return await self._hold(job_id, forge, exc)
+            if held is not None:
+                await self.office.forge_ready(job_id)
+            return state
+
+    async def _hold(self, job_id: int, forge: Forge, wait: ForgeWaitError) -> JobState:
+        """Park the job until the forge's reset, and say so where it can still be said."""
+        log.warning("job %d: %s; held until %s", job_id, wait, _clock_time(wait.retry_at))
+        await self.office.wait_for_forge(job_id, str(wait), until=wait.retry_at, at=self.clock())
+        status = await self.status(job_id)
+        try:
+            await forge.show(status)
+        except ForgeWaitError:
+            pass  # every call is held back: the comment says it once the limit resets
+        return status.state
 
     async def _sync(self, job_id: int, forge: Forge) -> JobState:
         status = await self.status(job_id)
         if status.state == "failed":
             await forge.fail(status, status.error or "unknown failure")
             return status.state
-        await forge.show(status)
+        if status.state != "delivering":  # delivering is shown by its outcome, a moment later
+            await forge.show(status)
         if status.state == "done":
             return status.state
         space = await self._space(job_id, forge)
+        if space is None:
+            return await self._failed(job_id, forge)
         if status.state == "waiting":
             for gate in await self.office.open_gates(job_id):
                 await forge.ask(status, gate)
         if status.state != "delivering":
             return status.state
+        return await self._deliver(status, forge, space)
+
+    async def _deliver(self, status: JobStatus, forge: Forge, space: JobSpace) -> JobState:
+        """Publish the job's work, or with nothing changed publish nothing, and finish it."""
+        job_id = status.job_id
         job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
+        link = None
         try:
-            link = await forge.deliver(status, job)
+            if await self.office.has_work(job):
+                link = await forge.deliver(status, job)
+        except ForgeWaitError:
+            raise
         except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request
             log.warning("job %d: delivery failed: %s", job_id, exc)
             await self.office.delivery_failed(job_id, f"delivering the work failed: {exc}")
-            failed = await self.status(job_id)
-            await forge.fail(failed, failed.error or str(exc))
-            return "failed"
+            return await self._failed(job_id, forge)
         await self.office.finish_job(job, status.result)
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
 
-    async def _space(self, job_id: int, forge: Forge) -> JobSpace:
-        """The job's workspace; made here, in the job's own sync, the first time (a clone)."""
+    async def _failed(self, job_id: int, forge: Forge) -> JobState:
+        failed = await self.status(job_id)
+        await forge.fail(failed, failed.error or "unknown failure")
+        return "failed"
+
+    async def _space(self, job_id: int, forge: Forge) -> JobSpace | None:
+        """The job's workspace; made here, in the job's own sync, the first time (a clone).
+
+        None when it cannot be made: the job fails with the reason, until a retry.
+        """
         space = await self.office.workspace.job(job_id)
         if space is not None:
             return space
-        return await self.office.prepare(job_id, auth=await forge.credentials())
+        auth = await forge.credentials()
+        try:
+            return await self.office.prepare(job_id, auth=auth)
+        except OrchestratorError as exc:
+            log.warning("job %d: no workspace: %s", job_id, exc)
+            await self.office.workspace_failed(job_id, f"the job's workspace failed: {exc}")
+            return None
 
     async def retry(self, job_id: int) -> list[str]:
         """Forget the job's failures and run again what failed; what was retried."""
@@ -111,9 +165,18 @@ class JobDriver:
 
 
 def _describe(failure: Failure) -> str:
-    if failure.kind == "delivery":
+    if failure.kind in ("delivery", "workspace"):
         return failure.reason
     return f"{failure.failure_key}: {failure.reason}"
+
+
+def _waiting(wait: Wait) -> str:
+    what = "GitHub's rate limit" if wait.kind == "forge" else "the model, which is unavailable"
+    return f"waiting for {what}; trying again at {_clock_time(wait.until)}"
+
+
+def _clock_time(at: float) -> str:
+    return time.strftime("%H:%M:%S UTC", time.gmtime(at))
 
 
 def _job_facts(

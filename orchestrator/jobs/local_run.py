@@ -151,7 +151,12 @@ async def _run(
     status = await _drive(office, driver, job_id)
     for task in status.tasks:
         say(f"  task {board_line(task)}")
-    _, log = await user_git(repo, "log", "--format=%h %an %s", branch, "--not", "HEAD")
+    code, _ = await user_git(repo, "rev-parse", "--verify", "--quiet", branch, check=False)
+    log = ""
+    if code == 0:
+        _, log = await user_git(repo, "log", "--format=%h %an %s", branch, "--not", "HEAD")
+    else:
+        say(f"nothing changed, so no branch {branch} was made")
     spent = await office.budget.spent(job_id)
     return LocalJob(job_id, branch, status.result, tuple(log.splitlines()), spent.usage, spent.usd)
 

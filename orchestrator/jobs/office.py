@@ -22,6 +22,7 @@ from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.routing import Router, organisation_teams, project_teams
+from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.jobs import wiring
@@ -367,7 +368,25 @@ class Office:
 
     async def delivery_failed(self, job_id: int, reason: str) -> None:
         """Publishing the job's work failed: it stays failed until a retry is asked for."""
-        await self.engine.bus.record_delivery_failure(job_id, reason)
+        await self.engine.bus.record_job_failure(job_id, "delivery", reason)
+
+    async def waits(self, job_id: int) -> list[Wait]:
+        """What the job waits out (a model outage, its forge's rate limit), longest first."""
+        return await self.engine.bus.waits(job_id)
+
+    async def wait_for_forge(self, job_id: int, reason: str, *, until: float, at: float) -> Wait:
+        """The job's forge asked it to wait (a rate limit): nothing is sent before `until`."""
+        return await self.engine.bus.wait(
+            forge_key(job_id), job_id=job_id, kind="forge", reason=reason, at=at, until=until
+        )
+
+    async def forge_ready(self, job_id: int) -> None:
+        """The job's forge took its calls again."""
+        await self.engine.bus.end_wait(forge_key(job_id))
+
+    async def workspace_failed(self, job_id: int, reason: str) -> None:
+        """The job's workspace could not be made: it stays failed until a retry is asked for."""
+        await self.engine.bus.record_job_failure(job_id, "workspace", reason)
 
     async def retry(self, job_id: int) -> list[Failure]:
         """Forget the job's failures and run what failed again; what was retried."""
@@ -420,6 +439,10 @@ class Office:
     async def publish(self, job: JobHandle, remote: str, *, auth: str | None = None) -> None:
         """Push the job branch to `remote` (`auth`: an HTTP header git sends to it alone)."""
         await self.workspace.publish(job.space, remote, auth=auth)
+
+    async def has_work(self, job: JobHandle) -> bool:
+        """Whether the job branch holds commits beyond the one it started from."""
+        return await self.workspace.has_commits(job.space)
 
     async def finish_job(self, job: JobHandle, result: str | None) -> None:
         """Record the job complete and give back its worktrees (its branches stay)."""

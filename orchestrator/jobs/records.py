@@ -120,11 +120,11 @@ class JobRecords:
         return frozenset(str(row[0]) for row in rows)
 
     async def record_forge_object(
-        self, job_id: int, key: str, external_id: str, digest: str
+        self, job_id: int, key: str, external_id: str, digest: str, *, at: float | None = None
     ) -> None:
-        """Remember what was made outside for the job under `key`."""
+        """Remember what was made outside for the job under `key` (`at`: when; now)."""
         await self._store.write(
-            lambda tx: record_forge_object(tx, job_id, key, external_id, digest)
+            lambda tx: record_forge_object(tx, job_id, key, external_id, digest, at=at)
         )
 
 
@@ -136,12 +136,14 @@ def job_of_conversation(tx: Tx, conversation_id: str) -> int | None:
     return None if row is None or row[0] is None else int(row[0])
 
 
-def record_forge_object(tx: Tx, job_id: int, key: str, external_id: str, digest: str) -> None:
+def record_forge_object(
+    tx: Tx, job_id: int, key: str, external_id: str, digest: str, *, at: float | None = None
+) -> None:
     """Remember what a forge made for a job under `key` (the latest wins)."""
     tx.execute(
         "INSERT INTO forge_objects (job_id, key, external_id, digest, updated_at)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, key) DO UPDATE SET"
         " external_id = excluded.external_id, digest = excluded.digest,"
         " updated_at = excluded.updated_at",
-        (job_id, key, external_id, digest, now()),
+        (job_id, key, external_id, digest, now() if at is None else at),
     )

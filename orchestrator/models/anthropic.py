@@ -213,6 +213,7 @@ class AnthropicModel:
                 raise ModelUnavailableError(
                     f"model {self.model!r} unavailable after {attempt + 1} attempts: {failure}",
                     status=status,
+                    retry_after=delay,
                 )
             log.warning("model %r: %s; retrying in %.1fs", self.model, failure, delay)
             await self._sleep(delay)

@@ -76,7 +76,7 @@ class DemoModel:
             return _call("plan", "ask_human", question=question, options=["yes", "no"])
         if last.call_id == "plan":
             if not last.text.lower().rstrip(".").endswith("yes"):
-                return AssistantTurn(text=f"Stopped before any work: {last.text}")
+                return AssistantTurn(text=f"Plan rejected, so nothing was changed: {last.text}")
             spec = (
                 f"Record this request in {path} and commit it.\nTitle: {title}\n\n"
                 f"<issue>\n{body}\n</issue>\n\nAcceptance: {path} exists and quotes the request."

@@ -233,6 +233,50 @@ CREATE TABLE job_sources (
 ALTER TABLE jobs ADD COLUMN ready INTEGER NOT NULL DEFAULT 1;
 """
 
+# Waiting is a fact too: a conversation whose model is overloaded, or a job GitHub asked to
+# slow down, waits `until` a time in the store, not in a sleeping task, and its outage
+# counts from `since`. A job branch is unique in its repository, not across the store
+# (issue #1 of two repositories may share a title). A failure may be the job's workspace.
+WAITS_AND_WORKSPACE_KEYS = """
+CREATE TABLE waits (
+    wait_key    TEXT PRIMARY KEY,
+    job_id      INTEGER REFERENCES jobs (job_id),
+    kind        TEXT NOT NULL CHECK (kind IN ('model', 'forge')),
+    reason      TEXT NOT NULL,
+    since       REAL NOT NULL,
+    until       REAL NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX waits_by_job ON waits (job_id);
+
+CREATE TABLE job_workspaces_new (
+    job_id      INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    mirror      TEXT NOT NULL,
+    branch      TEXT NOT NULL,
+    base        TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    removed     INTEGER NOT NULL DEFAULT 0,
+    repo        TEXT,
+    UNIQUE (mirror, branch)
+);
+INSERT INTO job_workspaces_new (job_id, mirror, branch, base, path, removed, repo)
+    SELECT job_id, mirror, branch, base, path, removed, repo FROM job_workspaces;
+DROP TABLE job_workspaces;
+ALTER TABLE job_workspaces_new RENAME TO job_workspaces;
+
+CREATE TABLE failures_new (
+    failure_key TEXT PRIMARY KEY,
+    job_id      INTEGER REFERENCES jobs (job_id),
+    kind        TEXT NOT NULL CHECK (kind IN ('conversation', 'delivery', 'workspace')),
+    reason      TEXT NOT NULL,
+    failed_at   REAL NOT NULL
+);
+INSERT INTO failures_new SELECT failure_key, job_id, kind, reason, failed_at FROM failures;
+DROP TABLE failures;
+ALTER TABLE failures_new RENAME TO failures;
+CREATE INDEX failures_by_job ON failures (job_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -240,4 +284,5 @@ MIGRATIONS: tuple[str, ...] = (
     FORGE,
     JOB_REPOSITORIES,
     JOB_PROJECTS_AND_FAILURES,
+    WAITS_AND_WORKSPACE_KEYS,
 )

@@ -158,14 +158,18 @@ class Workspace:
         space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree")
         async with self._lock(repo):
             await add_worktree(repo, space.path, f"refs/heads/{branch}")
-        await self.store.write(
-            lambda tx: tx.execute(
-                "INSERT OR IGNORE INTO job_workspaces (job_id, mirror, repo, branch, base, path)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (job_id, str(mirror), str(repo), branch, space.base, str(space.path)),
+        holder = await self.store.write(lambda tx: _record_job(tx, space))
+        if holder is not None:
+            raise GitError(
+                f"cannot start job {job_id}: its branch {branch!r} belongs to job {holder} "
+                f"of the same repository"
             )
-        )
         return space
+
+    async def has_commits(self, space: JobSpace) -> bool:
+        """Whether the job branch moved past the commit the job started from."""
+        head = await rev(space.repo, f"refs/heads/{space.branch}")
+        return head is not None and head != space.base
 
     async def reopen(self, space: JobSpace) -> JobSpace:
         """Bring back the worktree of a recorded job (after a restart or a close)."""
@@ -486,3 +490,26 @@ def _marker_regions(text: str) -> str:
         out.append(f"{index + 1:>5}  {lines[index]}")
         previous = index
     return "\n".join(out) or "(no conflict markers: a rename, delete or binary conflict)"
+
+
+def _record_job(tx: Tx, space: JobSpace) -> int | None:
+    """Record a job's workspace; the job already holding its branch in its repository, if any."""
+    holder = tx.execute(
+        "SELECT job_id FROM job_workspaces WHERE mirror = ? AND branch = ? AND job_id != ?",
+        (str(space.mirror), space.branch, space.job_id),
+    ).fetchone()
+    if holder is not None:
+        return int(holder[0])
+    tx.execute(
+        "INSERT INTO job_workspaces (job_id, mirror, repo, branch, base, path)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+        (
+            space.job_id,
+            str(space.mirror),
+            str(space.repo),
+            space.branch,
+            space.base,
+            str(space.path),
+        ),
+    )
+    return None
