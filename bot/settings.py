@@ -27,7 +27,8 @@ class Settings:
     allowed_bots: frozenset[str] = frozenset()
     insecure_no_signature: bool = False
     write_interval_s: float = 1.0
-    status_interval_s: float = 10.0
+    status_interval_s: float = 10.0  # how often the App looks at its active jobs
+    progress_interval_s: float = 60.0  # the least time between edits for progress alone
     body_timeout_s: float = 10.0
     max_connections: int = 128  # about 0.55 MB each while a body streams in: RSS stays < 200 MB
 
@@ -61,6 +62,7 @@ class Settings:
             insecure_no_signature=insecure,
             write_interval_s=_seconds(environ, "TEAPARTY_GITHUB_WRITE_INTERVAL", 1.0),
             status_interval_s=_seconds(environ, "TEAPARTY_STATUS_INTERVAL", 10.0),
+            progress_interval_s=_seconds(environ, "TEAPARTY_PROGRESS_INTERVAL", 60.0),
             body_timeout_s=_seconds(environ, "TEAPARTY_BODY_TIMEOUT", 10.0, low=0.1),
             max_connections=_count(environ, "TEAPARTY_MAX_CONNECTIONS", 128),
         )

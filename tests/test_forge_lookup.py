@@ -61,7 +61,7 @@ async def test_a_planted_marker_is_not_the_apps_comment(hub: FakeGitHub, github:
     await hub.comment_as(OWNER, REPO, number, "mallory", f"{marker('job:1')}\nI am the App")
     assert await find_comment(gh, me, OWNER, REPO, number, "job:1") is None
 
-    mine = await gh.comment(OWNER, REPO, number, f"{marker('job:1')}\nTracking")
+    mine = await gh.comment(OWNER, REPO, number, f"{marker('job:1')}\nTracking", identity=me)
     await hub.comment_as(OWNER, REPO, number, "alice", f"> {marker('job:1')}\n> Tracking\n\nok")
     found = await find_comment(gh, me, OWNER, REPO, number, "job:1")
     assert found is not None
@@ -75,7 +75,8 @@ async def test_a_recorded_comment_is_the_apps_whatever_token_it_now_uses(
 ) -> None:
     gh = await github.installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
-    mine = await gh.comment(OWNER, REPO, number, f"{marker('gate:4')}\nQuestion")
+    me = await github.identity()
+    mine = await gh.comment(OWNER, REPO, number, f"{marker('gate:4')}\nQuestion", identity=me)
     assert await find_comment(gh, ACTIONS, OWNER, REPO, number, "gate:4") is None
     recorded = frozenset({str(mine["id"])})
     found = await find_comment(gh, ACTIONS, OWNER, REPO, number, "gate:4", recorded=recorded)
@@ -96,7 +97,7 @@ async def test_a_pull_request_from_the_apps_branch_is_the_apps_only_if_it_opened
     assert await find_pull(gh, me, OWNER, REPO, "teaparty/job-1-x") is None
 
     opened = await gh.create_pull(
-        OWNER, REPO, title="App", head="teaparty/job-2-y", base="main", body=""
+        OWNER, REPO, title="App", head="teaparty/job-2-y", base="main", body="", identity=me
     )
     found = await find_pull(gh, me, OWNER, REPO, "teaparty/job-2-y")
     assert found is not None

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 from app_harness import APP_ID
+from fakehub_support import push_branch
 
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, RateLimitedError
 from bot.fakehub.hub import FakeGitHub
-from bot.github.client import GitHubApp
+from bot.github.client import GitHubApp, Identity
+from bot.github.tracking import marker
 
 OWNER, REPO = "octo", "widgets"
 PEM = private_key_pem()
+ME = Identity("teaparty-demo[bot]", APP_ID)
+
+
+def note(text: str) -> str:
+    """A comment body as the App writes one: its marker first."""
+    return f"{marker('test')}\n{text}"
 
 
 class Clock:
@@ -85,10 +94,10 @@ async def test_a_502_is_retried_with_backoff_then_succeeds(hub: FakeGitHub) -> N
     gh = await app_for(hub, clock).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     hub.fail_next("POST", r"/issues/\d+/comments$", 502, times=2)
-    created = await gh.comment(OWNER, REPO, number, "hello")
-    assert created["body"] == "hello"
+    created = await gh.comment(OWNER, REPO, number, note("hello"), identity=ME)
+    assert created["body"] == note("hello")
     assert clock.slept == [1.0, 2.0]
-    assert [c.body for c in hub.comments(OWNER, REPO, number)] == ["hello"]
+    assert [c.body for c in hub.comments(OWNER, REPO, number)] == [note("hello")]
 
 
 async def test_a_secondary_rate_limit_waits_for_retry_after(hub: FakeGitHub) -> None:
@@ -102,7 +111,7 @@ async def test_a_secondary_rate_limit_waits_for_retry_after(hub: FakeGitHub) -> 
         headers={"retry-after": "7"},
         body={"message": "You have exceeded a secondary rate limit. Please wait a few minutes."},
     )
-    await gh.comment(OWNER, REPO, number, "hello")
+    await gh.comment(OWNER, REPO, number, note("hello"), identity=ME)
     assert clock.slept == [7.0]
     assert len(hub.comments(OWNER, REPO, number)) == 1
 
@@ -128,7 +137,7 @@ async def test_a_4xx_fails_at_once_naming_the_request(hub: FakeGitHub) -> None:
     clock = Clock()
     gh = await app_for(hub, clock).installation(1)
     with pytest.raises(GitHubError, match=r"POST /repos/octo/widgets/issues/999/comments.*404"):
-        await gh.comment(OWNER, REPO, 999, "hello")
+        await gh.comment(OWNER, REPO, 999, note("hello"), identity=ME)
     assert clock.slept == []
 
 
@@ -137,7 +146,7 @@ async def test_writes_are_spaced_as_github_asks(hub: FakeGitHub) -> None:
     gh = await app_for(hub, clock, write_interval_s=1.0).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     for text in ("one", "two", "three"):
-        await gh.comment(OWNER, REPO, number, text)
+        await gh.comment(OWNER, REPO, number, note(text), identity=ME)
     assert clock.slept == [1.0, 1.0, 1.0]  # the token POST, then each comment a second apart
 
 
@@ -162,3 +171,89 @@ async def test_every_request_shares_one_connection_pool_closed_once(hub: FakeGit
     assert transport.closed == 0  # githubkit's per-request clients leave the pool open
     await github.aclose()
     assert transport.closed == 1
+
+
+# -- a 5xx on a write is "maybe applied": each write happens once ---------------------------
+
+
+def requests_to(hub: FakeGitHub, method: str, pattern: str) -> int:
+    return sum(r.method == method and re.search(pattern, r.path) is not None for r in hub.requests)
+
+
+async def test_a_comment_github_made_before_answering_502_is_not_posted_again(
+    hub: FakeGitHub,
+) -> None:
+    clock = Clock()
+    gh = await app_for(hub, clock).installation(1)
+    number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
+    hub.fail_next("POST", r"/issues/\d+/comments$", 502, apply=True)
+    created = await gh.comment(OWNER, REPO, number, note("hello"), identity=ME)
+    assert [c.body for c in hub.comments(OWNER, REPO, number)] == [note("hello")]
+    assert created["id"] == hub.comments(OWNER, REPO, number)[0].comment_id
+    assert requests_to(hub, "POST", r"/comments$") == 1
+    assert hub.violations == []
+
+
+async def test_someone_elses_comment_with_the_marker_does_not_stand_for_a_failed_one(
+    hub: FakeGitHub,
+) -> None:
+    gh = await app_for(hub, Clock()).installation(1)
+    number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
+    await hub.comment_as(OWNER, REPO, number, "mallory", note("planted"))
+    hub.fail_next("POST", r"/issues/\d+/comments$", 502)  # not applied
+    created = await gh.comment(OWNER, REPO, number, note("hello"), identity=ME)
+    assert created["user"]["login"] == ME.login
+    assert [c.author for c in hub.comments(OWNER, REPO, number)] == ["mallory", ME.login]
+
+
+async def test_a_comment_without_the_apps_marker_is_refused_before_any_request(
+    hub: FakeGitHub,
+) -> None:
+    gh = await app_for(hub, Clock()).installation(1)
+    before = len(hub.requests)
+    with pytest.raises(ValueError, match="marker"):
+        await gh.comment(OWNER, REPO, 1, "no marker here", identity=ME)
+    assert len(hub.requests) == before
+
+
+async def test_an_edit_and_a_reaction_that_answered_502_are_repeated_harmlessly(
+    hub: FakeGitHub,
+) -> None:
+    gh = await app_for(hub, Clock()).installation(1)
+    number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
+    posted = await gh.comment(OWNER, REPO, number, note("one"), identity=ME)
+    hub.fail_next("PATCH", r"/issues/comments/\d+$", 502, apply=True)
+    await gh.edit_comment(OWNER, REPO, int(posted["id"]), note("two"))
+    hub.fail_next("POST", r"/issues/\d+/reactions$", 502, apply=True)
+    await gh.react_eyes(OWNER, REPO, number)
+    assert [c.body for c in hub.comments(OWNER, REPO, number)] == [note("two")]
+    assert [r.content for r in hub.reactions(OWNER, REPO, number)] == ["eyes"]
+    assert hub.violations == []
+
+
+async def test_a_pull_request_github_opened_before_answering_502_is_not_opened_again(
+    hub: FakeGitHub, tmp_path: Path
+) -> None:
+    gh = await app_for(hub, Clock()).installation(1)
+    push_branch(hub, tmp_path / "work", "teaparty/job-1-x", {"a.txt": "a"})
+    hub.fail_next("POST", r"/pulls$", 502, apply=True)
+    opened = await gh.create_pull(
+        OWNER, REPO, title="T", head="teaparty/job-1-x", base="main", body="B", identity=ME
+    )
+    assert [p.number for p in hub.pulls(OWNER, REPO)] == [opened["number"]]
+    hub.fail_next("PATCH", r"/pulls/\d+$", 502, apply=True)
+    await gh.update_pull(OWNER, REPO, int(opened["number"]), title="T2", body="B2")
+    assert [p.title for p in hub.pulls(OWNER, REPO)] == ["T2"]
+    assert requests_to(hub, "POST", r"/pulls$") == 1
+    assert hub.violations == []
+
+
+async def test_a_write_that_keeps_failing_says_it_may_have_been_applied(hub: FakeGitHub) -> None:
+    clock = Clock()
+    gh = await app_for(hub, clock).installation(1)
+    number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
+    hub.fail_next("POST", r"/issues/\d+/comments$", 502, times=5)
+    with pytest.raises(GitHubError, match="502"):
+        await gh.comment(OWNER, REPO, number, note("hello"), identity=ME)
+    assert requests_to(hub, "GET", r"/comments$") == 4  # looked for it before each retry
+    assert hub.comments(OWNER, REPO, number) == []

@@ -3,9 +3,15 @@
 githubkit does the HTTP and the JWT; its own retries are off so that rate limits and 5xx
 are handled here with an injected sleep: a 5xx or a dropped connection is retried with
 backoff, a rate limit waits for `retry-after` or `x-ratelimit-reset` when that is short and
-otherwise raises RateLimitedError so the delivery is retried after the reset. Responses are
+otherwise raises RateLimitedError so the work is retried after the reset. Responses are
 read as plain JSON (githubkit's strict models reject real responses; see GITHUBKIT.md),
 and mutating requests are spaced by `write_interval_s`, as GitHub asks of integrations.
+
+A 5xx or a lost connection on a write means "maybe applied": GitHub may have made the
+comment or the pull request and failed to say so. A write that is not idempotent (a new
+comment, a new pull request) therefore names how to find its effect, and before each retry
+that lookup runs; what it finds is the write's result. Edits and reactions are idempotent
+and simply repeated.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,6 +45,8 @@ Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 Json = Any
 Call = Callable[[GitHub[Any]], Awaitable[Response[Any]]]
+Effect = Callable[[], Awaitable[Json | None]]
+_MARKER = re.compile(r"<!-- teaparty:[^>]*? -->")
 
 
 @dataclass(frozen=True)
@@ -151,9 +160,20 @@ class GitHubApp:
             self._clients[installation_id] = known
         return Installation(self, known[1], installation_id)
 
-    async def call(self, gh: GitHub[Any], call: Call, *, write: bool = False) -> Json:
-        """Run one request with retries; its JSON body (None for an empty one)."""
+    async def call(
+        self, gh: GitHub[Any], call: Call, *, write: bool = False, effect: Effect | None = None
+    ) -> Json:
+        """Run one request with retries; its JSON body (None for an empty one).
+
+        `effect` finds what a non-idempotent write made: after a 5xx or a lost connection it
+        is looked for before the write is tried again, and returned if found.
+        """
+        maybe_applied = False
         for attempt in range(RETRIES + 1):
+            if maybe_applied and effect is not None and (found := await effect()) is not None:
+                log.warning("GitHub failed a write that took effect; using what it made")
+                return found
+            maybe_applied = False
             if write:
                 await self._pace()
             try:
@@ -175,10 +195,12 @@ class GitHubApp:
                 if status < 500 or attempt == RETRIES:
                     raise _failed(exc) from None
                 log.warning("GitHub answered %d; retry %d of %d", status, attempt + 1, RETRIES)
+                maybe_applied = write
             except RequestError as exc:
                 if attempt == RETRIES:
                     raise GitHubError(f"GitHub unreachable: {exc}") from None
                 log.warning("GitHub unreachable (%s); retry %d of %d", exc, attempt + 1, RETRIES)
+                maybe_applied = write
             await self._sleep(float(2**attempt))
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -253,8 +275,8 @@ class Installation:
     async def _get(self, call: Call) -> Json:
         return await self.app.call(self.gh, call)
 
-    async def _write(self, call: Call) -> Json:
-        return await self.app.call(self.gh, call, write=True)
+    async def _write(self, call: Call, *, effect: Effect | None = None) -> Json:
+        return await self.app.call(self.gh, call, write=True, effect=effect)
 
     async def permission(self, owner: str, repo: str, login: str) -> str:
         """`admin`, `write`, `read` or `none`: GitHub maps `maintain` to `write` (custom
@@ -300,11 +322,48 @@ class Installation:
                 return found
             page += 1
 
-    async def comment(self, owner: str, repo: str, number: int, body: str) -> Json:
-        """Post a new comment; the created comment."""
+    async def comment(
+        self, owner: str, repo: str, number: int, body: str, *, identity: Identity
+    ) -> Json:
+        """Post a new comment, once; the created comment.
+
+        The body carries the App's marker, and a write that failed is looked for by it (and
+        by `identity`, its author) before it is tried again.
+        """
+        found = _MARKER.search(body)
+        if found is None:
+            raise ValueError("a comment the App posts carries its hidden marker")
+        wanted = found[0]
+
+        async def effect() -> Json | None:
+            return await self.find_comment(owner, repo, number, wanted, identity)
+
         return await self._write(
-            lambda gh: gh.rest.issues.async_create_comment(owner, repo, number, body=body)
+            lambda gh: gh.rest.issues.async_create_comment(owner, repo, number, body=body),
+            effect=effect,
         )
+
+    async def find_comment(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        wanted: str,
+        identity: Identity,
+        *,
+        recorded: frozenset[str] = frozenset(),
+    ) -> Json | None:
+        """The App's comment on an issue that bears the marker `wanted`, or None.
+
+        It is the App's when `identity` wrote it or its id is one the App recorded; a marker
+        in anyone else's comment (planted, or quoted) does not make it the App's.
+        """
+        for comment in await self.comments(owner, repo, number):
+            if wanted in str(comment.get("body")) and (
+                str(comment.get("id")) in recorded or identity.wrote(comment)
+            ):
+                return comment
+        return None
 
     async def edit_comment(self, owner: str, repo: str, comment_id: int, body: str) -> Json:
         """Replace a comment's body."""
@@ -320,14 +379,34 @@ class Installation:
         return list(pulls)
 
     async def create_pull(
-        self, owner: str, repo: str, *, title: str, head: str, base: str, body: str
+        self,
+        owner: str,
+        repo: str,
+        *,
+        title: str,
+        head: str,
+        base: str,
+        body: str,
+        identity: Identity,
     ) -> Json:
-        """Open a pull request."""
+        """Open a pull request; after a failed attempt, the one `identity` opened from `head`."""
+
+        async def effect() -> Json | None:
+            return await self.find_pull(owner, repo, head, identity)
+
         return await self._write(
             lambda gh: gh.rest.pulls.async_create(
                 owner, repo, title=title, head=head, base=base, body=body
-            )
+            ),
+            effect=effect,
         )
+
+    async def find_pull(
+        self, owner: str, repo: str, branch: str, identity: Identity
+    ) -> Json | None:
+        """The open pull request `identity` opened from `branch` of `owner/repo`, or None."""
+        pulls = await self.open_pulls(owner, repo, head=f"{owner}:{branch}")
+        return next((pull for pull in pulls if identity.opened(pull)), None)
 
     async def update_pull(
         self, owner: str, repo: str, number: int, *, title: str, body: str

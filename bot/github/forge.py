@@ -5,19 +5,23 @@ stable key once made, and looked up by its hidden marker (or its branch, for the
 request) before it is made, so a crash between creating and recording never makes a
 second one. A lookup accepts only what the App wrote: authored by its `Identity` (or an id
 it recorded); anyone can write a marker, so a planted one is never adopted. What agents
-wrote is posted through `Outbound`.
+wrote is posted through `Outbound`. A rate limit GitHub asks the App to wait out is a
+`ForgeWaitError`: the job waits, in the store, and nothing fails.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 
-from bot.errors import BotError, GitHubError
-from bot.github.client import GitHubApp, Identity, Installation, Json
+from bot.errors import BotError, GitHubError, RateLimitedError
+from bot.github.client import Clock, GitHubApp, Identity, Installation, Json
 from bot.github.outbound import Outbound
 from bot.github.tracking import (
     failure_body,
@@ -26,10 +30,9 @@ from bot.github.tracking import (
     pull_body,
     tracking_body,
 )
-from orchestrator.api import ForgeError, Gate, JobHandle, JobStatus, Office, now
+from orchestrator.api import ForgeError, ForgeWaitError, Gate, JobHandle, JobStatus, Office
 
 log = logging.getLogger(__name__)
-URGENT = frozenset({"waiting", "delivering", "done", "failed"})
 
 
 @dataclass(frozen=True)
@@ -75,15 +78,17 @@ class GitHubForge:
         subject: Subject,
         *,
         server_url: str,
-        status_interval_s: float,
         identity: Identity,
+        progress_interval_s: float = 60.0,
+        clock: Clock = time.time,
     ) -> None:
         self.app = app
         self.office = office
         self.records = office.records
         self.subject = subject
         self.server_url = server_url.rstrip("/")
-        self.status_interval_s = status_interval_s
+        self.progress_interval_s = progress_interval_s
+        self.clock = clock
         self.identity = identity
         self.agent = Outbound(subject.owner, subject.repo, subject.number, self.server_url)
 
@@ -96,6 +101,10 @@ class GitHubForge:
 
     async def show(self, status: JobStatus) -> None:
         """Create the tracking comment once, then edit it when what it says changes."""
+        with _waits():
+            await self._show(status)
+
+    async def _show(self, status: JobStatus) -> None:
         if status.link is None and (pull := await self._known(status.job_id, "pull")):
             status = replace(status, link=pull[0])
         body = tracking_body(
@@ -106,21 +115,27 @@ class GitHubForge:
         )
         key = "tracking"
         known = await self._known(status.job_id, key)
-        digest = _digest(body)
+        phase, headline = _headline(status)
+        digest = f"{phase}:{headline}"
         if known is not None:
             comment_id, old_digest, updated_at = known
             if old_digest == digest:
-                return
-            if status.state not in URGENT and now() - updated_at < self.status_interval_s:
-                return  # coalesce progress edits; the next sync (or the final one) catches up
+                return  # only the step, the tokens or the cost moved: shown with the next edit
+            progress_only = old_digest.split(":", 1)[0] == phase
+            if progress_only and self.clock() - updated_at < self.progress_interval_s:
+                return  # coalesced: a later sync (or the next phase) shows it
             gh = await self._gh()
             await gh.edit_comment(self.subject.owner, self.subject.repo, int(comment_id), body)
             await self._record(status.job_id, key, comment_id, digest)
             return
-        await self._post_once(status.job_id, key, f"job:{status.job_id}", body)
+        await self._post_once(status.job_id, key, f"job:{status.job_id}", body, digest=digest)
 
     async def ask(self, status: JobStatus, gate: Gate) -> None:
         """Post a gate's question as its own comment, once."""
+        with _waits():
+            await self._ask(status, gate)
+
+    async def _ask(self, status: JobStatus, gate: Gate) -> None:
         key = f"gate:{gate.gate_id}"
         if await self._known(status.job_id, key) is not None:
             return
@@ -132,7 +147,11 @@ class GitHubForge:
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Update the tracking comment and say once per distinct error what failed."""
-        await self.show(status)
+        with _waits():
+            await self._fail(status, error)
+
+    async def _fail(self, status: JobStatus, error: str) -> None:
+        await self._show(status)
         key = f"failure:{_digest(error)[:12]}"
         if await self._known(status.job_id, key) is None:
             body = failure_body(
@@ -142,12 +161,16 @@ class GitHubForge:
 
     async def credentials(self) -> str:
         """The header git sends to the repository: a fresh installation token's."""
-        return git_credentials(await self.app.token(self.subject.installation_id))
+        with _waits():
+            return git_credentials(await self.app.token(self.subject.installation_id))
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
         """Push the job branch, then open its pull request or update the open one."""
         try:
-            return await self._deliver(status, job)
+            with _waits():
+                return await self._deliver(status, job)
+        except ForgeWaitError:
+            raise
         except BotError as exc:
             raise ForgeError(str(exc)) from exc
 
@@ -157,34 +180,39 @@ class GitHubForge:
         suffix = f" (#{self.subject.number})"
         title = self.agent.inline(self.subject.title, limit=250 - len(suffix)) + suffix
         body = pull_body(status, agent=self.agent)
-        pull = await self._pull(gh, job.space.branch)
-        if pull is None:
-            pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
-        else:
-            pull = await gh.update_pull(
-                self.subject.owner, self.subject.repo, int(pull["number"]), title=title, body=body
-            )
+        pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
         await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
         return str(pull["html_url"])
 
-    async def _pull(self, gh: Installation, branch: str) -> Json | None:
-        return await find_pull(gh, self.identity, self.subject.owner, self.subject.repo, branch)
-
     async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:
+        """Open the pull request; if the App's is open already (a retry, a later round),
+        bring its title and body up to date instead."""
         s = self.subject
         try:
             return await gh.create_pull(
-                s.owner, s.repo, title=title, head=branch, base=s.default_branch, body=body
+                s.owner,
+                s.repo,
+                title=title,
+                head=branch,
+                base=s.default_branch,
+                body=body,
+                identity=self.identity,
             )
-        except GitHubError as exc:  # opened meanwhile by another attempt: use that one
+        except GitHubError as exc:
             if exc.status != 422 or "already exists" not in str(exc):
                 raise
             pull = await find_pull(gh, self.identity, s.owner, s.repo, branch)
             if pull is None:  # someone else's pull request from our branch is not adopted
                 raise
-            return pull
+            if (pull.get("title"), pull.get("body")) == (title, body):
+                return pull
+            return await gh.update_pull(
+                s.owner, s.repo, int(pull["number"]), title=title, body=body
+            )
 
-    async def _post_once(self, job_id: int, key: str, marker_key: str, body: str) -> str:
+    async def _post_once(
+        self, job_id: int, key: str, marker_key: str, body: str, *, digest: str | None = None
+    ) -> str:
         """Find the App's comment bearing the marker, or post it; record it either way."""
         gh = await self._gh()
         s = self.subject
@@ -197,8 +225,9 @@ class GitHubForge:
             if str(found.get("body")) != body:
                 await gh.edit_comment(s.owner, s.repo, int(comment_id), body)
         else:
-            comment_id = str((await gh.comment(s.owner, s.repo, s.number, body))["id"])
-        await self._record(job_id, key, comment_id, _digest(body))
+            posted = await gh.comment(s.owner, s.repo, s.number, body, identity=self.identity)
+            comment_id = str(posted["id"])
+        await self._record(job_id, key, comment_id, digest or _digest(body))
         return comment_id
 
     async def _known(self, job_id: int, key: str) -> tuple[str, str, float] | None:
@@ -209,7 +238,7 @@ class GitHubForge:
         return await self.records.forge_object_ids(job_id)
 
     async def _record(self, job_id: int, key: str, external_id: str, digest: str) -> None:
-        await self.records.record_forge_object(job_id, key, external_id, digest)
+        await self.records.record_forge_object(job_id, key, external_id, digest, at=self.clock())
 
     def _branch_url(self, branch: str) -> str | None:
         if not branch or not self.server_url.startswith("http"):
@@ -227,26 +256,53 @@ async def find_comment(
     *,
     recorded: frozenset[str] = frozenset(),
 ) -> Json | None:
-    """The App's comment on an issue bearing the marker of `key`, or None.
-
-    It is the App's when `identity` wrote it or its id is one the App recorded; a marker in
-    anyone else's comment (planted, or quoted from the App's) does not make it the App's.
-    """
-    wanted = marker(key)
-    for comment in await gh.comments(owner, repo, number):
-        if wanted in str(comment.get("body")) and (
-            str(comment.get("id")) in recorded or identity.wrote(comment)
-        ):
-            return comment
-    return None
+    """The App's comment on an issue bearing the marker of `key`, or None (see
+    `Installation.find_comment`: a marker in anyone else's comment is not adopted)."""
+    return await gh.find_comment(owner, repo, number, marker(key), identity, recorded=recorded)
 
 
 async def find_pull(
     gh: Installation, identity: Identity, owner: str, repo: str, branch: str
 ) -> Json | None:
     """The open pull request the App opened from `branch` of `owner/repo`, or None."""
-    pulls = await gh.open_pulls(owner, repo, head=f"{owner}:{branch}")
-    return next((pull for pull in pulls if identity.opened(pull)), None)
+    return await gh.find_pull(owner, repo, branch, identity)
+
+
+def _headline(status: JobStatus) -> tuple[str, str]:
+    """What makes the tracking comment change: its phase (shown at once) and the rest of
+    what a reader acts on (shown at most once per progress interval). The step, the tokens
+    and the cost are not in it: they ride along with the next edit, so how many edits a job
+    costs does not grow with how long its model takes."""
+    tasks = status.tasks
+    finished = bool(tasks) and all(t.state in ("done", "blocked", "cancelled") for t in tasks)
+    phase = "/".join(
+        [
+            status.state,
+            "finished" if finished else "open",
+            "waiting" if status.waiting else "",
+            "linked" if status.link else "",
+        ]
+    )
+    rest = json.dumps(
+        [
+            [(t.number, t.title, t.state in ("done", "blocked"), t.blocked_reason) for t in tasks],
+            status.branch,
+            status.link,
+            status.error,
+            status.waiting,
+            status.result if status.state in ("delivering", "done") else None,
+        ]
+    )
+    return phase, _digest(rest)[:32]
+
+
+@contextlib.contextmanager
+def _waits() -> Iterator[None]:
+    """GitHub's rate limit, as the engine's wait: until its reset, nothing failed."""
+    try:
+        yield
+    except RateLimitedError as exc:
+        raise ForgeWaitError(f"waiting for GitHub: {exc}", retry_at=exc.retry_at) from None
 
 
 def _digest(text: str) -> str:

@@ -54,6 +54,10 @@ def tracking_body(
         lines.append(f"**Branch:** {branch}")
     if status.link:
         lines.append(f"**Pull request:** {status.link}")
+    elif status.state == "done":
+        lines.append("**Pull request:** none: the job changed nothing, so nothing was pushed")
+    if status.waiting:
+        lines.append(f"**Waiting:** {status.waiting}")
     lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
     if status.sandbox:
         warning = "⚠️ " if status.sandbox.startswith("OFF") else ""

@@ -75,7 +75,7 @@ class AppContext:
         gh = await self.installation(repo)
         identity = await self.github.identity()
         if await find_comment(gh, identity, repo.owner, repo.name, number, action.key) is None:
-            await gh.comment(repo.owner, repo.name, number, action.body)
+            await gh.comment(repo.owner, repo.name, number, action.body, identity=identity)
 
     async def _start(self, action: StartJob) -> int:
         subject, project = action.subject, action.project

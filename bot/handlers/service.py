@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from bot.errors import BotError
-from bot.github.client import GitHubApp
+from bot.github.client import Clock, GitHubApp
 from bot.github.forge import GitHubForge, Subject
 from bot.handlers.actions import Outcome
 from bot.handlers.app_context import AppContext
@@ -28,11 +29,14 @@ log = logging.getLogger(__name__)
 class GitHubService:
     """Acts on deliveries for one App installation set, over one Office."""
 
-    def __init__(self, settings: Settings, office: Office, github: GitHubApp) -> None:
+    def __init__(
+        self, settings: Settings, office: Office, github: GitHubApp, *, clock: Clock = time.time
+    ) -> None:
         self.settings = settings
         self.office = office
         self.github = github
-        self.driver = JobDriver(office, self.forge)
+        self.clock = clock
+        self.driver = JobDriver(office, self.forge, clock=clock)
         self.context = AppContext(settings, github, office, self.driver, Repos(office.org))
 
     async def forge(self, job_id: int) -> Forge | None:
@@ -45,7 +49,8 @@ class GitHubService:
             self.office,
             Subject.from_json(subject),
             server_url=self.settings.server_url,
-            status_interval_s=self.settings.status_interval_s,
+            progress_interval_s=self.settings.progress_interval_s,
+            clock=self.clock,
             identity=await self.github.identity(),
         )
 

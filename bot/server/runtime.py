@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from bot.github.client import GitHubApp, Sleep
+from bot.github.client import Clock, GitHubApp, Sleep
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.handlers.service import GitHubService
 from bot.server.endpoint import create_app
@@ -67,12 +68,14 @@ class Runtime:
         env: Mapping[str, str],
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
         scripted: bool = False,
         sandbox: Sandbox | None = None,
     ) -> Runtime:
         """Open the store under the settings' home and wire the App around it.
 
         `sandbox` is how agents are confined; by default, what this host gives (`probe`).
+        `sleep` and `clock` are how GitHub's waits are waited out (tests inject both).
         """
         org = load_organisation(settings.config_dir or shipped_org_dir())
         key_file = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
@@ -94,9 +97,10 @@ class Runtime:
             api_url=settings.api_url,
             transport=transport,
             sleep=sleep,
+            clock=clock,
             write_interval_s=settings.write_interval_s,
         )
-        service = GitHubService(settings, office, github)
+        service = GitHubService(settings, office, github, clock=clock)
         runtime: Runtime
         worker = DeliveryWorker(office.deliveries, service.handle, on_job=lambda j: runtime.kick(j))
         supervisor = Supervisor()
