@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from bot.github.tracking import MARKER_PREFIX
 from bot.serve import model_kind, models
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
+from orchestrator.api import AgentDef, AssistantTurn, Model, ModelRequest
 
 OWNER, REPO, DECIDER, APP_ID = "octo", "demo", "maintainer", 1
 TITLE = "Add a CHANGELOG"
@@ -54,10 +56,13 @@ async def run_demo(
     *,
     limit_s: float = 120.0,
     inspect: Callable[[FakeGitHub], None] = lambda hub: None,
+    model_seconds: float = 0.0,
 ) -> int:
     """The demo in `home` (the stand-in's repositories and the App's state).
 
-    `inspect` sees the stand-in at the end (the benchmark counts its API calls).
+    `inspect` sees the stand-in at the end (the benchmark counts its API calls). With
+    `model_seconds`, each model call takes that long on the App's clock (simulated: the
+    clock jumps, nothing sleeps), as a slow model would.
     """
     pem = private_key_pem()
     port = free_port()
@@ -84,8 +89,13 @@ async def run_demo(
         )
         quiet = {k: v for k, v in env.items() if not k.startswith("GITHUB_")}
         scripted = model_kind(None, quiet) == "scripted"  # it runs no shell: no sandbox needed
+        clock = _Simulated()
         runtime = await Runtime.open(
-            settings, models=models(None, quiet), env=quiet, scripted=scripted
+            settings,
+            models=_slowed(models(None, quiet), clock, model_seconds),
+            env=quiet,
+            scripted=scripted,
+            clock=clock,
         )
         app_server = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
         running = asyncio.create_task(runtime.run(app_server))
@@ -107,6 +117,33 @@ async def run_demo(
             with contextlib.suppress(asyncio.CancelledError):
                 await running
             await runtime.close()
+
+
+class _Simulated:
+    """Real time plus whatever simulated model calls took."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+def _slowed(
+    models: Callable[[AgentDef], Model], clock: _Simulated, seconds: float
+) -> Callable[[AgentDef], Model]:
+    if seconds <= 0:
+        return models
+
+    class Slow:
+        def __init__(self, model: Model) -> None:
+            self.model = model
+
+        async def complete(self, request: ModelRequest) -> AssistantTurn:
+            clock.offset += seconds
+            return await self.model.complete(request)
+
+    return lambda agent: Slow(models(agent))
 
 
 async def _story(hub: FakeGitHub) -> int:

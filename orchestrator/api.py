@@ -14,6 +14,7 @@ from __future__ import annotations
 from orchestrator.bus.events import Event, GateAsked, JobStarted, StateChanged, UsageRecorded
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
+from orchestrator.bus.messages import AssistantTurn
 from orchestrator.config import (
     AgentDef,
     Organisation,
@@ -76,6 +77,7 @@ __all__ = [
     "Model",
     "ModelKind",
     "ModelRequest",
+    "AssistantTurn",
     "Office",
     "OrchestratorError",
     "Organisation",

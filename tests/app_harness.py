@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -149,10 +150,11 @@ async def in_process(
     port: int,
     sandbox: Sandbox,
     scripted: bool = True,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[Runtime]:
     """`teaparty serve`'s runtime in this process, serving webhooks on `port`; closed after."""
     runtime = await Runtime.open(
-        settings, models=models, env={}, scripted=scripted, sandbox=sandbox
+        settings, models=models, env={}, scripted=scripted, sandbox=sandbox, clock=clock
     )
     app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
     running = asyncio.create_task(runtime.run(app))

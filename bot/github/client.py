@@ -47,6 +47,7 @@ Json = Any
 Call = Callable[[GitHub[Any]], Awaitable[Response[Any]]]
 Effect = Callable[[], Awaitable[Json | None]]
 _MARKER = re.compile(r"<!-- teaparty:[^>]*? -->")
+_NEXT_CURSOR = re.compile(r"[?&]cursor=([^&>]+)[^>]*>;\s*rel=\"next\"")
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,27 @@ class GitHubApp:
                 self._tokens[installation_id] = cached
             return cached.value
 
+    async def deliveries(self, *, cursor: str | None = None) -> tuple[list[Json], str | None]:
+        """One page of the App's webhook delivery attempts, newest first, and the next cursor."""
+        headers: dict[str, str] = {}
+
+        def listed(gh: GitHub[Any]) -> Awaitable[Response[Any]]:
+            if cursor is None:  # githubkit would send an empty cursor, which GitHub refuses
+                return gh.rest.apps.async_list_webhook_deliveries(per_page=100)
+            return gh.rest.apps.async_list_webhook_deliveries(per_page=100, cursor=cursor)
+
+        page = await self.call(self._app, listed, headers=headers)
+        found = _NEXT_CURSOR.search(headers.get("link", ""))
+        return list(page or []), found[1] if found else None
+
+    async def redeliver(self, attempt_id: int) -> None:
+        """Ask GitHub to send a delivery attempt again (same X-GitHub-Delivery id)."""
+        await self.call(
+            self._app,
+            lambda gh: gh.rest.apps.async_redeliver_webhook_delivery(attempt_id),
+            write=True,
+        )
+
     async def installation(self, installation_id: int) -> Installation:
         """A client acting as one installation."""
         token = await self.token(installation_id)
@@ -161,24 +183,27 @@ class GitHubApp:
         return Installation(self, known[1], installation_id)
 
     async def call(
-        self, gh: GitHub[Any], call: Call, *, write: bool = False, effect: Effect | None = None
+        self,
+        gh: GitHub[Any],
+        call: Call,
+        *,
+        write: bool = False,
+        effect: Effect | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Json:
         """Run one request with retries; its JSON body (None for an empty one).
 
         `effect` finds what a non-idempotent write made: after a 5xx or a lost connection it
-        is looked for before the write is tried again, and returned if found.
+        is looked for before the write is tried again, and returned if found. `headers`, if
+        given, receives the response's headers (a `Link` to the next page).
         """
         maybe_applied = False
         for attempt in range(RETRIES + 1):
-            if maybe_applied and effect is not None and (found := await effect()) is not None:
-                log.warning("GitHub failed a write that took effect; using what it made")
+            if maybe_applied and (found := await _look(effect)) is not None:
                 return found
             maybe_applied = False
-            if write:
-                await self._pace()
             try:
-                response = await call(gh)
-                return response.json() if response.content else None
+                return await self._send(gh, call, write=write, headers=headers)
             except RateLimitExceeded as exc:
                 wait = exc.retry_after.total_seconds()
                 if wait > MAX_WAIT_S or attempt == RETRIES:
@@ -203,6 +228,16 @@ class GitHubApp:
                 maybe_applied = write
             await self._sleep(float(2**attempt))
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    async def _send(
+        self, gh: GitHub[Any], call: Call, *, write: bool, headers: dict[str, str] | None
+    ) -> Json:
+        if write:
+            await self._pace()
+        response = await call(gh)
+        if headers is not None:
+            headers.update({k.lower(): v for k, v in response.headers.items()})
+        return response.json() if response.content else None
 
     async def _pace(self) -> None:
         async with self._write_lock:
@@ -231,6 +266,14 @@ class _Shared(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         """Keep the pool open: GitHubApp.aclose closes it."""
+
+
+async def _look(effect: Effect | None) -> Json | None:
+    """What a write that failed may have made, if it names how to find it."""
+    found = None if effect is None else await effect()
+    if found is not None:
+        log.warning("GitHub failed a write that took effect; using what it made")
+    return found
 
 
 def _failed(exc: RequestFailed) -> GitHubError:

@@ -270,9 +270,9 @@ async def find_pull(
 
 def _headline(status: JobStatus) -> tuple[str, str]:
     """What makes the tracking comment change: its phase (shown at once) and the rest of
-    what a reader acts on (shown at most once per progress interval). The step, the tokens
-    and the cost are not in it: they ride along with the next edit, so how many edits a job
-    costs does not grow with how long its model takes."""
+    what a reader acts on (shown at most once per progress interval). The step, the branch,
+    the tokens and the cost are not in it: they ride along with the next edit, so how many
+    edits a job costs does not grow with how long its model takes."""
     tasks = status.tasks
     finished = bool(tasks) and all(t.state in ("done", "blocked", "cancelled") for t in tasks)
     phase = "/".join(
@@ -286,7 +286,6 @@ def _headline(status: JobStatus) -> tuple[str, str]:
     rest = json.dumps(
         [
             [(t.number, t.title, t.state in ("done", "blocked"), t.blocked_reason) for t in tasks],
-            status.branch,
             status.link,
             status.error,
             status.waiting,

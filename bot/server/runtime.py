@@ -2,8 +2,10 @@
 
 On start the engine's store says what was under way: each active job the App started gets
 its project and workspace back before the scheduler resumes its conversations, and every
-pending delivery is worked off. Engine events (a turn, a gate, a reply) and a periodic
-sweep sync the jobs they touch, so GitHub shows what the store holds.
+pending delivery is worked off; GitHub is asked again for the deliveries that never arrived
+while the App was down (bot/server/catchup.py), then every ten minutes. Engine events (a
+turn, a gate, a reply) and a periodic sweep sync the jobs they touch, so GitHub shows what
+the store holds.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fastapi import FastAPI
 from bot.github.client import Clock, GitHubApp, Sleep
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.handlers.service import GitHubService
+from bot.server.catchup import CatchUp
 from bot.server.endpoint import create_app
 from bot.server.supervisor import Supervisor
 from bot.server.worker import DeliveryWorker
@@ -58,6 +61,7 @@ class Runtime:
     worker: DeliveryWorker
     app: FastAPI
     supervisor: Supervisor
+    catchup: CatchUp
 
     @classmethod
     async def open(
@@ -111,7 +115,8 @@ class Runtime:
             on_stored=worker.wake,
             workers=lambda: supervisor.health,
         )
-        runtime = cls(settings, office, github, service, worker, app, supervisor)
+        catchup = CatchUp(github, office.deliveries, events=HANDLED_EVENTS, clock=clock)
+        runtime = cls(settings, office, github, service, worker, app, supervisor, catchup)
         return runtime
 
     def __post_init__(self) -> None:
@@ -188,6 +193,7 @@ class Runtime:
         self.supervisor.add("scheduler", self.office.serve)
         self.supervisor.add("deliveries", self.worker.run)
         self.supervisor.add("sweep", self._sweep)
+        self.supervisor.add("catch-up", self.catchup.run)
         supervised = asyncio.create_task(self.supervisor.run(), name="supervisor")
         try:
             if server is None:

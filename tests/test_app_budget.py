@@ -1,0 +1,47 @@
+"""GitHub calls per job do not grow with how long the model takes.
+
+The demo's one-task job runs twice on the App's clock: once with an instant model, once with
+a model whose every call takes a minute (simulated: the App's clock jumps, nothing sleeps),
+about 20 minutes in all. The tracking comment changes on phase changes at once and
+otherwise at most once a minute, so both runs make the same calls.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.demo import run_demo
+from bot.fakehub.hub import FakeGitHub
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def calls(home: Path, model_seconds: float) -> collections.Counter[str]:
+    seen: collections.Counter[str] = collections.Counter()
+
+    def count(hub: FakeGitHub) -> None:
+        seen.update(f"{r.method} {r.operation_id}" for r in hub.requests if r.auth != "none")
+
+    code = await run_demo(
+        home, {"PATH": os.environ["PATH"]}, inspect=count, model_seconds=model_seconds
+    )
+    assert code == 0
+    return seen
+
+
+async def test_a_slow_model_costs_no_more_github_calls_than_an_instant_one(
+    tmp_path: Path,
+) -> None:
+    instant = await calls(tmp_path / "instant", 0.0)
+    slow = await calls(tmp_path / "slow", 60.0)
+    assert slow == instant
+    gate = instant["POST issues/create-comment"] - 1  # one lookup and one comment per gate
+    per_process = (
+        instant["GET apps/get-authenticated"] + instant["GET apps/list-webhook-deliveries"]
+    )
+    per_job = sum(instant.values()) - 2 * gate - per_process  # identity and catch-up: per process
+    assert per_job <= 13, instant
