@@ -138,3 +138,19 @@ class FakeForge:
 
     async def credentials(self) -> str | None:
         return None
+
+
+class SteppingClock:
+    """A clock that moves only when something sleeps on it; no test waits for real."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from app_harness import APP_ID
 from fakehub_support import push_branch
+from fakes import SteppingClock
 
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, RateLimitedError
@@ -27,19 +28,6 @@ def note(text: str) -> str:
     return f"{marker('test')}\n{text}"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
 def hub(tmp_path: Path) -> FakeGitHub:
     hub = FakeGitHub(tmp_path / "hub", app_id=APP_ID, private_key_pem=PEM)
@@ -49,7 +37,7 @@ def hub(tmp_path: Path) -> FakeGitHub:
     return hub
 
 
-def app_for(hub: FakeGitHub, clock: Clock, *, write_interval_s: float = 0.0) -> GitHubApp:
+def app_for(hub: FakeGitHub, clock: SteppingClock, *, write_interval_s: float = 0.0) -> GitHubApp:
     return GitHubApp(
         app_id=str(APP_ID),
         private_key=PEM,
@@ -68,7 +56,7 @@ def minted(hub: FakeGitHub) -> int:
 async def test_the_installation_token_is_minted_once_and_renewed_before_expiry(
     hub: FakeGitHub,
 ) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     github = app_for(hub, clock)
     assert await github.login() == "teaparty-demo[bot]"
     first = await github.installation(1)
@@ -83,14 +71,14 @@ async def test_the_installation_token_is_minted_once_and_renewed_before_expiry(
 
 
 async def test_write_access_follows_githubs_permission_mapping(hub: FakeGitHub) -> None:
-    gh = await app_for(hub, Clock()).installation(1)
+    gh = await app_for(hub, SteppingClock(time.time())).installation(1)
     assert await gh.permission(OWNER, REPO, "alice") == "write"  # maintain maps to write
     assert await gh.permission(OWNER, REPO, "carol") == "read"  # triage maps to read
     assert await gh.file(OWNER, REPO, ".teaparty/project.yaml", ref="main") is None
 
 
 async def test_a_502_is_retried_with_backoff_then_succeeds(hub: FakeGitHub) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     hub.fail_next("POST", r"/issues/\d+/comments$", 502, times=2)
@@ -101,7 +89,7 @@ async def test_a_502_is_retried_with_backoff_then_succeeds(hub: FakeGitHub) -> N
 
 
 async def test_a_secondary_rate_limit_waits_for_retry_after(hub: FakeGitHub) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     hub.fail_next(
@@ -117,7 +105,7 @@ async def test_a_secondary_rate_limit_waits_for_retry_after(hub: FakeGitHub) -> 
 
 
 async def test_a_long_rate_limit_goes_back_to_the_queue(hub: FakeGitHub) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock).installation(1)
     reset = int(clock.now) + 1800
     hub.fail_next(
@@ -134,7 +122,7 @@ async def test_a_long_rate_limit_goes_back_to_the_queue(hub: FakeGitHub) -> None
 
 
 async def test_a_4xx_fails_at_once_naming_the_request(hub: FakeGitHub) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock).installation(1)
     with pytest.raises(GitHubError, match=r"POST /repos/octo/widgets/issues/999/comments.*404"):
         await gh.comment(OWNER, REPO, 999, note("hello"), identity=ME)
@@ -142,7 +130,7 @@ async def test_a_4xx_fails_at_once_naming_the_request(hub: FakeGitHub) -> None:
 
 
 async def test_writes_are_spaced_as_github_asks(hub: FakeGitHub) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock, write_interval_s=1.0).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     for text in ("one", "two", "three"):
@@ -183,7 +171,7 @@ def requests_to(hub: FakeGitHub, method: str, pattern: str) -> int:
 async def test_a_comment_github_made_before_answering_502_is_not_posted_again(
     hub: FakeGitHub,
 ) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     hub.fail_next("POST", r"/issues/\d+/comments$", 502, apply=True)
@@ -197,7 +185,7 @@ async def test_a_comment_github_made_before_answering_502_is_not_posted_again(
 async def test_someone_elses_comment_with_the_marker_does_not_stand_for_a_failed_one(
     hub: FakeGitHub,
 ) -> None:
-    gh = await app_for(hub, Clock()).installation(1)
+    gh = await app_for(hub, SteppingClock(time.time())).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     await hub.comment_as(OWNER, REPO, number, "mallory", note("planted"))
     hub.fail_next("POST", r"/issues/\d+/comments$", 502)  # not applied
@@ -209,7 +197,7 @@ async def test_someone_elses_comment_with_the_marker_does_not_stand_for_a_failed
 async def test_a_comment_without_the_apps_marker_is_refused_before_any_request(
     hub: FakeGitHub,
 ) -> None:
-    gh = await app_for(hub, Clock()).installation(1)
+    gh = await app_for(hub, SteppingClock(time.time())).installation(1)
     before = len(hub.requests)
     with pytest.raises(ValueError, match="marker"):
         await gh.comment(OWNER, REPO, 1, "no marker here", identity=ME)
@@ -219,7 +207,7 @@ async def test_a_comment_without_the_apps_marker_is_refused_before_any_request(
 async def test_an_edit_and_a_reaction_that_answered_502_are_repeated_harmlessly(
     hub: FakeGitHub,
 ) -> None:
-    gh = await app_for(hub, Clock()).installation(1)
+    gh = await app_for(hub, SteppingClock(time.time())).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     posted = await gh.comment(OWNER, REPO, number, note("one"), identity=ME)
     hub.fail_next("PATCH", r"/issues/comments/\d+$", 502, apply=True)
@@ -234,7 +222,7 @@ async def test_an_edit_and_a_reaction_that_answered_502_are_repeated_harmlessly(
 async def test_a_pull_request_github_opened_before_answering_502_is_not_opened_again(
     hub: FakeGitHub, tmp_path: Path
 ) -> None:
-    gh = await app_for(hub, Clock()).installation(1)
+    gh = await app_for(hub, SteppingClock(time.time())).installation(1)
     push_branch(hub, tmp_path / "work", "teaparty/job-1-x", {"a.txt": "a"})
     hub.fail_next("POST", r"/pulls$", 502, apply=True)
     opened = await gh.create_pull(
@@ -249,7 +237,7 @@ async def test_a_pull_request_github_opened_before_answering_502_is_not_opened_a
 
 
 async def test_a_write_that_keeps_failing_says_it_may_have_been_applied(hub: FakeGitHub) -> None:
-    clock = Clock()
+    clock = SteppingClock(time.time())
     gh = await app_for(hub, clock).installation(1)
     number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
     hub.fail_next("POST", r"/issues/\d+/comments$", 502, times=5)

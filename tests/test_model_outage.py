@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from fakes import CODING_LEAD, FunctionModel, StaticAgents, org_router, say
+from fakes import CODING_LEAD, FunctionModel, StaticAgents, SteppingClock, org_router, say
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.scheduler import Outages
@@ -21,22 +21,7 @@ from orchestrator.ports import ModelRequest
 HORIZON = 1800.0
 
 
-class Clock:
-    """A clock that moves only when something sleeps on it."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-def overloaded_until(clock: Clock, back_at: float) -> FunctionModel:
+def overloaded_until(clock: SteppingClock, back_at: float) -> FunctionModel:
     """A model answering 529 until `back_at` (seconds after the clock's start)."""
     start = clock.now
 
@@ -48,8 +33,8 @@ def overloaded_until(clock: Clock, back_at: float) -> FunctionModel:
     return FunctionModel(reply)  # type: ignore[arg-type]
 
 
-async def run(tmp_path: Path, back_at: float) -> tuple[Engine, Clock, str]:
-    clock = Clock()
+async def run(tmp_path: Path, back_at: float) -> tuple[Engine, SteppingClock, str]:
+    clock = SteppingClock(1_000_000.0)
     model = overloaded_until(clock, back_at)
     engine = await Engine.open(tmp_path / "s.db", agents=StaticAgents(model), router=org_router())
     engine.scheduler.outages = Outages(
@@ -90,7 +75,7 @@ async def test_an_outage_past_the_horizon_stops_the_job_saying_why(tmp_path: Pat
 
 
 async def test_a_waiting_conversation_survives_a_restart_and_waits_on(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = SteppingClock(1_000_000.0)
 
     async def forever(seconds: float) -> None:  # the process is stopped while it waits
         await asyncio.Event().wait()

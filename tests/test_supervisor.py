@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 from app_harness import until
+from fakes import SteppingClock
 
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.server.endpoint import create_app
@@ -17,22 +18,6 @@ from bot.server.supervisor import Supervisor
 from bot.server.worker import DeliveryWorker
 from orchestrator.store.deliveries import Delivery, DeliveryQueue
 from orchestrator.store.sqlite import Store
-
-
-class Clock:
-    """A clock the fake sleep moves; no test waits for real."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 class BrokenQueue(DeliveryQueue):
@@ -54,7 +39,7 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 async def test_a_worker_that_dies_once_is_restarted_and_reported() -> None:
-    clock, started = Clock(), asyncio.Event()
+    clock, started = SteppingClock(), asyncio.Event()
     runs = 0
 
     async def flaky() -> None:
@@ -80,7 +65,7 @@ async def test_a_worker_that_dies_once_is_restarted_and_reported() -> None:
 
 
 async def test_restarts_back_off_and_stop_after_five_in_ten_minutes() -> None:
-    clock = Clock()
+    clock = SteppingClock()
 
     async def broken() -> None:
         raise RuntimeError("always")
@@ -95,7 +80,7 @@ async def test_restarts_back_off_and_stop_after_five_in_ten_minutes() -> None:
 
 
 async def test_failures_spread_over_more_than_ten_minutes_keep_restarting() -> None:
-    clock, reached = Clock(), asyncio.Event()
+    clock, reached = SteppingClock(), asyncio.Event()
     runs = 0
 
     async def slow_to_break() -> None:
@@ -119,7 +104,7 @@ async def test_failures_spread_over_more_than_ten_minutes_keep_restarting() -> N
 
 
 async def test_a_delivery_worker_that_keeps_dying_turns_healthz_to_503(store: Store) -> None:
-    clock = Clock()
+    clock = SteppingClock()
     supervisor = Supervisor(sleep=clock.sleep, clock=clock)
     worker = DeliveryWorker(BrokenQueue(store), never)
     supervisor.add("deliveries", worker.run)
