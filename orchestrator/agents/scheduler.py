@@ -63,6 +63,7 @@ class Scheduler:
         self._ready = asyncio.Event()
         self._idle = asyncio.Event()
         self._held: dict[str, asyncio.Task[None]] = {}  # conversations waiting out an outage
+        self._waited: set[str] = set()  # conversations with a wait row, until one runs through
         self.outages = Outages()
         bus.on_wake = self.wake
 
@@ -93,6 +94,7 @@ class Scheduler:
     async def _resume(self) -> None:
         for wait in await self.bus.waits():
             if wait.kind == "model" and wait.wait_key not in self._held:
+                self._waited.add(wait.wait_key)
                 self._hold(wait.wait_key, wait.until)
         self.wake(await self.bus.runnable())
 
@@ -147,7 +149,8 @@ class Scheduler:
             log.exception("conversation %s failed; it waits for a retry", conversation_id)
             await self.bus.record_failure(conversation_id, f"{type(exc).__name__}: {exc}")
         else:
-            if await self.bus.wait_of(conversation_id) is not None:
+            if conversation_id in self._waited:  # known in memory: no read on every run
+                self._waited.discard(conversation_id)
                 await self.bus.end_wait(conversation_id)  # the model is back
 
     async def _outage(self, conversation_id: str, exc: ModelUnavailableError) -> None:
@@ -158,6 +161,7 @@ class Scheduler:
         if at - since >= self.outages.horizon_s:
             minutes = (at - since) / 60
             await self.bus.end_wait(conversation_id)
+            self._waited.discard(conversation_id)
             reason = f"the model stayed unavailable for {minutes:.0f} min: {exc}"
             log.error("conversation %s: %s", conversation_id, reason)
             await self.bus.record_failure(conversation_id, reason)
@@ -169,6 +173,7 @@ class Scheduler:
         await self.bus.wait(
             conversation_id, job_id=None, kind="model", reason=str(exc), at=at, until=until
         )
+        self._waited.add(conversation_id)
         self._hold(conversation_id, until)
 
     async def failures(self, job_id: int | None = None) -> list[Failure]:
