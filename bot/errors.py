@@ -3,6 +3,7 @@
 BotError
  ├── SettingsError      the environment does not describe a working App
  ├── DeliveryError      a webhook delivery refused (carries the HTTP status to answer)
+ ├── NotYetError        a delivery that cannot be decided yet: handled again at `retry_at`
  ├── PayloadError       (bot.handlers.payloads) a payload lacks or mistypes a field we need
  └── GitHubError        a GitHub API call failed for good
       └── RateLimitedError   GitHub asked us to wait longer than we wait in one call
@@ -26,6 +27,15 @@ class DeliveryError(BotError):
         super().__init__(message)
         self.status = status
         self.delivery_id = delivery_id
+
+
+class NotYetError(BotError):
+    """A delivery cannot be decided until something under way is recorded (a question being
+    posted); it is handled again at `retry_at` (epoch seconds), spending no attempt."""
+
+    def __init__(self, message: str, *, retry_at: float) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
 
 
 class GitHubError(BotError):

@@ -29,6 +29,7 @@ from orchestrator.errors import (
     ConfigIssue,
     ForgeError,
     ForgeWaitError,
+    GateClosedError,
     OrchestratorError,
     SandboxError,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "ForgeWaitError",
     "ForgeObject",
     "Gate",
+    "GateClosedError",
     "GateAsked",
     "GitError",
     "JobDriver",

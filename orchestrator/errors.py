@@ -60,6 +60,10 @@ class BusError(OrchestratorError):
     """A conversation operation broke an invariant."""
 
 
+class GateClosedError(BusError):
+    """A gate was answered already, or the answer's source (a comment) answered one before."""
+
+
 class SandboxError(OrchestratorError):
     """Agents' processes cannot run confined here; the message names the cause."""
 

@@ -374,6 +374,38 @@ async def test_ask_human_parks_until_answered_and_the_answer_is_the_tool_result(
     await engine.close()
 
 
+async def test_a_source_answers_one_gate_once(tmp_path: Path, events: list[Event]) -> None:
+    """A comment seen twice (a webhook and a catch-up pass) does not answer the next gate."""
+    from orchestrator.errors import GateClosedError
+
+    questions = [ToolCall(f"q{n}", "ask_human", {"question": f"Q{n}?"}) for n in (1, 2)]
+    model = FunctionModel(lambda request: calls(*questions))  # type: ignore[arg-type]
+    engine = await open_engine(tmp_path, model, events)
+    root = await start(engine)
+    await engine.scheduler.run_until_idle()
+    first, second = await engine.bus.open_gates()
+    assert await engine.bus.answered_from("github:comment:9") is None
+    gate = await engine.bus.answer_gate(
+        first.gate_id, text="yes", answered_by="alice", ref="github:comment:9"
+    )
+    assert gate.answer_ref == "github:comment:9"
+    assert await engine.bus.answered_from("github:comment:9") == first.gate_id
+    with pytest.raises(
+        GateClosedError, match=f"github:comment:9 already answered gate {first.gate_id}"
+    ):
+        await engine.bus.answer_gate(
+            second.gate_id, text="yes", answered_by="alice", ref="github:comment:9"
+        )
+    assert [g.gate_id for g in await engine.bus.open_gates()] == [second.gate_id]
+    await engine.bus.gate_posted(second.gate_id, comment_ref="12", decider="alice")
+    (reopened,) = await engine.bus.open_gates()
+    assert (reopened.comment_ref, reopened.answer_ref) == ("12", None)
+    assert reopened.asked_at > 0
+    await engine.events.drain()
+    assert StateChanged(root, "awaiting_input") in events
+    await engine.close()
+
+
 async def test_what_a_caller_keeps_with_a_job_is_written_with_it_or_not_at_all(
     tmp_path: Path,
 ) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from bot.github.forge import Subject
 from bot.github.tracking import config_error_body, marker, no_sandbox_body, refusal_body
-from bot.handlers.actions import AnswerGate, Ignore, PostOnce, React, Report, StartJob
-from bot.handlers.issue_comment import CommentFacts, decide_comment
+from bot.handlers.actions import AnswerGate, Ignore, Later, PostOnce, React, Report, StartJob
+from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from bot.handlers.issues import LabelFacts, brief, decide_label, no_sandbox
 from bot.handlers.payloads import CommentAdded, LabelAdded, parse_command
 from bot.handlers.repos import (
@@ -28,6 +28,8 @@ Load = Callable[[str], dict[str, Any]]
 OWNER, REPO = "Codertocat", "Hello-World"
 INSTALLATION = 27216354
 KEY = f"github:{OWNER}/{REPO}#1"
+
+COMMENT_ID = 492700400  # issue_comment.created.with-installation.json
 
 
 @pytest.fixture(scope="module")
@@ -195,8 +197,11 @@ def subject(decider: str) -> Subject:
     return Subject(OWNER, REPO, 1, 1, "master", "Spelling", "Codertocat", decider, "teaparty")
 
 
-def gate(gate_id: int) -> Gate:
-    return Gate(gate_id, 7, "c-1", "call-1", "plan", "Go?", ("yes", "no"), "lead", None, None, None)
+def gate(gate_id: int, *, posted: str | None = "100") -> Gate:
+    """A gate of job 7 whose question is the comment `posted` (None: not posted yet)."""
+    return Gate(
+        gate_id, 7, "c-1", "call-1", "plan", "Go?", ("yes", "no"), "lead", None, None, None, posted
+    )
 
 
 def test_a_comment_on_an_issue_without_a_job_is_ignored(payload: Load) -> None:
@@ -226,12 +231,48 @@ def test_only_the_decider_answers(payload: Load) -> None:
 def test_the_deciders_reply_answers_the_oldest_question(payload: Load, login: str) -> None:
     facts = CommentFacts(job("active"), subject("octocat"), gates=(gate(3), gate(5)))
     assert decide_comment(commented(payload, "  yes, go  ", login=login), facts) == (
-        AnswerGate(7, 3, "yes, go", answered_by=login),
+        AnswerGate(7, 3, "yes, go", answered_by=login, ref=comment_ref(COMMENT_ID)),
+    )
+
+
+def test_a_reply_answers_the_oldest_question_posted_before_it(payload: Load) -> None:
+    later = str(COMMENT_ID + 1)
+    facts = CommentFacts(
+        job("active"), subject("Codertocat"), gates=(gate(3, posted=later), gate(5))
+    )
+    assert decide_comment(commented(payload, "ok"), facts) == (
+        AnswerGate(7, 5, "ok", answered_by="Codertocat", ref=comment_ref(COMMENT_ID)),
+    )
+
+
+@pytest.mark.parametrize("posted", [str(COMMENT_ID + 1), "not-a-github-id"])
+def test_a_reply_older_than_every_posted_question_answers_none(
+    payload: Load, posted: str | None
+) -> None:
+    facts = CommentFacts(job("active"), subject("Codertocat"), gates=(gate(3, posted=posted),))
+    assert decide_comment(commented(payload, "ok"), facts) == (
+        Ignore("the comment came before the open question was posted", 7),
+    )
+
+
+def test_a_reply_while_the_question_is_being_posted_is_decided_later(payload: Load) -> None:
+    """GitHub shows the question before the App has recorded it (a 502 after posting)."""
+    facts = CommentFacts(job("active"), subject("Codertocat"), gates=(gate(3, posted=None),))
+    assert decide_comment(commented(payload, "ok"), facts) == (
+        Later("a question of job 7 is being posted"),
+    )
+
+
+def test_a_comment_that_answered_a_gate_answers_nothing_more(payload: Load) -> None:
+    """Seen again (a redelivery, a catch-up pass), it does not answer the next question."""
+    facts = CommentFacts(job("active"), subject("Codertocat"), gates=(gate(5),), answered=3)
+    assert decide_comment(commented(payload, "ok"), facts) == (
+        Ignore(f"comment {COMMENT_ID} answered gate 3", 7),
     )
 
 
 def test_an_empty_reply_is_still_an_answer(payload: Load) -> None:
     facts = CommentFacts(job("active"), subject("Codertocat"), gates=(gate(3),))
     assert decide_comment(commented(payload, " \n "), facts) == (
-        AnswerGate(7, 3, "(empty reply)", answered_by="Codertocat"),
+        AnswerGate(7, 3, "(empty reply)", answered_by="Codertocat", ref=comment_ref(COMMENT_ID)),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.errors import DeliveryError, GitHubError, RateLimitedError
+from bot.errors import DeliveryError, GitHubError, NotYetError, RateLimitedError
 from bot.handlers.payloads import HANDLED_EVENTS, PayloadError
 from bot.server.endpoint import create_app
 from bot.server.webhooks import parse_delivery, signature
@@ -233,6 +233,16 @@ async def test_a_bad_payload_fails_at_once_and_a_rate_limit_waits_without_an_att
     assert (slow.state, slow.attempts) == ("pending", 0)
     due_at = await store.read(inbox.next_due_at)
     assert due_at == 4e9
+
+    undecided = Flaky(NotYetError("a question of job 7 is being posted", retry_at=3e9))
+    worker = DeliveryWorker(DeliveryQueue(store), undecided)
+    await put(store, "early")
+    await worker.drain()
+    early = await store.read(lambda tx: inbox.get(tx, "early"))
+    assert early is not None
+    assert (early.state, early.attempts) == ("pending", 0)
+    assert early.error == "a question of job 7 is being posted"
+    assert await store.read(inbox.next_due_at) == 3e9
 
 
 async def test_a_bug_in_a_handler_is_kept_as_a_failure_and_the_worker_goes_on(

@@ -137,13 +137,16 @@ class GitHubForge:
 
     async def _ask(self, status: JobStatus, gate: Gate) -> None:
         key = f"gate:{gate.gate_id}"
-        if await self._known(status.job_id, key) is not None:
-            return
-        body = gate_body(gate, decider=self.subject.decider, agent=self.agent)
-        comment_id = await self._post_once(status.job_id, key, key, body)
-        await self.office.gate_posted(
-            gate.gate_id, comment_ref=comment_id, decider=self.subject.decider
-        )
+        known = await self._known(status.job_id, key)
+        if known is not None:
+            comment_id = known[0]
+        else:
+            body = gate_body(gate, decider=self.subject.decider, agent=self.agent)
+            comment_id = await self._post_once(status.job_id, key, key, body)
+        if gate.comment_ref != comment_id:  # a crash may have come between post and record
+            await self.office.gate_posted(
+                gate.gate_id, comment_ref=comment_id, decider=self.subject.decider
+            )
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Update the tracking comment and say once per distinct error what failed."""

@@ -3,7 +3,8 @@
 A decision is a tuple of actions, built by a pure function from the delivery's command and
 the facts its handler gathered; `AppContext.perform` carries them out in order on the
 delivery's issue. The last action that says what came of the delivery (`Ignore`, `Report`,
-`StartJob`, `AnswerGate`) gives the outcome the delivery worker logs and stores.
+`StartJob`, `AnswerGate`) gives the outcome the delivery worker logs and stores; `Later`
+puts the delivery back to be decided again.
 """
 
 from __future__ import annotations
@@ -77,9 +78,19 @@ class AnswerGate:
     gate_id: int
     text: str
     answered_by: str
+    ref: str | None = None  # the answering comment, as the store names it
 
 
-Action = Ignore | Report | PostOnce | React | StartJob | AnswerGate
+@dataclass(frozen=True)
+class Later:
+    """Decide again in `after_s` seconds: something under way (a question being posted) is
+    not recorded yet; the delivery waits without spending an attempt."""
+
+    reason: str
+    after_s: float = 5.0
+
+
+Action = Ignore | Report | PostOnce | React | StartJob | AnswerGate | Later
 
 
 def job_key(owner: str, repo: str, number: int) -> str:

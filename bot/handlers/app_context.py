@@ -9,16 +9,18 @@ exists, its failures retried) the way the action says.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bot.errors import BotError
+from bot.errors import BotError, NotYetError
 from bot.github.client import GitHubApp, Installation
 from bot.github.forge import find_comment
 from bot.handlers.actions import (
     Action,
     AnswerGate,
     Ignore,
+    Later,
     Outcome,
     PostOnce,
     React,
@@ -29,7 +31,7 @@ from bot.handlers.actions import (
 from bot.handlers.payloads import Repo, check_owner, check_repo_name
 from bot.handlers.repos import Repos
 from bot.settings import Settings
-from orchestrator.api import JobDriver, JobSource, Office, slug
+from orchestrator.api import GateClosedError, JobDriver, JobSource, Office, slug
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,19 @@ class AppContext:
                     job_id = await self._start(action)
                     outcome = (f"job {job_id}", job_id)
                 case AnswerGate():
-                    gate = await self.office.answer_gate(
-                        action.gate_id, text=action.text, answered_by=action.answered_by
-                    )
-                    outcome = (f"answered gate {gate.gate_id}", action.job_id)
+                    outcome = await self._answer(action)
+                case Later():
+                    raise NotYetError(action.reason, retry_at=time.time() + action.after_s)
         return outcome
+
+    async def _answer(self, action: AnswerGate) -> Outcome:
+        try:
+            gate = await self.office.answer_gate(
+                action.gate_id, text=action.text, answered_by=action.answered_by, ref=action.ref
+            )
+        except GateClosedError as exc:  # a race with the same comment, or another answer
+            return f"ignored: {exc}", action.job_id
+        return f"answered gate {gate.gate_id}", action.job_id
 
     async def _post_once(self, repo: Repo, number: int, action: PostOnce) -> None:
         gh = await self.installation(repo)

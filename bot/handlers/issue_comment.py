@@ -1,8 +1,11 @@
 """issue_comment.created: the decider's reply answers the oldest open question of the issue's job.
 
 The handler gathers the facts (the issue's job, what the App linked to it, its open
-gates), `decide_comment` turns them into actions with no I/O, and the context performs
-them. Anyone but the decider (whose login is compared case-insensitively) is not heard.
+gates, whether this comment answered one already), `decide_comment` turns them into
+actions with no I/O, and the context performs them. Anyone but the decider (whose login
+is compared case-insensitively) is not heard. A comment answers a question posted before
+it (GitHub's comment ids grow), and answers once: the same comment seen again (a webhook
+and a catch-up pass, a redelivery) changes nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.github.forge import Subject
-from bot.handlers.actions import Action, AnswerGate, Ignore, Outcome, job_key
+from bot.handlers.actions import Action, AnswerGate, Ignore, Later, Outcome, job_key
 from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import CommentAdded
 from orchestrator.api import Gate, JobRecord
@@ -25,6 +28,7 @@ class CommentFacts:
     job: JobRecord | None = None  # the issue's job, if it ever had one
     subject: Subject | None = None  # what the App linked to it; None: the App did not start it
     gates: tuple[Gate, ...] = ()  # its unanswered questions, oldest first
+    answered: int | None = None  # the gate this comment answered already, if any
 
 
 async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Outcome:
@@ -42,7 +46,13 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     if job is None or linked is None:
         return CommentFacts(job)
     gates = await ctx.office.open_gates(job.job_id)
-    return CommentFacts(job, Subject.from_json(linked), tuple(gates))
+    answered = await ctx.office.answered_from(comment_ref(command.comment_id))
+    return CommentFacts(job, Subject.from_json(linked), tuple(gates), answered)
+
+
+def comment_ref(comment_id: int) -> str:
+    """How the store names a GitHub comment that answered a gate."""
+    return f"github:comment:{comment_id}"
 
 
 def decide_comment(command: CommentAdded, facts: CommentFacts) -> tuple[Action, ...]:
@@ -50,9 +60,23 @@ def decide_comment(command: CommentAdded, facts: CommentFacts) -> tuple[Action, 
     job, subject, author = facts.job, facts.subject, command.author.login
     if job is None or subject is None:
         return (Ignore("no job on this issue"),)
+    if facts.answered is not None:
+        return (Ignore(f"comment {command.comment_id} answered gate {facts.answered}", job.job_id),)
     if not facts.gates:
         return (Ignore("the job has no open question", job.job_id),)
     if author.lower() != subject.decider.lower():
         return (Ignore(f"{author} is not the decider", job.job_id),)
+    asked = [gate for gate in facts.gates if _asked_before(gate, command.comment_id)]
+    if not asked and any(gate.comment_ref is None for gate in facts.gates):
+        return (Later(f"a question of job {job.job_id} is being posted"),)
+    if not asked:
+        return (Ignore("the comment came before the open question was posted", job.job_id),)
     answer = command.body.strip() or EMPTY_REPLY
-    return (AnswerGate(job.job_id, facts.gates[0].gate_id, answer, answered_by=author),)
+    ref = comment_ref(command.comment_id)
+    return (AnswerGate(job.job_id, asked[0].gate_id, answer, answered_by=author, ref=ref),)
+
+
+def _asked_before(gate: Gate, comment_id: int) -> bool:
+    """Whether the gate's comment was posted before comment `comment_id`."""
+    ref = gate.comment_ref or ""
+    return ref.isdigit() and int(ref) < comment_id

@@ -3,7 +3,8 @@
 A delivery is marked done only after its handler returned, so a crash mid-way leaves it
 pending and the next process handles it again (the handlers are idempotent). A bad
 payload fails at once; a GitHub or git failure is retried with backoff; a rate limit
-waits for its reset without spending an attempt; a bug in a handler is logged and
+waits for its reset, and a delivery that cannot be decided yet for its moment, without
+spending an attempt; a bug in a handler is logged and
 retried like a failure, so it never stops the worker. Jobs a delivery touched are synced.
 """
 
@@ -16,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.errors import BotError, RateLimitedError
+from bot.errors import BotError, NotYetError, RateLimitedError
 from bot.handlers.payloads import PayloadError
 from orchestrator.api import Delivery, DeliveryQueue, OrchestratorError
 
@@ -85,6 +86,10 @@ class DeliveryWorker:
             return
         except RateLimitedError as exc:
             log.warning("delivery %s: rate limited; retrying after the reset", did)
+            await self.queue.retry_later(did, not_before=exc.retry_at, error=str(exc))
+            return
+        except NotYetError as exc:
+            log.info("delivery %s: %s; handled again shortly", did, exc)
             await self.queue.retry_later(did, not_before=exc.retry_at, error=str(exc))
             return
         except (BotError, OrchestratorError) as exc:

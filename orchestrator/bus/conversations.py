@@ -357,15 +357,27 @@ class ConversationBus:
         return await self.store.read(lambda tx: gates.open_gates(tx, job_id))
 
     async def answer_gate(
-        self, gate_id: int, *, text: str, answered_by: str, via: gates.AnsweredVia = "human"
+        self,
+        gate_id: int,
+        *,
+        text: str,
+        answered_by: str,
+        via: gates.AnsweredVia = "human",
+        ref: str | None = None,
     ) -> gates.Gate:
-        """Record an answer and wake the conversation that asked."""
+        """Record an answer and wake the conversation that asked (see `gates.answer`)."""
         gate = await self.store.write(
-            lambda tx: gates.answer(tx, gate_id, text=text, answered_by=answered_by, via=via)
+            lambda tx: gates.answer(
+                tx, gate_id, text=text, answered_by=answered_by, via=via, ref=ref
+            )
         )
         self.events.publish(GateAnswered(gate_id, gate.conversation_id, answered_by, via))
         self.on_wake([gate.conversation_id])
         return gate
+
+    async def answered_from(self, ref: str) -> int | None:
+        """The gate the source `ref` (a comment's id) answered, if it answered one."""
+        return await self.store.read(lambda tx: gates.answered_from(tx, ref))
 
     async def gate_posted(self, gate_id: int, *, comment_ref: str, decider: str) -> None:
         """Record where a gate was asked and who may answer it."""

@@ -14,7 +14,7 @@ from typing import Literal
 
 from orchestrator.bus.messages import InboxKind
 from orchestrator.bus.transactions import ConversationRow, deliver
-from orchestrator.errors import BusError
+from orchestrator.errors import BusError, GateClosedError
 from orchestrator.store.sqlite import Tx, now
 
 GateKindName = Literal["plan", "question", "escalation", "pull_request"]
@@ -46,6 +46,9 @@ class Gate:
     answer: str | None
     answered_by: str | None
     answered_via: str | None
+    comment_ref: str | None = None  # where the forge asked it (a comment's id)
+    answer_ref: str | None = None  # where the answer came from (a comment's id), if anywhere
+    asked_at: float = 0.0
 
 
 def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
@@ -71,15 +74,29 @@ def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
     return int(gate_id)
 
 
-def answer(tx: Tx, gate_id: int, *, text: str, answered_by: str, via: AnsweredVia) -> Gate:
-    """Record the answer to an open gate and deliver it to the asking conversation."""
+def answer(
+    tx: Tx,
+    gate_id: int,
+    *,
+    text: str,
+    answered_by: str,
+    via: AnsweredVia,
+    ref: str | None = None,
+) -> Gate:
+    """Record the answer to an open gate and deliver it to the asking conversation.
+
+    `ref` names where the answer came from (a comment's id): a source answers one gate,
+    once, however often it is seen.
+    """
     gate = get(tx, gate_id)
     if gate.answer is not None:
-        raise BusError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
+        raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
+    if ref is not None and (used := answered_from(tx, ref)) is not None:
+        raise GateClosedError(f"{ref} already answered gate {used}")
     tx.execute(
-        "UPDATE gates SET answer = ?, answered_by = ?, answered_via = ?, answered_at = ?"
-        " WHERE gate_id = ?",
-        (text, answered_by, via, now(), gate_id),
+        "UPDATE gates SET answer = ?, answered_by = ?, answered_via = ?, answered_at = ?,"
+        " answer_ref = ? WHERE gate_id = ?",
+        (text, answered_by, via, now(), ref, gate_id),
     )
     tx.execute(
         "UPDATE conversations SET awaiting_input = max(awaiting_input - 1, 0)"
@@ -106,17 +123,24 @@ def posted(tx: Tx, gate_id: int, *, comment_ref: str, decider: str) -> None:
     )
 
 
+def answered_from(tx: Tx, ref: str) -> int | None:
+    """The gate the source `ref` (a comment's id) answered, if it answered one."""
+    row = tx.execute("SELECT gate_id FROM gates WHERE answer_ref = ?", (ref,)).fetchone()
+    return None if row is None else int(row[0])
+
+
 def get(tx: Tx, gate_id: int) -> Gate:
     """One gate."""
     row = tx.execute(
         "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
-        " answer, answered_by, answered_via FROM gates WHERE gate_id = ?",
+        " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at"
+        " FROM gates WHERE gate_id = ?",
         (gate_id,),
     ).fetchone()
     if row is None:
         raise BusError(f"no gate {gate_id}")
     gate_id, job_id, conversation_id, call_id, kind, question, options, *answered = row
-    asked_by, answer_text, answered_by, answered_via = answered
+    asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, asked_at = answered
     return Gate(
         gate_id,
         job_id,
@@ -129,6 +153,9 @@ def get(tx: Tx, gate_id: int) -> Gate:
         answer_text,
         answered_by,
         answered_via,
+        comment_ref,
+        answer_ref,
+        float(asked_at),
     )
 
 

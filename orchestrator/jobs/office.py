@@ -396,9 +396,18 @@ class Office:
         """The job's unanswered questions, oldest first."""
         return await self.engine.bus.open_gates(job_id)
 
-    async def answer_gate(self, gate_id: int, *, text: str, answered_by: str) -> Gate:
-        """Record a person's answer and wake the agent that asked."""
-        return await self.engine.bus.answer_gate(gate_id, text=text, answered_by=answered_by)
+    async def answer_gate(
+        self, gate_id: int, *, text: str, answered_by: str, ref: str | None = None
+    ) -> Gate:
+        """Record a person's answer and wake the agent that asked; `ref` names its source
+        (a comment's id), which answers one gate, once (else GateClosedError)."""
+        return await self.engine.bus.answer_gate(
+            gate_id, text=text, answered_by=answered_by, ref=ref
+        )
+
+    async def answered_from(self, ref: str) -> int | None:
+        """The gate the source `ref` (a comment's id) answered, if it answered one."""
+        return await self.engine.bus.answered_from(ref)
 
     async def gate_posted(self, gate_id: int, *, comment_ref: str, decider: str) -> None:
         """Record where a gate was asked and who may answer it."""

@@ -277,6 +277,13 @@ ALTER TABLE failures_new RENAME TO failures;
 CREATE INDEX failures_by_job ON failures (job_id);
 """
 
+# A gate answered from a comment records which one (`answer_ref`): the same comment, seen
+# twice (a webhook and a catch-up pass), answers one gate, once.
+GATE_ANSWER_REFS = """
+ALTER TABLE gates ADD COLUMN answer_ref TEXT;
+CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -285,4 +292,5 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_REPOSITORIES,
     JOB_PROJECTS_AND_FAILURES,
     WAITS_AND_WORKSPACE_KEYS,
+    GATE_ANSWER_REFS,
 )
