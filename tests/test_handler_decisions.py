@@ -37,9 +37,9 @@ def org() -> Organisation:
     return load_organisation(shipped_org_dir())
 
 
-def config(org: Organisation, text: str | None, *, learnings: str | None = None) -> RepoConfig:
+def config(org: Organisation, text: str | None) -> RepoConfig:
     """The config a repository with this project file (None: none) has, Codertocat asking."""
-    loaded = load_config(text, learnings, owner=OWNER, repo=REPO, org=org)
+    loaded = load_config(text, owner=OWNER, repo=REPO, org=org)
     return with_decider(loaded, "Codertocat", owner=OWNER, repo=REPO, org=org)
 
 
@@ -129,7 +129,7 @@ def test_a_writer_starts_the_job_or_retries_the_active_one(
     payload: Load, org: Organisation, permission: str, existing: str | None
 ) -> None:
     command = labelled(payload)
-    repo_config = config(org, None, learnings="Run the tests first.")
+    repo_config = config(org, None)
     facts = LabelFacts(repo_config, permission, None if existing is None else job(existing))
     react, start = decide_label(command, facts)
     assert react == React("eyes")
@@ -153,7 +153,6 @@ def test_a_writer_starts_the_job_or_retries_the_active_one(
         project,
         brief(subject, project, body=command.issue.body),
         project_text=repo_config.text,
-        learnings="Run the tests first.",
     )
     assert "Job from GitHub issue Codertocat/Hello-World#1" in start.brief
     assert "It looks like you accidently spelled 'commit'" in start.brief

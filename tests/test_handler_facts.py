@@ -67,10 +67,7 @@ async def test_a_label_that_is_not_the_trigger_reads_the_config_only(world: Worl
     await world.hub.label_issue(OWNER, REPO, number, "bug", sender="alice")
     outcome = await world.handle("issues", world.hub.deliveries[-1].body)
     assert outcome == ("ignored: label 'bug' is not the trigger 'teaparty'", None)
-    assert world.asked() == [
-        f"GET /repos/{OWNER}/{REPO}/contents/.teaparty/project.yaml",
-        f"GET /repos/{OWNER}/{REPO}/contents/.teaparty/learnings.md",
-    ]
+    assert world.asked() == [f"GET /repos/{OWNER}/{REPO}/contents/.teaparty/project.yaml"]
 
 
 async def test_a_label_on_a_pull_request_asks_github_nothing(world: World) -> None:
@@ -92,7 +89,6 @@ async def test_config_and_permission_are_asked_once_a_minute(world: World) -> No
     reads = [a for a in world.asked() if a.startswith("GET") and "/comments" not in a]
     assert reads == [
         f"GET /repos/{OWNER}/{REPO}/contents/.teaparty/project.yaml",
-        f"GET /repos/{OWNER}/{REPO}/contents/.teaparty/learnings.md",
         f"GET /repos/{OWNER}/{REPO}/collaborators/mallory/permission",
     ]
     assert len(world.hub.comments(OWNER, REPO, number)) == 1  # the refusal, once
@@ -111,7 +107,7 @@ async def test_a_job_stored_without_its_project_file_gets_it_from_its_repository
 ) -> None:
     office, service = world.runtime.office, world.runtime.service
     project = with_decider(
-        RepoConfig(None, None, None), "bob", owner=OWNER, repo=REPO, org=office.org
+        RepoConfig(None, None), "bob", owner=OWNER, repo=REPO, org=office.org
     ).project
     assert project is not None
     office.add_project(project)

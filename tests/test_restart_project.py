@@ -102,6 +102,8 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
                 what="the project lead's first turn",
             )
         (lead_request,) = [r for r in first.requests if short(r) == "project-lead"]
+        assert "WIDGETS-LEARNING" in lead_request.system, "read from the job's clone"
+        assert not [r for r in hub.requests if r.path.endswith("learnings.md")], "not the API"
         lead = lead_request.agent
         conversation = lead_request.messages[0].conversation_id
 

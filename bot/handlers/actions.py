@@ -67,7 +67,6 @@ class StartJob:
     project: Project
     brief: str
     project_text: str | None
-    learnings: str | None
 
 
 @dataclass(frozen=True)

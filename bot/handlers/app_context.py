@@ -98,7 +98,7 @@ class AppContext:
             branch=lambda _: f"teaparty/job-{subject.number}-{name}",
             slug=name,
         )
-        self.office.add_project(project, learnings=action.learnings)
+        self.office.add_project(project)
         job = await self.office.start_job(
             project=project.name,
             key=job_key(subject.owner, subject.repo, subject.number),
@@ -106,7 +106,6 @@ class AppContext:
             brief=action.brief,
             source=source,
             project_text=action.project_text,
-            learnings=action.learnings,
         )
         await self.office.records.link(job.job_id, "github", subject.to_json())
         if not job.created and (retried := await self.driver.retry(job.job_id)):

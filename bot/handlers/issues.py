@@ -73,7 +73,7 @@ def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
             PostOnce(f"refused:{sender.login.lower()}", refusal_body(sender.login, label=label)),
             Report(f"refused: {sender.login} has no write access"),
         )
-    config = facts.config or RepoConfig(None, None, None)
+    config = facts.config or RepoConfig(None, None)
     if config.project is None:
         return (
             PostOnce("config-error", config_error_body(config.error or "", label=label)),
@@ -105,7 +105,6 @@ def _start(
         project,
         brief(subject, project, body=issue.body),
         project_text=config.text,
-        learnings=config.learnings,
     )
 
 

@@ -1,8 +1,9 @@
-"""What handlers ask GitHub about a repository: its project file and learnings, and whether a
-sender may write to it; each answer is kept a minute, so a burst of deliveries asks once.
+"""What handlers ask GitHub about a repository: its project file, and whether a sender may
+write to it; each answer is kept a minute, so a burst of deliveries asks once.
 
-Reading is I/O (`Repos`); making a `RepoConfig` of the texts read is pure (`load_config`,
-then `with_decider` for a repository without a project file).
+Reading is I/O (`Repos`); making a `RepoConfig` of the text read is pure (`load_config`,
+then `with_decider` for a repository without a project file). Its learnings are not asked
+for: a job reads them from its own clone (`Office.prepare`).
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from orchestrator.api import ConfigError, Organisation, Project, load_project, s
 CACHE_TTL_S = 60.0
 DEFAULT_LABEL = "teaparty"
 PROJECT_FILE = ".teaparty/project.yaml"
-LEARNINGS_FILE = ".teaparty/learnings.md"
 
 
 @dataclass(frozen=True)
 class RepoConfig:
-    """A repository's project (or the error that keeps it from loading) and learnings."""
+    """A repository's project (or the error that keeps it from loading) and its text."""
 
     project: Project | None
     error: str | None
-    learnings: str | None
     text: str | None = None
 
 
@@ -46,19 +45,17 @@ def default_text(decider: str) -> str:
     return f"humans: {{decider: {json.dumps(decider)}}}\n"
 
 
-def load_config(
-    text: str | None, learnings: str | None, *, owner: str, repo: str, org: Organisation
-) -> RepoConfig:
-    """The config the texts read make; no project file makes neither a project nor an error."""
+def load_config(text: str | None, *, owner: str, repo: str, org: Organisation) -> RepoConfig:
+    """The config the text read makes; no project file makes neither a project nor an error."""
     if text is None:
-        return RepoConfig(None, None, learnings)  # no file: the defaults, decided per job
+        return RepoConfig(None, None)  # no file: the defaults, decided per job
     source = f"{owner}/{repo}:{PROJECT_FILE}"
     try:
         project = load_project(text, org=org, source=source, default_name="")
     except ConfigError as exc:
-        return RepoConfig(None, str(exc), learnings)
+        return RepoConfig(None, str(exc))
     name = project_name(owner, repo)
-    return RepoConfig(project.model_copy(update={"name": name}), None, learnings, text)
+    return RepoConfig(project.model_copy(update={"name": name}), None, text)
 
 
 def with_decider(
@@ -70,11 +67,11 @@ def with_decider(
     text = default_text(requester)
     name = project_name(owner, repo)
     project = load_project(text, org=org, source="(defaults)", default_name=name)
-    return RepoConfig(project, None, config.learnings, text)
+    return RepoConfig(project, None, text)
 
 
 class Repos:
-    """Project files, learnings and permissions as GitHub has them, each cached a minute."""
+    """Project files and permissions as GitHub has them, each cached a minute."""
 
     def __init__(self, org: Organisation) -> None:
         self.org = org
@@ -101,7 +98,6 @@ class Repos:
             config = cached[0]
         else:
             text = await gh.file(owner, repo, PROJECT_FILE, ref=branch)
-            learnings = await gh.file(owner, repo, LEARNINGS_FILE, ref=branch)
-            config = load_config(text, learnings, owner=owner, repo=repo, org=self.org)
+            config = load_config(text, owner=owner, repo=repo, org=self.org)
             self._configs[key] = (config, time.monotonic())
         return with_decider(config, requester, owner=owner, repo=repo, org=self.org)

@@ -74,16 +74,14 @@ class GitHubService:
         if linked is None:
             raise ConfigError((ConfigIssue(f"job {job_id}", None, "", "no project stored"),))
         s = Subject.from_json(linked)
-        text, learnings = s.project_yaml, s.learnings
+        text = s.project_yaml
         if text is None:
             try:
                 gh = await self.github.installation(s.installation_id)
                 config = await self.context.repos.config(
                     gh, s.owner, s.repo, branch=s.default_branch, requester=s.decider
                 )
-                text, learnings = config.text, config.learnings
+                text = config.text
             except BotError as exc:
                 log.warning("job %d: project file not read again (%s); the defaults", job_id, exc)
-        await self.office.restore_project(
-            job_id, text or default_text(s.decider), learnings=learnings
-        )
+        await self.office.restore_project(job_id, text or default_text(s.decider))

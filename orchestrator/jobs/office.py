@@ -27,6 +27,7 @@ from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
+from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.records import JobRecords
 from orchestrator.ports import Model
 from orchestrator.sandbox.confine import Network, Sandbox
@@ -115,6 +116,7 @@ class Office:
         self.budget = budget
         self.records = JobRecords(engine.store)
         self.deliveries = DeliveryQueue(engine.store)
+        self.learnings = JobLearnings(engine.store)
 
     @classmethod
     async def open(
@@ -232,9 +234,9 @@ class Office:
     ) -> JobStart:
         """Start a job once per key at the office manager; its workspace comes with `prepare`.
 
-        The job keeps `project_text` (the project file it runs under) and `learnings`, so
-        `resume` rebuilds its project after a restart. Its first turn waits for `prepare`.
-        Raises SandboxError when the project's agents need a sandbox this host lacks.
+        The job keeps `project_text` (its project file) and `learnings` (else those it has, or
+        `prepare` reads), so `resume` rebuilds its project after a restart. Its first turn
+        waits for `prepare`. Raises SandboxError when its agents need a sandbox the host lacks.
         """
         self.require_sandbox(project)
 
@@ -252,19 +254,19 @@ class Office:
                 ),
             )
 
-        started = await self.engine.bus.start_job(
-            job_key=key,
-            project=project,
-            title=title,
-            agent=self.org.office_manager.name,
-            brief=brief,
-            max_parallel=self.projects[project].parallel,
-            wake=False,
-            project_text=project_text,
-            learnings=learnings,
-            also=keep_source,
-        )
-        return started
+        async with self.learnings.lock:  # `prepare` may be storing the job's learnings
+            return await self.engine.bus.start_job(
+                job_key=key,
+                project=project,
+                title=title,
+                agent=self.org.office_manager.name,
+                brief=brief,
+                max_parallel=self.projects[project].parallel,
+                wake=False,
+                project_text=project_text,
+                learnings=learnings or await self.learnings.of_key(key),
+                also=keep_source,
+            )
 
     async def start_here(
         self,
@@ -293,7 +295,8 @@ class Office:
         """The job's workspace, made from its source the first time, then its first turn runs.
 
         Slow the first time (a clone or fetch): call it in the job's own time, not on a path
-        other jobs wait on. `auth` is an HTTP header git sends to the source alone.
+        other jobs wait on. `auth` is an HTTP header git sends to the source alone. A job
+        without learnings gets its repository's here, before its first turn.
         """
         space = await self.workspace.job(job_id)
         if space is None:
@@ -310,6 +313,7 @@ class Office:
             space = await self.workspace.open_job(
                 job_id, mirror=mirror, branch=branch, start=start, slug=slug
             )
+            await self._learn(job_id, space)
         await self.engine.bus.ready(job_id)
         return space
 
@@ -338,24 +342,38 @@ class Office:
             resumed.append(job_id)
         return Resumed(tuple(resumed), tuple(without))
 
-    async def restore_project(self, job_id: int, text: str, *, learnings: str | None) -> None:
+    async def restore_project(
+        self, job_id: int, text: str, *, learnings: str | None = None
+    ) -> None:
         """Give a job whose project text was never stored this one, stored, and serve it.
 
-        Raises ConfigError when the text does not load against the organisation.
+        Without `learnings` the job keeps its own, or gets its repository's. Raises
+        ConfigError when the text does not load against the organisation.
         """
         found = await self.records.job(job_id)
         if found is None:
             raise OrchestratorError(f"no job {job_id}")
-        self.add_project(self._stored_project(job_id, found.project, text), learnings=learnings)
-        await self.engine.store.write(
-            lambda tx: tx.execute(
-                "UPDATE jobs SET project_text = ?, learnings = ? WHERE job_id = ?",
-                (text, learnings, job_id),
+        project = self._stored_project(job_id, found.project, text)
+        async with self.learnings.lock:
+            await self.engine.store.write(
+                lambda tx: tx.execute(
+                    "UPDATE jobs SET project_text = ?, learnings = COALESCE(?, learnings)"
+                    " WHERE job_id = ?",
+                    (text, learnings, job_id),
+                )
             )
-        )
+        self.add_project(project, learnings=await self.learnings.of(job_id))
         space = await self.workspace.job(job_id)
         if space is not None:
             await self.workspace.reopen(space)
+            await self._learn(job_id, space)
+
+    async def _learn(self, job_id: int, space: JobSpace) -> None:
+        """A job without learnings gets its repository's: stored, then served to its agents."""
+        kept = await self.learnings.learn(job_id, space)
+        served = self.projects.get(await self._project(job_id))
+        if kept is not None and served is not None:  # else they come back with its project
+            self.add_project(served, learnings=kept)
 
     def _stored_project(self, job_id: int, name: str, text: str) -> Project:
         source = f"job {job_id}: the project file it started with"
