@@ -305,6 +305,7 @@ def api_calls() -> None:
     """GitHub API calls of a one-task job from label to PR (the demo, scripted model), with an
     instant model and with one whose calls take 2 s each on the App's clock (simulated)."""
     from bot.demo import run_demo
+    from bot.server.catchup import PER_PROCESS_CALLS
 
     counts: dict[float, collections.Counter[tuple[str, str]]] = {}
     for seconds in (0.0, 2.0):
@@ -326,7 +327,9 @@ def api_calls() -> None:
         counts[seconds] = seen
     instant, slow = counts[0.0], counts[2.0]
     gate = instant["POST", "issues/create-comment"] - 1  # all but the tracking one
-    once = instant["GET", "apps/get-authenticated"] + instant["GET", "apps/list-webhook-deliveries"]
+    once = (
+        sum(instant["GET", op] for op in PER_PROCESS_CALLS) + instant["GET", "issues/list-for-repo"]
+    )
     per_job = sum(instant.values()) - 2 * gate - once
     print(
         f"\nGitHub API calls, one-task job from label to PR: instant model {sum(instant.values())},"

@@ -106,6 +106,7 @@ async def run_demo(
                         return 1
                     await asyncio.sleep(0.02)
                 say(f"a GitHub stand-in at {api_url} · teaparty serve at http://127.0.0.1:{port}")
+                await runtime.catchup.passed.wait()  # what it missed while down: nothing here
                 code = await _story(hub)
                 inspect(hub)
                 return code

@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 
+from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
+from bot.github.tracking import MARKER_PREFIX
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
 from orchestrator.api import AgentDef, Model, Sandbox
@@ -37,6 +39,29 @@ def make_hub(root: Path, *, port: int, pem: str) -> FakeGitHub:
     )
     hub.add_repo(OWNER, REPO)
     return hub
+
+
+def world(tmp_path: Path) -> tuple[FakeGitHub, int, str]:
+    """The stand-in (alice is an admin of octo/widgets), a free port and the App's key."""
+    pem, port = private_key_pem(), free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub.add_user("alice", "admin")
+    return hub, port, pem
+
+
+def bodies(hub: FakeGitHub, number: int, kind: str, repo: str = REPO) -> list[str]:
+    """The bodies of the App's comments of one kind (`job:`, `gate:`, ...) on an issue."""
+    return [c.body for c in hub.comments(OWNER, repo, number) if MARKER_PREFIX + kind in c.body]
+
+
+class OffsetClock:
+    """Real time plus an offset a test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
 
 
 @dataclass

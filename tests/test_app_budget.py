@@ -17,6 +17,7 @@ import pytest
 
 from bot.demo import run_demo
 from bot.fakehub.hub import FakeGitHub
+from bot.server.catchup import PER_PROCESS_CALLS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,7 +28,8 @@ async def calls(home: Path, model_seconds: float) -> collections.Counter[str]:
     def count(hub: FakeGitHub) -> None:
         seen.update(f"{r.method} {r.operation_id}" for r in hub.requests if r.auth != "none")
         read = [r.path for r in hub.requests if r.operation_id == "repos/get-content"]
-        assert [p.rsplit("/contents/", 1)[-1] for p in read] == [".teaparty/project.yaml"]
+        # once by the label scan on start, once by the job: never the learnings
+        assert [p.rsplit("/contents/", 1)[-1] for p in read] == [".teaparty/project.yaml"] * 2
 
     code = await run_demo(
         home, {"PATH": os.environ["PATH"]}, inspect=count, model_seconds=model_seconds
@@ -43,8 +45,8 @@ async def test_a_slow_model_costs_no_more_github_calls_than_an_instant_one(
     slow = await calls(tmp_path / "slow", 60.0)
     assert slow == instant
     gate = instant["POST issues/create-comment"] - 1  # one lookup and one comment per gate
-    per_process = (
-        instant["GET apps/get-authenticated"] + instant["GET apps/list-webhook-deliveries"]
-    )
-    per_job = sum(instant.values()) - 2 * gate - per_process  # identity and catch-up: per process
+    # identity, and catching up on start (+ the label scan's read of the project file)
+    per_process = sum(instant[f"GET {op}"] for op in PER_PROCESS_CALLS)
+    per_process += instant["GET issues/list-for-repo"]
+    per_job = sum(instant.values()) - 2 * gate - per_process
     assert per_job <= 12, instant

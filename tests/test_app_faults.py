@@ -10,41 +10,16 @@ repositories whose issue #1 has the same title get two jobs and two pull request
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, REPO, app_settings, in_process, make_hub, until
+from app_harness import OWNER, REPO, OffsetClock, app_settings, bodies, in_process, until, world
 
-from bot.demo import free_port, private_key_pem
-from bot.fakehub.hub import FakeGitHub
-from bot.github.tracking import MARKER_PREFIX
 from orchestrator.models.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 
 pytestmark = pytest.mark.timeout(180)
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
-
-
-class Clock:
-    """Real time plus an offset a test moves forward."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-
-def bodies(hub: FakeGitHub, number: int, kind: str, repo: str = REPO) -> list[str]:
-    return [c.body for c in hub.comments(OWNER, repo, number) if MARKER_PREFIX + kind in c.body]
-
-
-def world(tmp_path: Path) -> tuple[FakeGitHub, int, str]:
-    pem, port = private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
-    hub.add_user("alice", "admin")
-    return hub, port, pem
 
 
 async def test_writes_github_applied_before_answering_502_are_made_once(tmp_path: Path) -> None:
@@ -85,7 +60,7 @@ async def test_a_long_secondary_rate_limit_on_the_pull_request_is_waited_out(
         headers={"retry-after": "90"},
         body={"message": "You have exceeded a secondary rate limit. Please wait a few minutes."},
     )
-    clock = Clock()
+    clock = OffsetClock()
     async with hub.serve() as api_url:
         settings = app_settings(hub, api_url, tmp_path / "home", pem, status_interval_s=0.2)
         demo = DemoModel()

@@ -322,7 +322,12 @@ def set_path(data: Payload, path: str, value: object) -> Payload:
             "no",
             "repository.private: expected a boolean, got 'no'",
         ),
-        ("issues.labeled", "repository.private", DELETE, "repository.private: missing"),
+        (
+            "issues.labeled",
+            "repository.default_branch",
+            DELETE,
+            "repository.default_branch: missing",
+        ),
         (
             "issues.labeled",
             "installation",

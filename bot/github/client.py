@@ -40,6 +40,8 @@ TOKEN_MARGIN_S = 300.0  # a token is renewed this long before GitHub says it exp
 PERMISSION_TTL_S = 60.0
 MAX_WAIT_S = 60.0  # longer waits go back to the delivery queue instead of holding a worker
 RETRIES = 4
+PER_PAGE = 100
+MAX_PAGES = 50  # a listing longer than 5,000 items is cut there (and says so in the log)
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -164,6 +166,14 @@ class GitHubApp:
         page = await self.call(self._app, listed, headers=headers)
         found = _NEXT_CURSOR.search(headers.get("link", ""))
         return list(page or []), found[1] if found else None
+
+    async def installations(self) -> list[Json]:
+        """The App's installations (all pages)."""
+
+        def page(n: int) -> Call:
+            return lambda gh: gh.rest.apps.async_list_installations(per_page=PER_PAGE, page=n)
+
+        return await _pages(lambda call: self.call(self._app, call), page, what="installations")
 
     async def redeliver(self, attempt_id: int) -> None:
         """Ask GitHub to send a delivery attempt again (same X-GitHub-Delivery id)."""
@@ -294,17 +304,44 @@ def _failed(exc: RequestFailed) -> GitHubError:
     )
 
 
-def _comments_page(owner: str, repo: str, number: int, page: int) -> Call:
-    def call(gh: GitHub[Any]) -> Awaitable[Response[Any]]:
-        return gh.rest.issues.async_list_comments(owner, repo, number, per_page=100, page=page)
+async def _pages(
+    get: Callable[[Call], Awaitable[Json]],
+    page: Callable[[int], Call],
+    *,
+    what: str,
+    key: str | None = None,
+) -> list[Json]:
+    """Every item of a page-numbered listing (`key`: where a page's items are in its body)."""
+    found: list[Json] = []
+    for n in range(1, MAX_PAGES + 1):
+        body = await get(page(n))
+        batch = list((body or {}).get(key) or []) if key else list(body or [])
+        found.extend(batch)
+        if len(batch) < PER_PAGE:
+            return found
+    log.warning("listing %s stopped at %d pages (%d items)", what, MAX_PAGES, len(found))
+    return found
 
-    return call
+
+def _since(stamp: float | None) -> dict[str, Any]:
+    """githubkit's `since` argument: a datetime, or nothing at all."""
+    from datetime import UTC, datetime
+
+    return {} if stamp is None else {"since": datetime.fromtimestamp(stamp, UTC)}
 
 
 def _epoch(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def github_time(stamp: object) -> float:
+    """A timestamp GitHub wrote (`2026-11-25T12:00:00Z`) in epoch seconds; 0 when unreadable."""
+    try:
+        return _epoch(str(stamp))
+    except ValueError:
+        return 0.0
 
 
 class Installation:
@@ -314,9 +351,14 @@ class Installation:
         self.app = app
         self.gh = gh
         self.installation_id = installation_id
+        self.remaining: int | None = None  # requests left this hour, as GitHub last said
 
     async def _get(self, call: Call) -> Json:
-        return await self.app.call(self.gh, call)
+        headers: dict[str, str] = {}
+        body = await self.app.call(self.gh, call, headers=headers)
+        if (left := headers.get("x-ratelimit-remaining", "")).isdigit():
+            self.remaining = int(left)
+        return body
 
     async def _write(self, call: Call, *, effect: Effect | None = None) -> Json:
         return await self.app.call(self.gh, call, write=True, effect=effect)
@@ -354,16 +396,47 @@ class Installation:
             lambda gh: gh.rest.reactions.async_create_for_issue(owner, repo, number, content="eyes")
         )
 
-    async def comments(self, owner: str, repo: str, number: int) -> list[Json]:
-        """Every comment on an issue, oldest first (all pages)."""
-        found: list[Json] = []
-        page = 1
-        while True:
-            batch = await self._get(_comments_page(owner, repo, number, page))
-            found.extend(batch)
-            if len(batch) < 100:
-                return found
-            page += 1
+    async def comments(
+        self, owner: str, repo: str, number: int, *, since: float | None = None
+    ) -> list[Json]:
+        """The comments on an issue (updated at or after `since`, if given), oldest first."""
+
+        def page(n: int) -> Call:
+            return lambda gh: gh.rest.issues.async_list_comments(
+                owner, repo, number, per_page=PER_PAGE, page=n, **_since(since)
+            )
+
+        return await _pages(self._get, page, what=f"comments of {owner}/{repo}#{number}")
+
+    async def repositories(self) -> list[Json]:
+        """The repositories this installation may see (all pages)."""
+
+        def page(n: int) -> Call:
+            return lambda gh: gh.rest.apps.async_list_repos_accessible_to_installation(
+                per_page=PER_PAGE, page=n
+            )
+
+        return await _pages(self._get, page, what="repositories", key="repositories")
+
+    async def labelled_issues(self, owner: str, repo: str, label: str) -> list[Json]:
+        """Open issues (and pull requests, as GitHub lists them) carrying `label`."""
+
+        def page(n: int) -> Call:
+            return lambda gh: gh.rest.issues.async_list_for_repo(
+                owner, repo, state="open", labels=label, per_page=PER_PAGE, page=n
+            )
+
+        return await _pages(self._get, page, what=f"issues of {owner}/{repo}")
+
+    async def issue_events(self, owner: str, repo: str, number: int) -> list[Json]:
+        """An issue's events (labelled, closed, ...), oldest first."""
+
+        def page(n: int) -> Call:
+            return lambda gh: gh.rest.issues.async_list_events(
+                owner, repo, number, per_page=PER_PAGE, page=n
+            )
+
+        return await _pages(self._get, page, what=f"events of {owner}/{repo}#{number}")
 
     async def comment(
         self, owner: str, repo: str, number: int, body: str, *, identity: Identity

@@ -70,7 +70,7 @@ class Repo:
     name: str
     default_branch: str
     installation_id: int | None
-    private: bool
+    private: bool | None  # None: not said (a delivery made from what the App read)
 
     @property
     def full_name(self) -> str:
@@ -187,7 +187,7 @@ def _repo(payload: dict[str, object]) -> Repo:
         name=check_repo_name(_req(payload, "repository.name", str)),
         default_branch=_req(payload, "repository.default_branch", str),
         installation_id=_opt(payload, "installation.id", int),
-        private=_req(payload, "repository.private", bool),
+        private=_opt(payload, "repository.private", bool),
     )
 
 

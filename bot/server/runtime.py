@@ -24,6 +24,7 @@ from fastapi import FastAPI
 from bot.github.client import Clock, GitHubApp, Sleep
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.handlers.service import GitHubService
+from bot.server.backfill import Backfill
 from bot.server.catchup import CatchUp
 from bot.server.endpoint import create_app
 from bot.server.supervisor import Supervisor
@@ -115,7 +116,17 @@ class Runtime:
             on_stored=worker.wake,
             workers=lambda: supervisor.health,
         )
-        catchup = CatchUp(github, office.deliveries, events=HANDLED_EVENTS, clock=clock)
+        backfill = Backfill(
+            github,
+            office,
+            office.deliveries,
+            service.context.repos,
+            on_stored=worker.wake,
+            clock=clock,
+        )
+        catchup = CatchUp(
+            github, office.deliveries, events=HANDLED_EVENTS, clock=clock, backfill=backfill
+        )
         runtime = cls(settings, office, github, service, worker, app, supervisor, catchup)
         return runtime
 

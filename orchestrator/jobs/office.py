@@ -410,8 +410,8 @@ class Office:
         """Forget the job's failures and run what failed again; what was retried."""
         return await self.engine.scheduler.retry(job_id)
 
-    async def open_gates(self, job_id: int) -> list[Gate]:
-        """The job's unanswered questions, oldest first."""
+    async def open_gates(self, job_id: int | None = None) -> list[Gate]:
+        """The job's unanswered questions (every job's, without one), oldest first."""
         return await self.engine.bus.open_gates(job_id)
 
     async def answer_gate(

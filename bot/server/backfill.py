@@ -1,0 +1,232 @@
+"""What GitHub's delivery history cannot give back, read from the issues themselves.
+
+GitHub keeps a few days of deliveries (bot/server/catchup.py asks for those again). Past
+that, and whenever a redelivery is lost too, the App reads the state it acts on:
+
+- **answers**: for every job parked at a question the App posted, the issue's comments
+  since it was asked; each comment by the decider posted after a question becomes a
+  delivery, as if GitHub had sent it (`issue_comment.created`).
+- **labels** (on start): every repository of every installation, for open issues that carry
+  the trigger label and have no job; the latest time the label was added becomes a
+  delivery (`issues.labeled`, its sender the person who added it), so who may start a job
+  is decided as for any label.
+
+Each delivery's id names what it stands for (`catch-up:comment:{id}`,
+`catch-up:labeled:{event id}`), so reading the same state again stores nothing new, and
+the handlers decide as they would for GitHub's own delivery: a comment answers one gate,
+once (the store records which), and an issue with a job starts no second one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from bot.errors import GitHubError, RateLimitedError
+from bot.github.client import Clock, GitHubApp, Installation, Json, github_time
+from bot.github.forge import Subject
+from bot.handlers.actions import job_key
+from bot.handlers.issue_comment import comment_ref
+from bot.handlers.repos import PROJECT_FILE, Repos, load_config, trigger_label
+from orchestrator.api import Arrival, DeliveryQueue, Gate, Office
+
+log = logging.getLogger(__name__)
+
+CLOCK_SKEW_S = 600.0  # comments are read from this long before a question was asked
+RATE_RESERVE = 1000  # a label scan leaves an installation this many requests an hour
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A job waiting at questions the App posted on its issue."""
+
+    subject: Subject
+    since: float  # when the oldest of them was asked
+    after: int  # the id of the oldest question's comment
+
+
+class Backfill:
+    """Turns what happened on GitHub while no delivery reached the App into deliveries."""
+
+    def __init__(
+        self,
+        github: GitHubApp,
+        office: Office,
+        queue: DeliveryQueue,
+        repos: Repos,
+        *,
+        on_stored: Callable[[], None] = lambda: None,
+        clock: Clock = time.time,
+    ) -> None:
+        self.github = github
+        self.office = office
+        self.queue = queue
+        self.repos = repos
+        self.on_stored = on_stored
+        # Labels added from this (whole) second on reach the App as webhooks; one added just
+        # before it and lost is still in GitHub's delivery history (CatchUp).
+        self.started_at = float(int(clock()))
+
+    async def answers(self) -> list[str]:
+        """Store the replies to parked jobs' questions; the ids of the deliveries new here."""
+        app = (await self.github.identity()).login.casefold()
+        arrivals = []
+        for job_id, parked in (await self._parked()).items():
+            s = parked.subject
+            try:
+                gh = await self.github.installation(s.installation_id)
+                comments = await gh.comments(s.owner, s.repo, s.number, since=parked.since)
+            except RateLimitedError:
+                raise
+            except GitHubError as exc:  # one issue out of reach (uninstalled?): the rest go on
+                log.warning(
+                    "job %d: replies not read from %s/%s#%d: %s",
+                    job_id,
+                    s.owner,
+                    s.repo,
+                    s.number,
+                    exc,
+                )
+                continue
+            for comment in comments:
+                author = str((comment.get("user") or {}).get("login", "")).casefold()
+                if (
+                    int(comment.get("id", 0)) <= parked.after
+                    or author == app
+                    or author != s.decider.casefold()
+                    or await self.office.answered_from(comment_ref(int(comment["id"]))) is not None
+                ):
+                    continue
+                arrivals.append(_comment_arrival(s, comment))
+                log.info("job %d: reply %s read from the issue", job_id, comment["id"])
+        return await self._store(arrivals)
+
+    async def labels(self) -> list[str]:
+        """Store the trigger labels on open issues without a job; the ids new here."""
+        arrivals = []
+        for installation in await self.github.installations():
+            gh = await self.github.installation(int(installation["id"]))
+            for repo in await gh.repositories():
+                if gh.remaining is not None and gh.remaining < RATE_RESERVE:
+                    log.warning(
+                        "installation %s: labels not read past %s (%d requests left)",
+                        installation["id"],
+                        repo.get("full_name"),
+                        gh.remaining,
+                    )
+                    break
+                if repo.get("archived") or repo.get("disabled") or not repo.get("has_issues"):
+                    continue
+                try:
+                    arrivals.extend(await self._labelled(gh, int(installation["id"]), repo))
+                except RateLimitedError:
+                    raise
+                except GitHubError as exc:
+                    log.warning("%s: labels not read: %s", repo.get("full_name"), exc)
+        return await self._store(arrivals)
+
+    async def _labelled(self, gh: Installation, installation_id: int, repo: Json) -> list[Arrival]:
+        owner, name = str(repo["owner"]["login"]), str(repo["name"])
+        # Read past the handlers' cache: a label added after start then costs its job the
+        # same calls as any other.
+        text = await gh.file(owner, name, PROJECT_FILE, ref=str(repo["default_branch"]))
+        label = trigger_label(load_config(text, owner=owner, repo=name, org=self.repos.org))
+        found = []
+        for issue in await gh.labelled_issues(owner, name, label):
+            number = int(issue["number"])
+            if "pull_request" in issue or await self.office.records.job_for_key(
+                job_key(owner, name, number)
+            ):
+                continue
+            added = _last_labelled(await gh.issue_events(owner, name, number), label)
+            if added is not None and github_time(added.get("created_at")) >= self.started_at:
+                continue  # under way as a webhook
+            if added is None:
+                log.warning(
+                    "%s/%s#%d carries %r, but no event says who added it",
+                    owner,
+                    name,
+                    number,
+                    label,
+                )
+                continue
+            found.append(_label_arrival(repo, issue, added, installation_id))
+            log.info("%s/%s#%d: label %r found without a job", owner, name, number, label)
+        return found
+
+    async def _parked(self) -> dict[int, Parked]:
+        """Jobs the App started that wait at a question it posted, by job id."""
+        by_job: dict[int, list[Gate]] = {}
+        for gate in await self.office.open_gates():
+            if gate.job_id is not None and (gate.comment_ref or "").isdigit():
+                by_job.setdefault(gate.job_id, []).append(gate)
+        parked = {}
+        for job_id, gates in by_job.items():
+            linked = await self.office.records.subject(job_id, "github")
+            if linked is None:
+                continue
+            parked[job_id] = Parked(
+                Subject.from_json(linked),
+                since=min(gate.asked_at for gate in gates) - CLOCK_SKEW_S,
+                after=min(int(gate.comment_ref or 0) for gate in gates),
+            )
+        return parked
+
+    async def _store(self, arrivals: list[Arrival]) -> list[str]:
+        if not arrivals:
+            return []
+        stored = await self.queue.record_all(arrivals)
+        new = [a.delivery_id for a, fresh in zip(arrivals, stored, strict=True) if fresh]
+        if new:
+            self.on_stored()
+        return new
+
+
+def _last_labelled(events: Iterable[Json], label: str) -> Json | None:
+    """The latest event that added `label` (names compared as GitHub does, any case)."""
+    found = None
+    for event in events:
+        name = str((event.get("label") or {}).get("name", ""))
+        if event.get("event") == "labeled" and name.casefold() == label.casefold():
+            found = event
+    return found
+
+
+def _comment_arrival(s: Subject, comment: Json) -> Arrival:
+    payload = {
+        "action": "created",
+        "issue": {"number": s.number, "title": s.title, "labels": []},
+        "comment": comment,
+        "repository": _repository(s.owner, s.repo, s.default_branch),
+        "installation": {"id": s.installation_id},
+        "sender": comment.get("user"),
+    }
+    return Arrival(f"catch-up:comment:{comment['id']}", "issue_comment", "created", _body(payload))
+
+
+def _label_arrival(repo: Json, issue: Json, added: Json, installation_id: int) -> Arrival:
+    payload = {
+        "action": "labeled",
+        "issue": issue,
+        "label": added["label"],
+        "repository": repo,
+        "installation": {"id": installation_id},
+        "sender": added.get("actor"),
+    }
+    return Arrival(f"catch-up:labeled:{added['id']}", "issues", "labeled", _body(payload))
+
+
+def _repository(owner: str, name: str, default_branch: str) -> Json:
+    return {
+        "name": name,
+        "full_name": f"{owner}/{name}",
+        "owner": {"login": owner},
+        "default_branch": default_branch,
+    }
+
+
+def _body(payload: Json) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
