@@ -224,3 +224,28 @@ async def test_a_job_whose_workspace_cannot_be_made_fails_at_once_saying_why(
         assert not await office.engine.bus.runnable(), "its agents never ran"
     finally:
         await office.close()
+
+
+async def test_a_workspace_made_before_a_crash_is_finished_and_the_job_runs(
+    tmp_path: Path,
+) -> None:
+    """A kill between making the worktree and marking the job ready left it never run."""
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home")
+    try:
+        job_id = await start(office, repo)
+        mirror = await office.workspace.mirror("widgets", str(repo))
+        await office.workspace.open_job(
+            job_id,
+            mirror=mirror,
+            branch=f"teaparty/job-{job_id}-changelog",
+            start="refs/remotes/origin/main",
+            slug="changelog",
+        )
+        assert not await office.is_ready(job_id)
+        forge = FakeForge(office, answers={"Plan for": "yes"})
+        assert await drive(office, forge, job_id) == "done"
+        assert await office.is_ready(job_id)
+        assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
+    finally:
+        await office.close()

@@ -149,9 +149,10 @@ class JobDriver:
         None when it cannot be made: the job fails with the reason, until a retry.
         """
         space = await self.office.workspace.job(job_id)
-        if space is not None:
+        if space is not None and await self.office.is_ready(job_id):
             return space
-        auth = await forge.credentials()
+        # Made, but a crash came before the job was ready: finish it, no clone needed.
+        auth = None if space is not None else await forge.credentials()
         try:
             return await self.office.prepare(job_id, auth=auth)
         except OrchestratorError as exc:

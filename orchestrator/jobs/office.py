@@ -313,9 +313,18 @@ class Office:
             space = await self.workspace.open_job(
                 job_id, mirror=mirror, branch=branch, start=start, slug=slug
             )
-            await self._learn(job_id, space)
+        elif await self.is_ready(job_id):
+            return space
+        await self._learn(job_id, space)  # again after a crash before `ready`: it checks
         await self.engine.bus.ready(job_id)
         return space
+
+    async def is_ready(self, job_id: int) -> bool:
+        """Whether the job's workspace was made and its first turn may run."""
+        row = await self.engine.store.read(
+            lambda tx: tx.execute("SELECT ready FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        )
+        return row is not None and bool(row[0])
 
     async def resume(self) -> Resumed:
         """After a restart: each active job's project back as it started, its worktree back."""
