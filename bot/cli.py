@@ -149,21 +149,42 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from bot.local import EXIT_CODES
+
     run = commands.add_parser(
         "run",
         help="run a job on a local repository (no GitHub)",
         description="Plan and do one job on a local git repository: the result is a branch "
-        "teaparty/job-N-<slug> with the work merged into it. Gate questions are asked here.",
+        "teaparty/job-N-<slug> with the work merged into it. Gate questions are asked here. "
+        "Every run is a new job; --resume ID continues one.",
+        epilog=EXIT_CODES,
     )
-    run.add_argument("--repo", type=Path, required=True, metavar="PATH")
-    run.add_argument("--title", required=True, metavar="TITLE")
-    run.add_argument("--body-file", type=Path, metavar="FILE", help="the issue text")
+    run.add_argument(
+        "--repo",
+        type=Path,
+        metavar="PATH",
+        help="the repository, or any directory in it (default: the current directory)",
+    )
+    run.add_argument("--title", metavar="TITLE", help="what the job is to do (its issue title)")
+    run.add_argument(
+        "--body-file", type=Path, metavar="FILE", help="the issue text (- for standard input)"
+    )
+    run.add_argument(
+        "--resume", type=int, metavar="ID", help="continue job ID instead of starting a new one"
+    )
     run.add_argument(
         "--model",
         choices=["scripted", "anthropic"],
         help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
     )
-    run.add_argument("--yes", action="store_true", help="answer yes to every gate")
+    run.add_argument(
+        "--yes", action="store_true", help="answer yes to every question, on the decider's behalf"
+    )
+    run.add_argument(
+        "--no-input",
+        action="store_true",
+        help="ask nothing: a question stops the run (exit 4), the job saved at it",
+    )
     run.add_argument(
         "--home",
         type=Path,

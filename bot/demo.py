@@ -41,13 +41,36 @@ BODY = (
 
 
 def demo_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """Run the demo; exit 0 when the pull request exists."""
-    home = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="teaparty-demo-"))
+    """Run the demo; exit 0 when the pull request exists, 130 when interrupted.
+
+    With `--home`, each run keeps its state in a new `run-N` folder there, so the demo can
+    be run again on the same home; without, in a temporary folder removed after.
+    """
+    home = (
+        _run_folder(Path(args.home))
+        if args.home
+        else Path(tempfile.mkdtemp(prefix="teaparty-demo-"))
+    )
+    if args.home:
+        say(f"the demo's state: {home}")
     try:
         return asyncio.run(run_demo(home, env, limit_s=args.timeout))
+    except KeyboardInterrupt:
+        print("\ninterrupted: the demo stopped.", file=sys.stderr)
+        return 130
     finally:
         if not args.home:
             shutil.rmtree(home, ignore_errors=True)
+
+
+def _run_folder(home: Path) -> Path:
+    """A new `run-N` folder under `home` (made absolute once, here)."""
+    home = home.expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    n = 1 + max((int(p.name[4:]) for p in home.glob("run-*") if p.name[4:].isdigit()), default=0)
+    folder = home / f"run-{n}"
+    folder.mkdir()
+    return folder
 
 
 async def run_demo(

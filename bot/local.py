@@ -1,61 +1,243 @@
-"""`teaparty run`: a local job from the terminal, with gates asked on the terminal."""
+"""`teaparty run`: a local job from the terminal, with gates asked on the terminal.
+
+Every run is a new job with its own id; `--resume ID` continues one. Exit codes: 0 the
+job delivered its branch; 1 it failed, or ended without delivering (a rejected plan);
+2 usage or configuration; 3 environment (the store is in use by another process); 4 it
+waits at a question nobody can answer here (no terminal, `--no-input`); 130 interrupted.
+An interrupted or parked job is saved; the last line says how to continue it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.api import Gate, ModelKind, OrchestratorError, run_local, shipped_org_dir
+from orchestrator.api import (
+    Gate,
+    LocalJob,
+    ModelKind,
+    OrchestratorError,
+    ResumeError,
+    StoreLockedError,
+    UnansweredGateError,
+    run_local,
+    shipped_org_dir,
+)
+from orchestrator.api import git as run_git
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_PARKED = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
+EXIT_CODES = (
+    "exit codes: 0 delivered (a branch with the work), 1 failed or ended without delivering "
+    "(e.g. a rejected plan), 2 usage or configuration error, 3 environment (the store is in "
+    "use), 4 waiting at a question nobody can answer here (no terminal, --no-input), "
+    "130 interrupted"
+)
+
+
+class UsageError(Exception):
+    """What the person asked for cannot be run as asked; the message says why."""
 
 
 def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """Run the job the arguments describe; print its progress and outcome."""
-    repo: Path = args.repo
-    if not (repo / ".git").exists():
-        print(f"teaparty run: {repo} is not a git repository", file=sys.stderr)
-        return EXIT_USAGE
-    body = args.body_file.read_text() if args.body_file else args.title
-    model: ModelKind = args.model or ("anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted")
-    if model == "scripted":
-        print("no ANTHROPIC_API_KEY: using the scripted stand-in for the model")
-    home = args.home or Path(env.get("TEAPARTY_HOME") or Path.home() / ".teaparty")
-    org_dir = Path(env["TEAPARTY_CONFIG"]) if env.get("TEAPARTY_CONFIG") else shipped_org_dir()
-
-    async def approve(gate: Gate) -> str:
-        if args.yes:
-            return "yes"
-        options = f" [{'/'.join(gate.options)}]" if gate.options else ""
-        return await asyncio.to_thread(input, f"your answer{options}: ")
-
+    """Run the job the arguments describe; print its progress and outcome; the exit code."""
     try:
-        job = asyncio.run(
-            run_local(
-                repo,
-                title=args.title,
-                body=body,
-                home=home,
-                org_dir=org_dir,
-                model=model,
-                env=env,
-                approve=approve,
-                say=print,
-            )
-        )
-    except (OrchestratorError, RuntimeError, EOFError) as exc:
+        request = _request(args, env)
+    except UsageError as exc:
         print(f"teaparty run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    started: list[int] = []
+    try:
+        job = asyncio.run(_run(request, env, started))
+    except KeyboardInterrupt:
+        print(f"\ninterrupted. {_resume_line(started, request.repo)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except UnansweredGateError as exc:
+        print(f"teaparty run: {exc}", file=sys.stderr)
+        print(
+            f"  answer it on a terminal: {_resume_command(exc.job_id, request.repo)}",
+            file=sys.stderr,
+        )
+        return EXIT_PARKED
+    except EOFError as exc:  # the input ran out at a question: the job waits there
+        print(f"teaparty run: {exc}. {_resume_line(started, request.repo)}", file=sys.stderr)
+        return EXIT_PARKED
+    except ResumeError as exc:
+        print(f"teaparty run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreLockedError as exc:
+        print(f"teaparty run: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+    except (OrchestratorError, RuntimeError) as exc:
+        print(f"teaparty run: {exc}", file=sys.stderr)
+        if started:
+            print(f"  {_resume_line(started, request.repo)}", file=sys.stderr)
         return EXIT_FAILED
+    _report(job)
+    return EXIT_OK if job.delivered else EXIT_FAILED
+
+
+class Request:
+    """A run, checked: the repository's top level, the texts, where state lives, how gates
+    are answered."""
+
+    def __init__(self, args: argparse.Namespace, env: Mapping[str, str], repo: Path) -> None:
+        self.repo = repo
+        self.title: str = (args.title or "").strip()
+        self.body = _body(args.body_file) or self.title
+        self.resume: int | None = args.resume
+        self.model: ModelKind = args.model or (
+            "anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted"
+        )
+        home = args.home or Path(env.get("TEAPARTY_HOME") or Path.home() / ".teaparty")
+        self.home = Path(home).expanduser().resolve()
+        self.org_dir = (
+            Path(env["TEAPARTY_CONFIG"]) if env.get("TEAPARTY_CONFIG") else shipped_org_dir()
+        )
+        self.auto = "yes" if args.yes else None
+        self.ask = not args.yes and not args.no_input and sys.stdin.isatty()
+
+
+def _request(args: argparse.Namespace, env: Mapping[str, str]) -> Request:
+    if args.resume is None and not (args.title or "").strip():
+        raise UsageError("a title is needed (--title TEXT), or --resume ID")
+    if args.resume is not None and args.resume < 1:
+        raise UsageError(f"--resume {args.resume}: job ids start at 1")
+    repo = _top_level(args.repo or Path.cwd())
+    request = Request(args, env, repo)
+    if request.model == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
+        raise UsageError("--model anthropic needs ANTHROPIC_API_KEY in the environment")
+    if request.model == "scripted":
+        print("no ANTHROPIC_API_KEY: using the scripted stand-in for the model")
+    return request
+
+
+def _top_level(path: Path) -> Path:
+    """The top level of the repository `path` is in; UsageError when it is none, or empty."""
+    path = path.expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory")
+    code, top = asyncio.run(
+        run_git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
+    )
+    if code != 0:
+        raise UsageError(f"{path} is not a git repository")
+    repo = Path(top.strip())
+    code, _ = asyncio.run(
+        run_git(None, "-C", str(repo), "rev-parse", "--verify", "--quiet", "HEAD", check=False)
+    )
+    if code != 0:
+        raise UsageError(f"{repo} has no commits yet: a job starts from HEAD, so commit first")
+    return repo
+
+
+def _body(source: Path | None) -> str:
+    """The issue text: from a file, or standard input for `-`; nothing when not given."""
+    if source is None:
+        return ""
+    if str(source) == "-":
+        return sys.stdin.read()
+    try:
+        return source.read_text()
+    except OSError as exc:
+        raise UsageError(f"--body-file {source}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--body-file {source}: not UTF-8 text") from None
+
+
+async def _run(request: Request, env: Mapping[str, str], started: list[int]) -> LocalJob:
+    await _warn_if_dirty(request.repo)
+    return await run_local(
+        request.repo,
+        title=request.title,
+        body=request.body,
+        home=request.home,
+        org_dir=request.org_dir,
+        model=request.model,
+        env=env,
+        approve=_approve if request.ask else None,
+        auto=request.auto,
+        say=print,
+        resume=request.resume,
+        on_job=started.append,
+    )
+
+
+async def _warn_if_dirty(repo: Path) -> None:
+    """A job starts from HEAD: say what in the working tree it leaves out."""
+    _, status = await run_git(None, "-C", str(repo), "status", "--porcelain", check=False)
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    if changed:
+        shown = ", ".join(changed[:5]) + (
+            f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        )
+        print(f"note: the job starts from HEAD; not included: {shown}", file=sys.stderr)
+
+
+async def _approve(gate: Gate) -> str:
+    """Ask at the terminal until the answer is one of the gate's options (when it has some)."""
+    options = [option.lower() for option in gate.options]
+    hint = f" [{'/'.join(gate.options)}]" if gate.options else ""
+    while True:
+        answer = (await read_line(f"your answer{hint}: ")).strip()
+        if not options and answer:
+            return answer
+        if answer.lower() in options:
+            return gate.options[options.index(answer.lower())]
+        matches = (
+            [o for o in gate.options if o.lower().startswith(answer.lower())] if answer else []
+        )
+        if len(matches) == 1:
+            return matches[0]
+        print(f"  please answer {' or '.join(gate.options) or 'with some text'}")
+
+
+async def read_line(prompt: str) -> str:
+    """A line from standard input, read by the event loop (so Ctrl-C stops it at once)."""
+    print(prompt, end="", flush=True)
+    loop = asyncio.get_running_loop()
+    got: asyncio.Future[str] = loop.create_future()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not got.done():
+            got.set_result(os.read(fd, 65536).decode(errors="replace"))
+
+    loop.add_reader(fd, readable)
+    try:
+        line = await got
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_reader(fd)
+    if line == "":
+        raise EOFError("standard input closed while a question was open")
+    return line
+
+
+def _resume_line(started: list[int], repo: Path) -> str:
+    if not started:
+        return "No job was started."
+    return f"Job {started[0]} is saved; continue it with: {_resume_command(started[0], repo)}"
+
+
+def _resume_command(job_id: int, repo: Path) -> str:
+    return f"teaparty run --repo {shlex.quote(str(repo))} --resume {job_id}"
+
+
+def _report(job: LocalJob) -> None:
     print(f"result: {job.result}")
-    print(f"branch {job.branch}:")
-    for commit in job.commits:
-        print(f"  {commit}")
+    if job.delivered:
+        print(f"branch {job.branch}:")
+        for commit in job.commits:
+            print(f"  {commit}")
     tokens = job.usage.input_tokens + job.usage.output_tokens
     print(
         f"tokens: {tokens:,} (cache read {job.usage.cache_read_tokens:,}); "
         f"cost: ${job.cost_usd:.4f}"
     )
-    return EXIT_OK

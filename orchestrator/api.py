@@ -32,9 +32,18 @@ from orchestrator.errors import (
     GateClosedError,
     OrchestratorError,
     SandboxError,
+    StoreLockedError,
 )
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.local_run import AGENT_IDENTITY, ModelKind, models, run_local
+from orchestrator.jobs.local_forge import UnansweredGateError
+from orchestrator.jobs.local_run import (
+    AGENT_IDENTITY,
+    LocalJob,
+    ModelKind,
+    ResumeError,
+    models,
+    run_local,
+)
 from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
 from orchestrator.models.offline import DemoModel
@@ -64,6 +73,9 @@ __all__ = [
     "ForgeWaitError",
     "ForgeObject",
     "Gate",
+    "LocalJob",
+    "ResumeError",
+    "UnansweredGateError",
     "GateClosedError",
     "GateAsked",
     "GitError",
@@ -87,6 +99,7 @@ __all__ = [
     "Resumed",
     "Sandbox",
     "SandboxError",
+    "StoreLockedError",
     "StateChanged",
     "Task",
     "UsageRecorded",

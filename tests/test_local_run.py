@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from local_repo import ENV, git, make_repo
 
 from bot.cli import main
 from orchestrator.bus.gates import Gate
 from orchestrator.config import shipped_org_dir
 from orchestrator.jobs.local_run import run_local
 
-ENV = {
-    "GIT_AUTHOR_NAME": "dev",
-    "GIT_AUTHOR_EMAIL": "dev@x",
-    "GIT_COMMITTER_NAME": "dev",
-    "GIT_COMMITTER_EMAIL": "dev@x",
-    "PATH": "/usr/bin:/bin",
-}
 BRANCH = "teaparty/job-1-add-a-verbose-flag"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=ENV
-    ).stdout
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "widgets"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    (path / "README.md").write_text("widgets\n")
-    git(path, "add", ".")
-    git(path, "commit", "-qm", "init")
-    return path
+    return make_repo(tmp_path / "widgets")
 
 
 def test_run_makes_a_job_branch_with_the_workers_commit_merged(
@@ -75,7 +56,9 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
     assert git(repo, "status", "--porcelain") == "", "the user's checkout is untouched"
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
 
-    assert main(argv) == 0, "running it again resumes the finished job"
+    resume = ["run", "--repo", str(repo / "docs"), "--resume", "1", *argv[-4:]]
+    (repo / "docs").mkdir()
+    assert main(resume) == 0, "resuming the finished job, from a directory inside the repo"
     again = capsys.readouterr().out
     assert "job 1 resumed" in again
     assert "gate" not in again
@@ -83,6 +66,8 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
         "Merge task #1: Add a --verbose flag",
         "Task #1: Add a --verbose flag",
     ]
+    assert main(argv) == 0, "the same command again is a new job"
+    assert "job 2 started: branch teaparty/job-2-add-a-verbose-flag" in capsys.readouterr().out
 
 
 async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path) -> None:

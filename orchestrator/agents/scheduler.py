@@ -80,10 +80,11 @@ class Scheduler:
                 self._ready.set()
                 self._idle.clear()
 
-    async def run_until_idle(self) -> None:
-        """Resume everything the store says has work, and return when nothing is left to run
-        (a conversation waiting out a model outage is waited for)."""
-        await self._resume()
+    async def run_until_idle(self, job_id: int | None = None) -> None:
+        """Resume everything the store says has work (of one job's conversations, if
+        `job_id` is given: a local run spends nothing on other jobs), and return when nothing
+        is left to run (a conversation waiting out a model outage is waited for)."""
+        await self._resume(job_id)
         await self._serve(stop_when_idle=True)
 
     async def serve(self) -> None:
@@ -91,12 +92,12 @@ class Scheduler:
         await self._resume()
         await self._serve(stop_when_idle=False)
 
-    async def _resume(self) -> None:
-        for wait in await self.bus.waits():
+    async def _resume(self, job_id: int | None = None) -> None:
+        for wait in await self.bus.waits(job_id):
             if wait.kind == "model" and wait.wait_key not in self._held:
                 self._waited.add(wait.wait_key)
                 self._hold(wait.wait_key, wait.until)
-        self.wake(await self.bus.runnable())
+        self.wake(await self.bus.runnable(job_id))
 
     def _hold(self, conversation_id: str, until: float) -> None:
         """Wake `conversation_id` at `until`, not before."""

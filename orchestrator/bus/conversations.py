@@ -232,9 +232,9 @@ class ConversationBus:
         """What waits in a conversation's inbox, left in place."""
         return await self.store.read(lambda tx: txn.inbox(tx, conversation_id))
 
-    async def runnable(self) -> list[str]:
-        """Every conversation with work to do, as the store has it."""
-        return await self.store.read(txn.runnable)
+    async def runnable(self, job_id: int | None = None) -> list[str]:
+        """Every conversation with work to do (of one job, if given), as the store has it."""
+        return await self.store.read(lambda tx: txn.runnable(tx, job_id))
 
     async def consume(self, conversation_id: str) -> Step:
         """Take the whole inbox into the transcript (receive-and-clear).

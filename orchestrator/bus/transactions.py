@@ -94,6 +94,7 @@ WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0
   AND (c.in_turn = 1 OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))
   AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = c.job_id AND j.ready = 0)
+  AND (:job_id IS NULL OR c.job_id = :job_id)
 ORDER BY c.created_at, c.conversation_id
 """
 
@@ -157,9 +158,10 @@ def snapshot(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> Snapshot:
     )
 
 
-def runnable(tx: Tx) -> list[str]:
-    """Conversations with work to do: an unfinished invocation or a non-empty inbox."""
-    return [row[0] for row in tx.execute(RUNNABLE_SQL)]
+def runnable(tx: Tx, job_id: int | None = None) -> list[str]:
+    """Conversations with work to do: an unfinished invocation or a non-empty inbox (of one
+    job's conversations, if `job_id` is given)."""
+    return [row[0] for row in tx.execute(RUNNABLE_SQL, {"job_id": job_id})]
 
 
 def create_conversation(

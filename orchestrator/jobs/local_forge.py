@@ -2,9 +2,10 @@
 
 The same `JobDriver` that keeps a GitHub issue in line with the store drives a local job
 through it: `show` prints the status when it changes, `ask` puts a gate to the person at
-the terminal (through `approve`) and records their answer, `deliver` pushes the job branch
-into the local repository (the user's checkout is never touched), `fail` says what failed
-and that running the same command again retries.
+the terminal (through `approve`; `--yes` answers for them, and says so; with nobody to
+ask, the job stays parked: UnansweredGateError) and records the answer, `deliver` pushes
+the job branch into the local repository (the user's checkout is never touched), `fail`
+says what failed and how to resume the job to retry it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,21 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from orchestrator.bus.gates import Gate
+from orchestrator.errors import OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.ports import JobStatus
 
 Approver = Callable[[Gate], Awaitable[str]]
+
+
+class UnansweredGateError(OrchestratorError):
+    """A gate was asked where nobody can answer it (no terminal, `--no-input`): the job
+    stays parked at it, saved, until a run that can answer resumes it."""
+
+    def __init__(self, job_id: int, gate: Gate) -> None:
+        super().__init__(f"job {job_id} waits at gate {gate.gate_id}: {gate.question}")
+        self.job_id = job_id
+        self.gate = gate
 
 
 class LocalForge:
@@ -28,13 +40,15 @@ class LocalForge:
         repo: Path,
         *,
         decider: str,
-        approve: Approver,
+        approve: Approver | None,
         say: Callable[[str], None],
+        auto: str | None = None,
     ) -> None:
         self.office = office
         self.repo = repo
         self.decider = decider
-        self.approve = approve
+        self.approve = approve  # None: nobody here can answer
+        self.auto = auto  # an answer given to every gate on the decider's behalf (`--yes`)
         self.say = say
         self._shown: tuple[str, str] | None = None
         self._failed: set[str] = set()
@@ -47,11 +61,18 @@ class LocalForge:
             self.say(f"  [{status.state}] {status.step}")
 
     async def ask(self, status: JobStatus, gate: Gate) -> None:
-        """Ask the gate at the terminal and record the answer as the decider's."""
+        """Ask the gate at the terminal and record the answer as the decider's (with `auto`,
+        answer it so on their behalf, and say so)."""
         self.say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
-        answer = await self.approve(gate)
-        self.say(f"  {self.decider} answered: {answer}")
-        await self.office.answer_gate(gate.gate_id, text=answer, answered_by=self.decider)
+        if self.auto is not None:
+            answer, by = self.auto, f"{self.decider} (--yes)"
+            self.say(f"  answered {answer!r} automatically (--yes)")
+        elif self.approve is None:
+            raise UnansweredGateError(status.job_id, gate)
+        else:
+            answer, by = await self.approve(gate), self.decider
+            self.say(f"  {self.decider} answered: {answer}")
+        await self.office.answer_gate(gate.gate_id, text=answer, answered_by=by)
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
         """Push the job branch into the local repository; the branch is the link."""
@@ -63,7 +84,7 @@ class LocalForge:
         if error not in self._failed:
             self._failed.add(error)
             self.say(f"job {status.job_id} failed: {error}")
-            self.say("  run the same command again to retry what failed")
+            self.say(f"  to retry what failed: teaparty run --resume {status.job_id}")
 
     async def credentials(self) -> str | None:
         """A local repository needs none."""

@@ -444,9 +444,10 @@ class Office:
         """Call `handler` with each engine event (never the source of truth)."""
         self.engine.events.subscribe(handler)
 
-    async def run_until_idle(self) -> None:
-        """Run every conversation with work until none has any (a gate, an end, or a stall)."""
-        await self.engine.scheduler.run_until_idle()
+    async def run_until_idle(self, job_id: int | None = None) -> None:
+        """Run every conversation with work (of one job, if given) until none has any (a
+        gate, an end, or a stall)."""
+        await self.engine.scheduler.run_until_idle(job_id)
 
     async def serve(self) -> None:
         """Run every conversation with work, resuming from the store, until cancelled."""

@@ -1,0 +1,302 @@
+"""`teaparty run` as people meet it: a real process, and a real terminal where it matters.
+
+Every run is a new job; `--resume ID` continues one and runs nothing of other jobs;
+Ctrl-C at the prompt stops at once, without a traceback, saying how to continue; ordinary
+mistakes get one clear line and the documented exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from local_repo import ENV, git, make_repo
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "widgets")
+
+
+def teaparty(
+    *args: str, home: Path, cwd: Path | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args, "--home", str(home), "--model", "scripted"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        input=stdin,
+        timeout=90,
+    )
+
+
+def test_titles_that_slug_alike_are_two_jobs(repo: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = teaparty("run", "--title", "Add docs", "--yes", home=home, cwd=repo)
+    second = teaparty("run", "--title", "ADD DOCS!!", "--yes", home=home, cwd=repo)
+    assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+    assert "job 1 started: branch teaparty/job-1-add-docs" in first.stdout
+    assert "job 2 started: branch teaparty/job-2-add-docs" in second.stdout
+    assert "answered 'yes' automatically (--yes)" in first.stdout
+    branches = git(repo, "branch", "--list", "teaparty/*", "--format=%(refname:short)")
+    assert branches.split() == ["teaparty/job-1-add-docs", "teaparty/job-2-add-docs"]
+
+
+def test_a_run_spends_nothing_on_other_jobs_in_the_store(repo: Path, tmp_path: Path) -> None:
+    """Jobs A and B wait, runnable, in the store; job C's run leaves them as they were."""
+    home = tmp_path / "home"
+    for title in ("job A", "job B"):
+        parked = teaparty("run", "--title", title, "--no-input", home=home, cwd=repo)
+        assert parked.returncode == 4, parked.stderr
+    before = transcripts(home)
+    assert teaparty("run", "--title", "job C", "--yes", home=home, cwd=repo).returncode == 0
+    after = transcripts(home)
+    assert {job: n for job, n in after.items() if job != 3} == before
+    assert after[3] > 0
+
+
+def transcripts(home: Path) -> dict[int, int]:
+    """Messages in each job's conversations, by job id."""
+    import sqlite3
+
+    with sqlite3.connect(home / "teaparty.db") as db:
+        rows = db.execute(
+            "SELECT c.job_id, count(m.seq) FROM conversations c"
+            " LEFT JOIN messages m ON m.conversation_id = c.conversation_id GROUP BY c.job_id"
+        ).fetchall()
+    return {int(job): int(n) for job, n in rows}
+
+
+def test_a_question_nobody_can_answer_parks_the_job_and_resume_answers_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    parked = teaparty("run", "--title", "Add docs", home=home, cwd=repo, stdin="")  # no terminal
+    assert parked.returncode == 4
+    assert "job 1 waits at gate 1: Plan for 'Add docs'" in parked.stderr
+    assert f"teaparty run --repo {repo} --resume 1" in parked.stderr
+    assert "Traceback" not in parked.stderr
+    done = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert "job 1 resumed: branch teaparty/job-1-add-docs" in done.stdout
+    assert git(repo, "log", "--format=%s", "teaparty/job-1-add-docs", "--not", "main").strip()
+
+
+def test_a_rejected_plan_ends_without_delivering_exit_1(repo: Path, tmp_path: Path) -> None:
+    body = tmp_path / "body.md"
+    body.write_text("Please.\n")
+    argv = [*CLI, "run", "--title", "Add docs", "--body-file", str(body), *local(tmp_path)]
+    with Terminal(argv, repo) as term:
+        term.expect("your answer [yes/no]: ")
+        term.send("maybe later\n")
+        term.expect("please answer yes or no")
+        term.send("no\n")
+        code = term.wait()
+    assert code == 1
+    assert "Plan rejected, so nothing was changed" in term.output
+    assert git(repo, "branch", "--list", "teaparty/*") == ""
+
+
+CLI = [sys.executable, "-m", "bot.cli"]
+
+
+def local(tmp_path: Path) -> list[str]:
+    """The options of a local run in this test's state directory, on the scripted model."""
+    return ["--home", str(tmp_path / "home"), "--model", "scripted"]
+
+
+class Terminal:
+    """A command on a real pseudo-terminal: what it prints, keys typed, Ctrl-C."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.output = ""
+
+    def __enter__(self) -> Terminal:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the command, with the terminal as its stdio
+            os.chdir(self.cwd)
+            os.execvpe(self.argv[0], self.argv, ENV)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(self.fd)
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            chunk = os.read(self.fd, 65536)
+        except OSError:
+            return False
+        self.output += chunk.decode(errors="replace").replace("\r\n", "\n")
+        return bool(chunk)
+
+    def expect(self, text: str, limit: float = 60.0) -> None:
+        deadline = time.monotonic() + limit
+        while text not in self.output:
+            if time.monotonic() > deadline or not self._read(deadline - time.monotonic()):
+                if text in self.output:
+                    return
+                raise AssertionError(f"{text!r} never came; the terminal shows:\n{self.output}")
+
+    def send(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+
+    def wait(self, limit: float = 60.0) -> int:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                while self._read(0.1):
+                    pass
+                return os.waitstatus_to_exitcode(status)
+            self._read(0.1)
+        raise AssertionError(f"still running after {limit}s; the terminal shows:\n{self.output}")
+
+
+def test_ctrl_c_at_the_prompt_stops_at_once_and_says_how_to_resume(
+    repo: Path, tmp_path: Path
+) -> None:
+    with Terminal([*CLI, "run", "--title", "Add docs", *local(tmp_path)], repo) as term:
+        term.expect("your answer [yes/no]: ")
+        term.send("\x03")  # Ctrl-C: the terminal sends SIGINT to the foreground group
+        code = term.wait(limit=3.0)
+    assert code == 130
+    assert "Traceback" not in term.output
+    assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output
+    with Terminal([*CLI, "run", "--resume", "1", *local(tmp_path)], repo) as term:
+        term.expect("your answer [yes/no]: ")
+        term.send("y\n")
+        assert term.wait() == 0
+    interrupted = git(repo, "rev-parse", "teaparty/job-1-add-docs^{tree}")
+    untouched = tmp_path / "untouched"
+    subprocess.run(["git", "clone", "-q", str(repo), str(untouched)], check=True, env=ENV)
+    run = teaparty("run", "--title", "Add docs", "--yes", home=tmp_path / "h2", cwd=untouched)
+    assert run.returncode == 0
+    assert git(untouched, "rev-parse", "teaparty/job-1-add-docs^{tree}") == interrupted
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        (["run", "--title", "   "], None, "a title is needed (--title TEXT), or --resume ID"),
+        (
+            ["run", "--title", "x", "--body-file", "missing.md"],
+            None,
+            "--body-file missing.md: No such file",
+        ),
+        (["run", "--resume", "0"], None, "--resume 0: job ids start at 1"),
+        (["run", "--resume", "7"], None, "no job 7 in this state directory"),
+    ],
+)
+def test_ordinary_mistakes_get_one_line_and_exit_2(
+    repo: Path, tmp_path: Path, args: list[str], stdin: str | None, message: str
+) -> None:
+    result = teaparty(*args, home=tmp_path / "home", cwd=repo, stdin=stdin)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_issue_text_can_come_from_standard_input(repo: Path, tmp_path: Path) -> None:
+    result = teaparty(
+        "run",
+        "--title",
+        "Add docs",
+        "--body-file",
+        "-",
+        "--yes",
+        home=tmp_path / "home",
+        cwd=repo,
+        stdin="Docs, from stdin.\n",
+    )
+    assert result.returncode == 0, result.stderr
+    recorded = git(repo, "show", "teaparty/job-1-add-docs:docs/requests/add-docs.md")
+    assert "Docs, from stdin." in recorded
+
+
+def test_repositories_a_job_cannot_start_from(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    result = teaparty("run", "--title", "x", home=tmp_path / "home", cwd=empty)
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"teaparty run: {empty} has no commits yet: a job starts from HEAD, so commit first",
+    )
+    nowhere = teaparty("run", "--title", "x", home=tmp_path / "home", cwd=tmp_path)
+    assert (nowhere.returncode, nowhere.stderr.strip()) == (
+        2,
+        f"teaparty run: {tmp_path} is not a git repository",
+    )
+
+
+def test_a_dirty_tree_is_named_and_left_out(repo: Path, tmp_path: Path) -> None:
+    (repo / "README.md").write_text("changed\n")
+    (repo / "notes.txt").write_text("new\n")
+    result = teaparty("run", "--title", "Add docs", "--yes", home=tmp_path / "h", cwd=repo)
+    assert result.returncode == 0
+    assert "note: the job starts from HEAD; not included: README.md, notes.txt" in result.stderr
+    assert git(repo, "show", "teaparty/job-1-add-docs:README.md") == "widgets\n"
+
+
+def test_the_anthropic_model_needs_its_key_before_anything_starts(
+    repo: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    result = subprocess.run(
+        [*CLI, "run", "--title", "x", "--model", "anthropic", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=repo,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        "teaparty run: --model anthropic needs ANTHROPIC_API_KEY in the environment",
+    )
+    assert not home.exists(), "no job was created"
+
+
+def test_the_demo_runs_again_on_the_same_relative_home(tmp_path: Path) -> None:
+    for n in (1, 2):
+        result = subprocess.run(
+            [*CLI, "demo", "--home", "demo-state"],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            cwd=tmp_path,
+            timeout=100,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"the demo's state: {tmp_path / 'demo-state' / f'run-{n}'}" in result.stdout
+
+
+def test_ctrl_c_stops_the_demo_at_once_without_a_traceback(tmp_path: Path) -> None:
+    with Terminal([*CLI, "demo", "--home", str(tmp_path / "state")], tmp_path) as term:
+        term.expect("teaparty serve at")
+        term.send("\x03")
+        code = term.wait(limit=3.0)
+    assert code == 130, term.output
+    assert "interrupted: the demo stopped." in term.output
+    assert "Traceback" not in term.output
