@@ -239,6 +239,8 @@ def _config_check(args: argparse.Namespace) -> int:
             print(issue, file=sys.stderr)
         if report.issues:
             status = EXIT_ISSUES
+        elif report.note:
+            print(f"ok: {path} ({report.note})")
         else:
             counts = f"{_plural(report.workgroups, 'workgroup')}, {_plural(report.agents, 'agent')}"
             print(f"ok: {path} ({counts})")

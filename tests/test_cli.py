@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from orgfiles import write, write_org
 
 from bot.cli import main
-from orchestrator.config import check_paths
+from orchestrator.config import check_paths, shipped_org_dir
 
 SOURCE = ".teaparty/project.yaml"
 
@@ -116,3 +117,27 @@ def test_check_defaults_to_config_in_the_working_directory(
 def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "check", "--help"]) == 0
     assert "--org DIR" in capsys.readouterr().out
+
+
+def test_check_a_repository_without_a_project_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".git").mkdir()
+    assert main(["config", "check", str(tmp_path)]) == 0
+    assert (
+        capsys.readouterr().out
+        == f"ok: {tmp_path} (no .teaparty/project.yaml: the defaults apply)\n"
+    )
+
+
+def test_check_an_organisation_whose_prices_miss_an_agents_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    org = tmp_path / "org"
+    shutil.copytree(shipped_org_dir(), org, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
+    (org / "models.yaml").write_text(
+        "models:\n  claude-haiku-4-5: {input: 1, output: 5, cache_read: 0.1, cache_write: 1.25}\n"
+    )
+    assert main(["config", "check", str(org)]) == 1
+    err = capsys.readouterr().err
+    assert f"no price for model 'claude-sonnet-4-6' in {org / 'models.yaml'}; add it there" in err

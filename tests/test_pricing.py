@@ -13,6 +13,7 @@ from orchestrator.models.pricing import (
     PriceTable,
     cost_usd,
     load_prices,
+    org_prices,
     shipped_prices,
 )
 
@@ -61,3 +62,42 @@ def test_an_invalid_price_file_names_the_line(tmp_path: Path) -> None:
     path.write_text("models:\n  m: {input: 1, output: -5, cache_read: 0, cache_write: 0}\n")
     with pytest.raises(ConfigError, match=r"models.yaml:2: models\.m\.output: must be at least 0"):
         load_prices(path)
+
+
+async def test_the_organisations_own_prices_are_the_ones_jobs_cost_at(tmp_path: Path) -> None:
+    import shutil
+
+    from orchestrator.config import load_organisation, shipped_org_dir
+    from orchestrator.jobs.office import Office
+    from orchestrator.models.offline import DemoModel
+    from orchestrator.sandbox.confine import Sandbox
+
+    org_dir = tmp_path / "org"
+    shutil.copytree(shipped_org_dir(), org_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    doubled = {
+        model: price.model_copy(update={"input": price.input * 2})
+        for model, price in shipped_prices().models.items()
+    }
+    (org_dir / "models.yaml").write_text(
+        "models:\n"
+        + "".join(f"  {m}: {p.model_dump()}\n".replace("'", "") for m, p in doubled.items())
+    )
+    assert org_prices(org_dir).models == doubled
+    assert org_prices(tmp_path).models == shipped_prices().models, "no file: the shipped prices"
+    org = load_organisation(org_dir)
+    office = await Office.open(
+        tmp_path / "home",
+        org=org,
+        projects=[],
+        models=lambda _: DemoModel(),
+        env={},
+        sandbox=Sandbox("unavailable", "not needed"),
+        scripted=True,
+    )
+    try:
+        lead = next(address for address in org.agents if "office" in address)
+        usage = Usage(input_tokens=1_000_000)
+        model = org.agents[lead].model
+        assert office.budget.price(lead, usage) == doubled[model].input
+    finally:
+        await office.close()

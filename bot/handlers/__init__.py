@@ -9,6 +9,6 @@ performs them; the decisions are tested from payloads alone.
     issue_comment.py  issue_comment.created: CommentFacts, decide_comment, on_issue_comment_created
     actions.py        what a decision says: Ignore, Report, PostOnce, React, StartJob, AnswerGate
     app_context.py    AppContext: what handlers read and act through; performs actions
-    repos.py          a repository's project file, learnings, permissions (cached a minute)
+    repos.py          a repository's project file and permissions (cached a minute)
     service.py        GitHubService: a stored delivery handled; each job's GitHubForge
 """

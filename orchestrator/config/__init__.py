@@ -70,6 +70,7 @@ class CheckReport:
     issues: tuple[ConfigIssue, ...] = ()
     workgroups: int = 0
     agents: int = 0
+    note: str | None = None  # what else to know: e.g. that a repository runs on the defaults
 
 
 def check_paths(paths: Sequence[Path], *, org_dir: Path) -> list[ConfigIssue]:
@@ -78,7 +79,13 @@ def check_paths(paths: Sequence[Path], *, org_dir: Path) -> list[ConfigIssue]:
 
 
 def check_path(path: Path, *, org_dir: Path) -> CheckReport:
-    """Check an organisation, a repository's project (against ``org_dir``) or one YAML file."""
+    """Check an organisation, a repository's project (against ``org_dir``) or one YAML file.
+
+    A repository without a project file is fine: its jobs run on the defaults.
+    """
+    if path.is_dir() and (path / ".git").exists() and not (path / PROJECT_FILE).exists():
+        if not (path / ORG_FILE).is_file():
+            return CheckReport(path, note=f"no {PROJECT_FILE}: the defaults apply")
     try:
         workgroups, agents = _check(path, org_dir)
     except ConfigError as exc:

@@ -132,6 +132,27 @@ def _load_agents(
     return agents
 
 
+def _price_issues(
+    directory: Path, agents: dict[str, tuple[Document, AgentDef]]
+) -> list[ConfigIssue]:
+    """The organisation's models.yaml (if it has one) must load and price every agent's model."""
+    from orchestrator.models.pricing import PRICES_FILE, org_prices  # pricing imports config
+
+    try:
+        prices = org_prices(directory)
+    except ConfigError as exc:
+        return list(exc.issues)
+    where = directory / PRICES_FILE if (directory / PRICES_FILE).is_file() else "the shipped prices"
+    issues = []
+    for doc, agent in agents.values():
+        try:
+            prices.price(agent.model)
+        except ConfigError:
+            message = f"no price for model {agent.model!r} in {where}; add it there"
+            issues.append(doc.issue(("model",), message))
+    return issues
+
+
 def _load_catalog(
     directory: Path, raw: OrgFile, *, org_doc: Document, resolver: Resolver
 ) -> dict[str, Workgroup]:
@@ -186,6 +207,7 @@ def load_organisation(directory: Path) -> Organisation:
     resolver.agent(raw.project_lead, org_doc, ("project_lead",))
     leads = [raw.office_manager, raw.project_lead]
     resolver.issues.extend(_send_issues(members_only(catalog.values(), leads), loaded))
+    resolver.issues.extend(_price_issues(directory, loaded))
     if resolver.issues or office_manager is None or proxy is None:
         raise config_error(resolver.issues)
     return Organisation(

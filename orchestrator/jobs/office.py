@@ -29,6 +29,7 @@ from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.records import JobRecords
+from orchestrator.models.pricing import org_prices
 from orchestrator.ports import Model
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
@@ -161,7 +162,7 @@ class Office:
         )
         toolbox = Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS))
         toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, TeamTools(store, workspace, served)))
-        budget = wiring.budget(store, configured, served)
+        budget = wiring.budget(store, configured, served, org_prices(org.directory))
         engine = Engine.over(
             store,
             agents=TeamAgents(configured),

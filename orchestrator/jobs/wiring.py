@@ -12,7 +12,7 @@ from orchestrator.agents.roster import ConfigAgents
 from orchestrator.bus.messages import Usage
 from orchestrator.config import Project
 from orchestrator.jobs.budget import JobBudget, Limits
-from orchestrator.models.pricing import shipped_prices
+from orchestrator.models.pricing import PriceTable
 from orchestrator.ports import AgentSpec
 from orchestrator.sandbox.confine import Network
 from orchestrator.store.sqlite import Store
@@ -57,9 +57,11 @@ async def checkpoint(store: Store, conversation_id: str, spec: AgentSpec) -> str
     return f"The task board at this checkpoint:\n{board}"
 
 
-def budget(store: Store, agents: ConfigAgents, projects: Mapping[str, Project]) -> JobBudget:
-    """Each project's limits, read when asked (a project added later has its own)."""
-    prices = shipped_prices()
+def budget(
+    store: Store, agents: ConfigAgents, projects: Mapping[str, Project], prices: PriceTable
+) -> JobBudget:
+    """Each project's limits, read when asked (a project added later has its own); costs at
+    the organisation's prices."""
 
     def price(address: str, usage: Usage) -> float:
         definition = agents.definition(address)

@@ -75,6 +75,12 @@ def shipped_prices() -> PriceTable:
     return load_prices(shipped_org_dir() / PRICES_FILE)
 
 
+def org_prices(directory: Path) -> PriceTable:
+    """The organisation's prices: its models.yaml, else the shipped table."""
+    path = directory / PRICES_FILE
+    return load_prices(path) if path.is_file() else shipped_prices()
+
+
 def cost_usd(model: str, usage: Usage, *, prices: PriceTable | None = None) -> float:
     """What `usage` of `model` costs in USD, at the shipped prices unless given others."""
     return (prices or shipped_prices()).cost_usd(model, usage)
