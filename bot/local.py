@@ -2,7 +2,8 @@
 
 Every run is a new job with its own id; `--resume ID` continues one. Exit codes: 0 the
 job delivered its branch; 1 it failed, or ended without delivering (a rejected plan);
-2 usage or configuration; 3 environment (the store is in use by another process); 4 it
+2 usage or configuration (a refused model key too); 3 environment (the store is in use by
+another process, the model's API unreachable); 4 it
 waits at a question nobody can answer here (no terminal, `--no-input`); 130 interrupted.
 An interrupted or parked job is saved; the last line says how to continue it.
 """
@@ -21,11 +22,14 @@ from pathlib import Path
 from orchestrator.api import (
     Gate,
     LocalJob,
+    ModelAuthError,
+    ModelError,
     ModelKind,
     OrchestratorError,
     ResumeError,
     StoreLockedError,
     UnansweredGateError,
+    check_model,
     run_local,
     shipped_org_dir,
 )
@@ -35,8 +39,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_PARKED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 EXIT_CODES = (
     "exit codes: 0 delivered (a branch with the work), 1 failed or ended without delivering "
-    "(e.g. a rejected plan), 2 usage or configuration error, 3 environment (the store is in "
-    "use), 4 waiting at a question nobody can answer here (no terminal, --no-input), "
+    "(e.g. a rejected plan), 2 usage or configuration error (a refused model key too), "
+    "3 environment (the store is in use, the model's API unreachable), 4 waiting at a question nobody can answer here (no terminal, --no-input), "
     "130 interrupted"
 )
 
@@ -50,37 +54,41 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         request = _request(args, env)
     except UsageError as exc:
-        print(f"teaparty run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _fail(str(exc), EXIT_USAGE)
+    try:
+        asyncio.run(check_model(request.model, env))
+    except KeyboardInterrupt:
+        return _fail("interrupted. No job was started.", EXIT_INTERRUPTED)
+    except ModelError as exc:  # refused: fix the key; unreachable: the network, later
+        return _fail(str(exc), EXIT_USAGE if isinstance(exc, ModelAuthError) else EXIT_ENVIRONMENT)
     started: list[int] = []
     try:
         job = asyncio.run(_run(request, env, started))
     except KeyboardInterrupt:
-        print(f"\ninterrupted. {_resume_line(started, request.repo)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except UnansweredGateError as exc:
-        print(f"teaparty run: {exc}", file=sys.stderr)
-        print(
-            f"  answer it on a terminal: {_resume_command(exc.job_id, request.repo)}",
-            file=sys.stderr,
-        )
-        return EXIT_PARKED
-    except EOFError as exc:  # the input ran out at a question: the job waits there
-        print(f"teaparty run: {exc}. {_resume_line(started, request.repo)}", file=sys.stderr)
-        return EXIT_PARKED
-    except ResumeError as exc:
-        print(f"teaparty run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreLockedError as exc:
-        print(f"teaparty run: {exc}", file=sys.stderr)
-        return EXIT_ENVIRONMENT
-    except (OrchestratorError, RuntimeError) as exc:
-        print(f"teaparty run: {exc}", file=sys.stderr)
-        if started:
-            print(f"  {_resume_line(started, request.repo)}", file=sys.stderr)
-        return EXIT_FAILED
+        return _fail(f"interrupted. {_resume_line(started, request.repo)}", EXIT_INTERRUPTED)
+    except (OrchestratorError, RuntimeError, EOFError) as exc:
+        return _fail(*_outcome(exc, started, request.repo))
     _report(job)
     return EXIT_OK if job.delivered else EXIT_FAILED
+
+
+def _outcome(exc: Exception, started: list[int], repo: Path) -> tuple[str, int]:
+    """What to say of a run that stopped with `exc`, and its exit code."""
+    if isinstance(exc, UnansweredGateError):
+        return f"{exc}\n  answer it on a terminal: {_resume_command(exc.job_id, repo)}", EXIT_PARKED
+    if isinstance(exc, EOFError):  # the input ran out at a question: the job waits there
+        return f"{exc}. {_resume_line(started, repo)}", EXIT_PARKED
+    if isinstance(exc, ResumeError):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, StoreLockedError):
+        return str(exc), EXIT_ENVIRONMENT
+    return f"{exc}\n  {_resume_line(started, repo)}" if started else str(exc), EXIT_FAILED
+
+
+def _fail(message: str, code: int) -> int:
+    lead = "\n" if code == EXIT_INTERRUPTED else "teaparty run: "
+    print(f"{lead}{message}", file=sys.stderr)
+    return code
 
 
 class Request:

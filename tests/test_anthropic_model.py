@@ -374,3 +374,42 @@ def test_a_tool_without_a_schema_takes_any_object() -> None:
             "cache_control": EPHEMERAL,
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("answer", "raised", "words"),
+    [
+        (
+            error(401, "authentication_error", f"invalid x-api-key {KEY}"),
+            ModelAuthError,
+            "HTTP 401",
+        ),
+        (error(403, "permission_error", "no access"), ModelAuthError, "HTTP 403"),
+        (error(529, "overloaded_error", "Overloaded"), ModelUnavailableError, "try again later"),
+        (error(400, "invalid_request_error", "limit: bad"), ModelRequestError, "limit: bad"),
+        (httpx2.ConnectError("refused"), ModelUnavailableError, f"cannot reach {BASE_URL}"),
+    ],
+)
+async def test_the_key_check_says_what_is_wrong_without_the_key(
+    answer: httpx2.Response | Exception, raised: type[ModelError], words: str
+) -> None:
+    asked: list[str] = []
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        asked.append(f"{request.method} {request.url.path}?{request.url.query.decode()}")
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handle)) as http:
+        client = anthropic.AsyncAnthropic(
+            api_key=KEY, base_url=BASE_URL, http_client=http, max_retries=0
+        )
+        model = AnthropicModel(model=MODEL, api_key=KEY, base_url=BASE_URL, client=client)
+        with pytest.raises(raised, match=words) as caught:
+            await model.check()
+        listed = {"data": [], "has_more": False, "first_id": None, "last_id": None}
+        answer = httpx2.Response(200, json=listed)
+        await model.check()  # a key the API accepts: no error
+    assert KEY not in str(caught.value)
+    assert asked == ["GET /v1/models?limit=1"] * 2

@@ -7,17 +7,13 @@ mistakes get one clear line and the documented exit code.
 
 from __future__ import annotations
 
-import os
-import pty
-import select
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from local_repo import ENV, git, make_repo
+from terminal import Terminal
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -97,7 +93,7 @@ def test_a_rejected_plan_ends_without_delivering_exit_1(repo: Path, tmp_path: Pa
     body = tmp_path / "body.md"
     body.write_text("Please.\n")
     argv = [*CLI, "run", "--title", "Add docs", "--body-file", str(body), *local(tmp_path)]
-    with Terminal(argv, repo) as term:
+    with Terminal(argv, repo, ENV) as term:
         term.expect("your answer [yes/no]: ")
         term.send("maybe later\n")
         term.expect("please answer yes or no")
@@ -116,74 +112,17 @@ def local(tmp_path: Path) -> list[str]:
     return ["--home", str(tmp_path / "home"), "--model", "scripted"]
 
 
-class Terminal:
-    """A command on a real pseudo-terminal: what it prints, keys typed, Ctrl-C."""
-
-    def __init__(self, argv: list[str], cwd: Path) -> None:
-        self.argv = argv
-        self.cwd = cwd
-        self.output = ""
-
-    def __enter__(self) -> Terminal:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # the child: the command, with the terminal as its stdio
-            os.chdir(self.cwd)
-            os.execvpe(self.argv[0], self.argv, ENV)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(self.fd)
-
-    def _read(self, timeout: float) -> bool:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if not ready:
-            return False
-        try:
-            chunk = os.read(self.fd, 65536)
-        except OSError:
-            return False
-        self.output += chunk.decode(errors="replace").replace("\r\n", "\n")
-        return bool(chunk)
-
-    def expect(self, text: str, limit: float = 60.0) -> None:
-        deadline = time.monotonic() + limit
-        while text not in self.output:
-            if time.monotonic() > deadline or not self._read(deadline - time.monotonic()):
-                if text in self.output:
-                    return
-                raise AssertionError(f"{text!r} never came; the terminal shows:\n{self.output}")
-
-    def send(self, keys: str) -> None:
-        os.write(self.fd, keys.encode())
-
-    def wait(self, limit: float = 60.0) -> int:
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                while self._read(0.1):
-                    pass
-                return os.waitstatus_to_exitcode(status)
-            self._read(0.1)
-        raise AssertionError(f"still running after {limit}s; the terminal shows:\n{self.output}")
-
-
 def test_ctrl_c_at_the_prompt_stops_at_once_and_says_how_to_resume(
     repo: Path, tmp_path: Path
 ) -> None:
-    with Terminal([*CLI, "run", "--title", "Add docs", *local(tmp_path)], repo) as term:
+    with Terminal([*CLI, "run", "--title", "Add docs", *local(tmp_path)], repo, ENV) as term:
         term.expect("your answer [yes/no]: ")
         term.send("\x03")  # Ctrl-C: the terminal sends SIGINT to the foreground group
         code = term.wait(limit=3.0)
     assert code == 130
     assert "Traceback" not in term.output
     assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output
-    with Terminal([*CLI, "run", "--resume", "1", *local(tmp_path)], repo) as term:
+    with Terminal([*CLI, "run", "--resume", "1", *local(tmp_path)], repo, ENV) as term:
         term.expect("your answer [yes/no]: ")
         term.send("y\n")
         assert term.wait() == 0
@@ -293,7 +232,7 @@ def test_the_demo_runs_again_on_the_same_relative_home(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_the_demo_at_once_without_a_traceback(tmp_path: Path) -> None:
-    with Terminal([*CLI, "demo", "--home", str(tmp_path / "state")], tmp_path) as term:
+    with Terminal([*CLI, "demo", "--home", str(tmp_path / "state")], tmp_path, ENV) as term:
         term.expect("teaparty serve at")
         term.send("\x03")
         code = term.wait(limit=3.0)

@@ -242,6 +242,15 @@ async def _project(repo: Path, org: Organisation) -> tuple[Project, str]:
     return project, text
 
 
+async def check_model(kind: ModelKind, env: Mapping[str, str]) -> None:
+    """Before a job starts: the Anthropic key is there and accepted (ModelError if not)."""
+    if kind != "anthropic":
+        return
+    from orchestrator.models.anthropic import AnthropicModel
+
+    await AnthropicModel.from_env(env, model="").check()
+
+
 def models(
     kind: ModelKind, env: Mapping[str, str], *, demo: DemoModel | None = None
 ) -> Callable[[AgentDef], Model]:

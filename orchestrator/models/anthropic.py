@@ -219,6 +219,33 @@ class AnthropicModel:
             await self._sleep(delay)
             attempt += 1
 
+    async def check(self, *, timeout_s: float = 15.0) -> None:
+        """One cheap authenticated call (list one model), so a missing, refused or unreachable
+        key is found before any job starts: ModelAuthError, or ModelUnavailableError."""
+        client = self._client_for_request()
+        import anthropic
+
+        try:
+            await client.with_options(timeout=timeout_s).models.list(limit=1)
+        except anthropic.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise ModelAuthError(
+                    f"ANTHROPIC_API_KEY was rejected (HTTP {exc.status_code}) by {self.base_url}",
+                    status=exc.status_code,
+                ) from None
+            if is_retryable(exc.status_code):
+                raise ModelUnavailableError(
+                    f"{self.base_url} answered HTTP {exc.status_code}; try again later",
+                    status=exc.status_code,
+                ) from None
+            raise ModelRequestError(
+                f"{self.base_url} refused the key check (HTTP {exc.status_code}):"
+                f" {_api_message(exc.body)}",
+                status=exc.status_code,
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise ModelUnavailableError(f"cannot reach {self.base_url}: {exc}") from None
+
     def _client_for_request(self) -> AsyncAnthropic:
         if not self._injected and not ALLOW_REQUESTS:
             raise ModelError("real model requests are disabled (tests)")

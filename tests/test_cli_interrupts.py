@@ -1,0 +1,211 @@
+"""`teaparty run` with the Anthropic model: the key is checked before a job starts, and
+Ctrl-C stops a run at once in the middle of a model call or of a git clone.
+
+The model is a local stand-in for the Messages API on 127.0.0.1 (the anthropic SDK talks
+to it through ANTHROPIC_BASE_URL): it refuses one key, lists models for the other, and
+never answers a message, as an API under load may. A slow git is a wrapper on PATH that
+sleeps on `clone` and `fetch`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from local_repo import ENV, git, make_repo
+from terminal import Terminal
+
+CLI = [sys.executable, "-m", "bot.cli"]
+pytestmark = pytest.mark.timeout(120)
+GOOD_KEY, BAD_KEY = "sk-ant-good", "sk-ant-bad"
+
+
+class Anthropic(ThreadingHTTPServer):
+    """GET /v1/models answers by key; POST /v1/messages is held until the server closes."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.asked = threading.Event()  # a model call is under way
+        self.closing = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Anthropic
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        bearer = self.headers.get("authorization", "").removeprefix("Bearer ")
+        if GOOD_KEY not in (self.headers.get("x-api-key"), bearer):  # the SDK sends either
+            error = {"type": "authentication_error", "message": "invalid x-api-key"}
+            return self._json(401, {"type": "error", "error": error})
+        return self._json(200, {"data": [], "has_more": False, "first_id": None, "last_id": None})
+
+    def do_POST(self) -> None:
+        self.server.asked.set()
+        self.server.closing.wait(60)
+
+    def _json(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def anthropic() -> Iterator[Anthropic]:
+    server = Anthropic()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.closing.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "widgets")
+
+
+def env_for(anthropic: Anthropic, key: str) -> dict[str, str]:
+    return {
+        **ENV,
+        "ANTHROPIC_API_KEY": key,
+        "ANTHROPIC_BASE_URL": anthropic.url,
+        "TEAPARTY_SANDBOX": "off",  # the interrupt is under test, not the confinement
+    }
+
+
+def run_args(tmp_path: Path) -> list[str]:
+    return [
+        *CLI,
+        "run",
+        "--title",
+        "Add docs",
+        "--model",
+        "anthropic",
+        "--home",
+        str(tmp_path / "home"),
+    ]
+
+
+def test_a_refused_key_stops_the_run_before_a_job_exists(
+    anthropic: Anthropic, repo: Path, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        run_args(tmp_path),
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=env_for(anthropic, BAD_KEY),
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"teaparty run: ANTHROPIC_API_KEY was rejected (HTTP 401) by {anthropic.url}"
+    )
+    assert BAD_KEY not in result.stderr + result.stdout
+    assert not (tmp_path / "home").exists()
+
+
+def test_an_unreachable_api_is_an_environment_error(repo: Path, tmp_path: Path) -> None:
+    closed = Anthropic()
+    url = closed.url
+    closed.server_close()  # nothing listens there now
+    env = {**ENV, "ANTHROPIC_API_KEY": GOOD_KEY, "ANTHROPIC_BASE_URL": url}
+    result = subprocess.run(
+        run_args(tmp_path), capture_output=True, text=True, cwd=repo, env=env, timeout=60
+    )
+    assert result.returncode == 3
+    assert result.stderr.startswith(f"teaparty run: cannot reach {url}: ")
+
+
+def test_ctrl_c_during_a_model_call_stops_at_once(
+    anthropic: Anthropic, repo: Path, tmp_path: Path
+) -> None:
+    with Terminal(run_args(tmp_path), repo, env_for(anthropic, GOOD_KEY)) as term:
+        term.until(anthropic.asked.is_set)
+        term.send("\x03")
+        code = term.wait(limit=3.0)
+    assert code == 130, term.output
+    assert "Traceback" not in term.output
+    assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output
+
+
+def test_ctrl_c_during_git_stops_at_once(repo: Path, tmp_path: Path) -> None:
+    # The engine runs git from a fixed system path, never from PATH; so the slow git is
+    # put in place by the launcher, inside the process under test, and nowhere else.
+    marker = tmp_path / "git-is-slow"
+    slow_git = tmp_path / "slow-git"
+    slow_git.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in clone|fetch|worktree) '
+        f'touch {marker}; sleep 30;; esac; done\nexec {shutil.which("git")} "$@"\n'
+    )
+    slow_git.chmod(0o755)
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        "import sys\n"
+        "import orchestrator.workspace.git as git\n"
+        f"git.git_binary = lambda: {str(slow_git)!r}\n"
+        "from bot.cli import entry\n"
+        "entry()\n"
+    )
+    home = tmp_path / "home"
+    argv = [sys.executable, str(launcher), "run", "--title", "Add docs", "--model", "scripted"]
+    argv += ["--yes", "--home", str(home)]
+    with Terminal(argv, repo, ENV) as term:
+        term.until(marker.exists)
+        term.send("\x03")
+        code = term.wait(limit=3.0)
+    assert code == 130, term.output
+    assert "Traceback" not in term.output
+    assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output
+    resumed = subprocess.run(
+        [*CLI, "run", "--resume", "1", "--yes", "--model", "scripted", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        env=ENV,
+        timeout=90,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    untouched = tmp_path / "untouched"
+    subprocess.run(["git", "clone", "-q", str(repo), str(untouched)], check=True, env=ENV)
+    clean = subprocess.run(
+        [
+            *CLI,
+            "run",
+            "--title",
+            "Add docs",
+            "--yes",
+            "--model",
+            "scripted",
+            "--home",
+            str(tmp_path / "h2"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=untouched,
+        env=ENV,
+        timeout=90,
+    )
+    assert clean.returncode == 0, clean.stderr
+    branch = "teaparty/job-1-add-docs^{tree}"
+    assert git(repo, "rev-parse", branch) == git(untouched, "rev-parse", branch)
