@@ -133,6 +133,11 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     demo.add_argument("--home", type=Path, metavar="DIR", help="keep the demo's state here")
     demo.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
+    demo.add_argument(
+        "--plain",
+        action="store_true",
+        help="one line per event instead of the live panel (the default when not a terminal)",
+    )
     demo.set_defaults(command=_demo)
 
 
@@ -190,6 +195,11 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=Path,
         metavar="DIR",
         help="state directory (default: $TEAPARTY_HOME, else ~/.teaparty)",
+    )
+    run.add_argument(
+        "--plain",
+        action="store_true",
+        help="one line per event instead of the live panel (the default when not a terminal)",
     )
     run.set_defaults(command=_run)
 

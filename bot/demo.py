@@ -27,10 +27,11 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.fakehub.hub import FakeGitHub
 from bot.github.tracking import MARKER_PREFIX
+from bot.progress import Lines, View, view_for
 from bot.serve import model_kind, models
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from orchestrator.api import AgentDef, AssistantTurn, Model, ModelRequest
+from orchestrator.api import AgentDef, AssistantTurn, Model, ModelRequest, Office, progress
 
 OWNER, REPO, DECIDER, APP_ID = "octo", "demo", "maintainer", 1
 TITLE = "Add a CHANGELOG"
@@ -53,12 +54,15 @@ def demo_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     )
     if args.home:
         say(f"the demo's state: {home}")
+    view = view_for(env, plain=args.plain)
     try:
-        return asyncio.run(run_demo(home, env, limit_s=args.timeout))
+        return asyncio.run(run_demo(home, env, limit_s=args.timeout, view=view))
     except KeyboardInterrupt:
+        view.close()
         print("\ninterrupted: the demo stopped.", file=sys.stderr)
         return 130
     finally:
+        view.close()
         if not args.home:
             shutil.rmtree(home, ignore_errors=True)
 
@@ -80,13 +84,17 @@ async def run_demo(
     limit_s: float = 120.0,
     inspect: Callable[[FakeGitHub], None] = lambda hub: None,
     model_seconds: float = 0.0,
+    view: View | None = None,
 ) -> int:
     """The demo in `home` (the stand-in's repositories and the App's state).
 
     `inspect` sees the stand-in at the end (the benchmark counts its API calls). With
     `model_seconds`, each model call takes that long on the App's clock (simulated: the
-    clock jumps, nothing sleeps), as a slow model would.
+    clock jumps, nothing sleeps), as a slow model would. `view` shows the story and the
+    job's progress (default: plain lines).
     """
+    view = view or Lines()
+    say = view.say
     pem = private_key_pem()
     port = free_port()
     secret = secrets.token_hex(16)
@@ -130,7 +138,7 @@ async def run_demo(
                     await asyncio.sleep(0.02)
                 say(f"a GitHub stand-in at {api_url} · teaparty serve at http://127.0.0.1:{port}")
                 await runtime.catchup.passed.wait()  # what it missed while down: nothing here
-                code = await _story(hub)
+                code = await _story(hub, runtime.office, view)
                 inspect(hub)
                 return code
         except TimeoutError:
@@ -170,13 +178,33 @@ def _slowed(
     return lambda agent: Slow(models(agent))
 
 
-async def _story(hub: FakeGitHub) -> int:
+async def _story(hub: FakeGitHub, office: Office, view: View) -> int:
+    say = view.say
     number = hub.open_issue(OWNER, REPO, title=TITLE, body=BODY, author=DECIDER)
+    watching = asyncio.create_task(_watch(office, view, f"github:{OWNER}/{REPO}#{number}"))
+    try:
+        return await _thread(hub, number, say)
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+
+
+async def _watch(office: Office, view: View, key: str) -> None:
+    """Show the job's progress, once it has a job, about twice a second."""
+    while True:
+        if (job := await office.records.job_for_key(key)) is not None:
+            view.update(await progress(office, job.job_id))
+        await asyncio.sleep(0.5)
+
+
+async def _thread(hub: FakeGitHub, number: int, say: Callable[[str], None]) -> int:
+    """Label the issue, answer its questions, and print its thread until the pull request."""
     say(f"{OWNER}/{REPO}#{number} opened by @{DECIDER}: {TITLE!r}")
     delivery = await hub.label_issue(OWNER, REPO, number, "teaparty", sender=DECIDER)
     status = hub.deliveries[-1].status
     say(f"@{DECIDER} added the label `teaparty` → delivery {delivery[:8]}… answered {status}")
-    thread = Thread(hub, number)
+    thread = Thread(hub, number, say)
     while not hub.pulls(OWNER, REPO) or not thread.finished():
         for comment_id, author, body in thread.new():
             if MARKER_PREFIX + "gate:" in body:
@@ -185,7 +213,7 @@ async def _story(hub: FakeGitHub) -> int:
             del comment_id, author
         await asyncio.sleep(0.05)
     thread.new()
-    _show_pull(hub)
+    _show_pull(hub, say)
     calls = [r for r in hub.requests if r.auth != "none"]
     say(f"GitHub API calls the App made: {len(calls)}; schema violations: {len(hub.violations)}")
     return 0 if not hub.violations else 1
@@ -194,8 +222,9 @@ async def _story(hub: FakeGitHub) -> int:
 class Thread:
     """Prints the issue's comments as they appear and as the tracking comment changes."""
 
-    def __init__(self, hub: FakeGitHub, number: int) -> None:
+    def __init__(self, hub: FakeGitHub, number: int, say: Callable[[str], None]) -> None:
         self.hub = hub
+        self.say = say
         self.number = number
         self.seen: dict[int, str] = {}
         self.reacted = False
@@ -205,7 +234,7 @@ class Thread:
         fresh = []
         if not self.reacted and self.hub.reactions(OWNER, REPO, self.number):
             self.reacted = True
-            say("  👀 the App reacted to the issue")
+            self.say("  👀 the App reacted to the issue")
         for comment in self.hub.comments(OWNER, REPO, self.number):
             known = self.seen.get(comment.comment_id)
             if known == comment.body:
@@ -215,10 +244,10 @@ class Thread:
             if known is None:
                 fresh.append((comment.comment_id, comment.author, comment.body))
             if comment.author != DECIDER:
-                say(f"  [{comment.author}] {verb}: {_headline(comment.body)}")
+                self.say(f"  [{comment.author}] {verb}: {_headline(comment.body)}")
                 for line in comment.body.splitlines():
                     if line.startswith("> ") and MARKER_PREFIX + "gate:" in comment.body:
-                        say(f"      {line}")
+                        self.say(f"      {line}")
         return fresh
 
     def finished(self) -> bool:
@@ -237,7 +266,7 @@ def _headline(body: str) -> str:
     return f"{head} — {now.removeprefix('**Now:** ')}" if now else head
 
 
-def _show_pull(hub: FakeGitHub) -> None:
+def _show_pull(hub: FakeGitHub, say: Callable[[str], None]) -> None:
     (pull, *_) = hub.pulls(OWNER, REPO)
     assert pull.pull is not None
     say(f"pull request #{pull.number}: {pull.title} ({pull.pull.head_ref} → {pull.pull.base_ref})")
@@ -295,4 +324,4 @@ def _sample_repo(path: Path) -> Path:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(demo_command(argparse.Namespace(home=None, timeout=120.0), {}))
+    sys.exit(demo_command(argparse.Namespace(home=None, timeout=120.0, plain=False), {}))

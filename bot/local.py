@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from bot.progress import View, view_for
 from orchestrator.api import (
     Gate,
     LocalJob,
@@ -40,8 +41,8 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES = (
     "exit codes: 0 delivered (a branch with the work), 1 failed or ended without delivering "
     "(e.g. a rejected plan), 2 usage or configuration error (a refused model key too), "
-    "3 environment (the store is in use, the model's API unreachable), 4 waiting at a question nobody can answer here (no terminal, --no-input), "
-    "130 interrupted"
+    "3 environment (the store is in use, the model's API unreachable), 4 waiting at a "
+    "question nobody can answer here (no terminal, --no-input), 130 interrupted"
 )
 
 
@@ -62,12 +63,16 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except ModelError as exc:  # refused: fix the key; unreachable: the network, later
         return _fail(str(exc), EXIT_USAGE if isinstance(exc, ModelAuthError) else EXIT_ENVIRONMENT)
     started: list[int] = []
+    view = view_for(env, plain=args.plain)
     try:
-        job = asyncio.run(_run(request, env, started))
+        job = asyncio.run(_run(request, env, started, view))
     except KeyboardInterrupt:
+        view.close()
         return _fail(f"interrupted. {_resume_line(started, request.repo)}", EXIT_INTERRUPTED)
     except (OrchestratorError, RuntimeError, EOFError) as exc:
+        view.close()
         return _fail(*_outcome(exc, started, request.repo))
+    view.close()
     _report(job)
     return EXIT_OK if job.delivered else EXIT_FAILED
 
@@ -159,8 +164,15 @@ def _body(source: Path | None) -> str:
         raise UsageError(f"--body-file {source}: not UTF-8 text") from None
 
 
-async def _run(request: Request, env: Mapping[str, str], started: list[int]) -> LocalJob:
+async def _run(
+    request: Request, env: Mapping[str, str], started: list[int], view: View
+) -> LocalJob:
     await _warn_if_dirty(request.repo)
+
+    async def approve(gate: Gate) -> str:
+        with view.paused():
+            return await _approve(gate)
+
     return await run_local(
         request.repo,
         title=request.title,
@@ -169,9 +181,10 @@ async def _run(request: Request, env: Mapping[str, str], started: list[int]) -> 
         org_dir=request.org_dir,
         model=request.model,
         env=env,
-        approve=_approve if request.ask else None,
+        approve=approve if request.ask else None,
         auto=request.auto,
-        say=print,
+        say=view.say,
+        watch=view.update,
         resume=request.resume,
         on_job=started.append,
     )

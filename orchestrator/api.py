@@ -36,6 +36,7 @@ from orchestrator.errors import (
     SandboxError,
     StoreLockedError,
 )
+from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import UnansweredGateError
 from orchestrator.jobs.local_run import (
@@ -81,6 +82,10 @@ __all__ = [
     "ModelError",
     "ResumeError",
     "check_model",
+    "Member",
+    "Progress",
+    "Team",
+    "progress",
     "UnansweredGateError",
     "GateClosedError",
     "GateAsked",

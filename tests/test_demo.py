@@ -23,3 +23,46 @@ async def test_the_demo_ends_with_one_pull_request_that_closes_the_issue(
     assert "Closes #1" in out
     assert "docs/requests/add-a-changelog.md" in out
     assert "schema violations: 0" in out
+
+
+async def test_the_demo_shows_the_jobs_progress_while_it_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With each model call taking a real 0.2 s, the view sees the phases and the team."""
+    import asyncio
+    from collections.abc import Callable
+
+    import bot.demo as demo
+    from bot.progress import Lines
+    from orchestrator.api import AgentDef, AssistantTurn, Model, ModelRequest, Progress
+
+    real = demo.models
+
+    def slowed(*args: object) -> Callable[[AgentDef], Model]:
+        made = real(*args)  # type: ignore[arg-type]
+
+        class Slow:
+            def __init__(self, model: Model) -> None:
+                self.model = model
+
+            async def complete(self, request: ModelRequest) -> AssistantTurn:
+                await asyncio.sleep(0.2)
+                return await self.model.complete(request)
+
+        return lambda agent: Slow(made(agent))
+
+    class Seen(Lines):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[Progress] = []
+
+        def update(self, progress: Progress) -> None:
+            self.seen.append(progress)
+            super().update(progress)
+
+    monkeypatch.setattr(demo, "models", slowed)
+    view = Seen()
+    assert await run_demo(tmp_path, {"PATH": "/usr/bin:/bin"}, limit_s=90, view=view) == 0
+    assert {p.status.state for p in view.seen} >= {"working"}
+    members = {m.agent for p in view.seen for t in p.teams if t.task == 1 for m in t.members}
+    assert "octo-demo/coding/implementer" in members

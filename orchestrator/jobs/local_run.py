@@ -14,6 +14,8 @@ job's conversations only: other jobs in the store (failed ones, say) spend nothi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import getpass
 import hashlib
 import uuid
@@ -26,6 +28,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import Usage
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
 from orchestrator.errors import OrchestratorError
+from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import JobFailedError, JobSource, Office
@@ -42,6 +45,7 @@ async def user_git(repo: Path, *args: str, check: bool = True) -> tuple[int, str
 
 
 ModelKind = Literal["scripted", "anthropic"]
+WATCH_INTERVAL_S = 0.5  # how often a watched run reads its job's progress from the store
 Approver = Callable[[Gate], Awaitable[str]]
 AGENT_IDENTITY = {
     "GIT_AUTHOR_NAME": IDENTITY[0],
@@ -86,11 +90,13 @@ async def run_local(
     resume: int | None = None,
     auto: str | None = None,
     on_job: Callable[[int], None] = lambda _: None,
+    watch: Callable[[Progress], None] | None = None,
 ) -> LocalJob:
     """Run a new local job (or, with `resume`, the job of that id) to its end; its branch
     lands in `repo`. Gates go to `approve` (None: nobody can answer here, and the job
     stays parked: UnansweredGateError), or get `auto` as the answer. `on_job` hears the
-    job's id as soon as it is known."""
+    job's id as soon as it is known; `watch`, when given, the job's progress about twice a
+    second while its agents work."""
     repo, home = _absolute(repo), _absolute(home)
     org = load_organisation(org_dir)
     project, project_text = await _project(repo, org)
@@ -133,7 +139,7 @@ async def run_local(
         driver = JobDriver(office, lambda _: _ready(forge))
         if resume is not None and (retried := await driver.retry(job_id)):
             say(f"retrying what failed: {', '.join(retried)}")
-        status = await _drive(office, driver, job_id)
+        status = await _drive(office, driver, job_id, watch)
         for task in status.tasks:
             say(f"  task {board_line(task)}")
         code, _ = await user_git(repo, "rev-parse", "--verify", "--quiet", branch, check=False)
@@ -210,17 +216,40 @@ async def _resumed(office: Office, repo: Path, job_id: int) -> tuple[int, str]:
     return job_id, str(row[0])
 
 
-async def _drive(office: Office, driver: JobDriver, job_id: int) -> JobStatus:
+async def _drive(
+    office: Office, driver: JobDriver, job_id: int, watch: Callable[[Progress], None] | None
+) -> JobStatus:
     """Sync and run the job until it is done; JobFailedError when it fails or stalls."""
     while (state := await driver.sync(job_id)) != "done":
         status = await driver.status(job_id)
         if state == "failed":
             raise JobFailedError(f"job {job_id} stopped: {status.error}")
-        await office.run_until_idle(job_id)
+        if watch is None:
+            await office.run_until_idle(job_id)
+        else:
+            await _watched(office, job_id, watch)
         stalled = await driver.status(job_id)
         if stalled.state in ("planning", "working"):  # idle, with no question and no reply
             raise JobFailedError(f"job {job_id} stalled: {stalled.step}, with nothing to run")
     return await driver.status(job_id)
+
+
+async def _watched(office: Office, job_id: int, watch: Callable[[Progress], None]) -> None:
+    """Run the job's conversations until idle while `watch` sees its progress."""
+
+    async def look() -> None:
+        while True:
+            watch(await progress(office, job_id))
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    looking = asyncio.create_task(look())
+    try:
+        await office.run_until_idle(job_id)
+    finally:
+        looking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await looking
+    watch(await progress(office, job_id))
 
 
 async def _ready(forge: LocalForge) -> Forge:
