@@ -327,15 +327,17 @@ def api_calls() -> None:
         counts[seconds] = seen
     instant, slow = counts[0.0], counts[2.0]
     gate = instant["POST", "issues/create-comment"] - 1  # all but the tracking one
+    # each answer: the decider's write access checked, and 👍 on their comment
+    answers = instant["POST", "reactions/create-for-issue-comment"]
     once = (
         sum(instant["GET", op] for op in PER_PROCESS_CALLS) + instant["GET", "issues/list-for-repo"]
     )
-    per_job = sum(instant.values()) - 2 * gate - once
+    per_job = sum(instant.values()) - 2 * gate - 2 * answers - once
     print(
         f"\nGitHub API calls, one-task job from label to PR: instant model {sum(instant.values())},"
         f" 2 s model {sum(slow.values())} (ratio {sum(slow.values()) / sum(instant.values()):.2f});"
-        f" {per_job} per job besides the gate's lookup and comment and the process's identity"
-        f" and catch-up (goal <= 12)"
+        f" {per_job} per job besides each gate's lookup and comment, each answer's access check"
+        f" and 👍, and the process's identity and catch-up (goal <= 12)"
     )
     for key in sorted(set(instant) | set(slow)):
         method, op = key

@@ -48,5 +48,8 @@ async def test_a_slow_model_costs_no_more_github_calls_than_an_instant_one(
     # identity, and catching up on start (+ the label scan's read of the project file)
     per_process = sum(instant[f"GET {op}"] for op in PER_PROCESS_CALLS)
     per_process += instant["GET issues/list-for-repo"]
-    per_job = sum(instant.values()) - 2 * gate - per_process
+    # an answer: the decider's write access checked, and 👍 on their comment
+    answers = instant["POST reactions/create-for-issue-comment"]
+    assert answers == gate
+    per_job = sum(instant.values()) - 2 * gate - 2 * answers - per_process
     assert per_job <= 12, instant

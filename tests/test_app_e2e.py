@@ -264,3 +264,28 @@ async def test_a_server_killed_mid_job_resumes_it_with_nothing_twice(tmp_path: P
     assert len(gates(hub, number)) == 1
     assert len(hub.pulls(OWNER, REPO)) == 1
     assert hub.violations == []
+
+
+async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: World) -> None:
+    """A stranger's `/approve` gets 😕 and moves nothing; the decider's `/approve <hash>`
+    gets 👍 and the job goes on to its pull request."""
+    import re
+
+    hub, server = world.hub, world.server
+    number = hub.open_issue(OWNER, REPO, title="Add a changelog", body="Please.", author="alice")
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    await until(lambda: questions(hub, number), what="the plan question")
+    (asked,) = questions(hub, number)
+    found = re.search(r"`/approve ([0-9a-f]{7})`", asked.body)
+    assert found, asked.body
+
+    stranger = await hub.comment_as(OWNER, REPO, number, "mallory", "/approve")
+    await settled(server)
+    assert hub.comment_reactions(OWNER, REPO, stranger) == ["confused"]
+    assert not hub.pulls(OWNER, REPO)
+    assert "⏳" in tracking(hub, number)[0]
+
+    decider = await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {found.group(1)}")
+    await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+    await settled(server)
+    assert hub.comment_reactions(OWNER, REPO, decider) == ["+1"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -95,14 +96,24 @@ def test_a_null_issue_body_becomes_empty(payload: Load) -> None:
     "name", ["issue_comment.created", "issue_comment.created.with-organization"]
 )
 def test_issue_comment_created_becomes_comment_added(payload: Load, name: str) -> None:
-    command = parse("issue_comment", payload(name))
+    data = payload(name)
+    command = parse("issue_comment", data)
+    written = datetime.fromisoformat(data["comment"]["created_at"].replace("Z", "+00:00"))
     assert command == CommentAdded(
         HELLO_WORLD,
         SPELLING,
         comment_id=492700400,
         body="You are totally right! I'll get this fixed right away.",
         author=CODERTOCAT,
+        created_at=written.timestamp(),
     )
+
+
+def test_a_comment_time_that_is_no_time_is_named(payload: Load) -> None:
+    data = payload("issue_comment.created")
+    data["comment"]["created_at"] = "yesterday"
+    with pytest.raises(PayloadError, match="comment.created_at: not a time: 'yesterday'"):
+        parse("issue_comment", data)
 
 
 def test_comment_with_installation_carries_its_id(payload: Load) -> None:

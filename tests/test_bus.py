@@ -436,3 +436,46 @@ async def test_what_a_caller_keeps_with_a_job_is_written_with_it_or_not_at_all(
     assert started.created, "the failed start left no job behind"
     assert kept == [started.job_id]
     await engine.close()
+
+
+async def test_a_gate_is_hashed_advised_and_handed_over(
+    tmp_path: Path, events: list[Event]
+) -> None:
+    """A gate's hash covers what it asks; an advisor's words reach the agent with the
+    decider's answer; a gate handed to another decider says so."""
+    import json
+
+    from orchestrator.bus.gates import content_hash
+    from orchestrator.errors import GateClosedError
+
+    questions = [ToolCall(f"q{n}", "ask_human", {"question": f"Q{n}?"}) for n in (1, 2)]
+    model = FunctionModel(
+        lambda request: say("done") if model.requests[1:] else calls(*questions)  # type: ignore[arg-type]
+    )
+    engine = await open_engine(tmp_path, model, events)
+    await start(engine)
+    await engine.scheduler.run_until_idle()
+    first, second = await engine.bus.open_gates()
+    assert len(first.content_hash) == 64
+    assert first.short_hash == first.content_hash[:7]
+    assert first.content_hash != second.content_hash  # another question, another hash
+    assert first.hashed_at == first.asked_at
+    facts = {"kind": "question", "options": (), "title": "t", "brief": "b", "base": "c1"}
+    same = content_hash(question="Q?", **facts)  # type: ignore[arg-type]
+    assert same == content_hash(question="Q?", **facts)  # type: ignore[arg-type]
+    assert same != content_hash(question="Q?", **{**facts, "base": "c2"})  # type: ignore[arg-type]
+
+    handed = await engine.bus.reassign_gate(second.gate_id, decider="bob")
+    assert handed.decider == "bob"
+    await engine.bus.advise(first.gate_id, text="mind the API", advisor="carol")
+    await engine.bus.answer_gate(first.gate_id, text="yes", answered_by="alice")
+    await engine.bus.answer_gate(second.gate_id, text="no", answered_by="bob")
+    with pytest.raises(GateClosedError, match="already answered"):
+        await engine.bus.advise(first.gate_id, text="late", advisor="carol")
+    with pytest.raises(GateClosedError, match="already answered"):
+        await engine.bus.reassign_gate(second.gate_id, decider="dave")
+    await engine.scheduler.run_until_idle()
+    seen = json.dumps([m.content for m in model.requests[-1].messages])
+    assert "carol (an advisor, not the decider) on question" in seen
+    assert "mind the API" in seen
+    await engine.close()

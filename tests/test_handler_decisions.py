@@ -196,10 +196,28 @@ def subject(decider: str) -> Subject:
     return Subject(OWNER, REPO, 1, 1, "master", "Spelling", "Codertocat", decider, "teaparty")
 
 
-def gate(gate_id: int, *, posted: str | None = "100") -> Gate:
+def gate(
+    gate_id: int, *, posted: str | None = "100", digest: str = "", hashed_at: float = 0.0
+) -> Gate:
     """A gate of job 7 whose question is the comment `posted` (None: not posted yet)."""
+    digest = digest or f"{gate_id:x}" * 40
     return Gate(
-        gate_id, 7, "c-1", "call-1", "plan", "Go?", ("yes", "no"), "lead", None, None, None, posted
+        gate_id,
+        7,
+        "c-1",
+        "call-1",
+        "plan",
+        "Go?",
+        ("yes", "no"),
+        "lead",
+        None,
+        None,
+        None,
+        posted,
+        None,
+        0.0,
+        digest[:64],
+        hashed_at,
     )
 
 
@@ -227,20 +245,25 @@ def test_only_the_decider_answers(payload: Load) -> None:
 
 
 @pytest.mark.parametrize("login", ["octocat", "OctoCat"])
-def test_the_deciders_reply_answers_the_oldest_question(payload: Load, login: str) -> None:
-    facts = CommentFacts(job("active"), subject("octocat"), gates=(gate(3), gate(5)))
+def test_the_deciders_reply_answers_the_only_question(payload: Load, login: str) -> None:
+    facts = CommentFacts(job("active"), subject("octocat"), gates=(gate(3),), author_access="write")
     assert decide_comment(commented(payload, "  yes, go  ", login=login), facts) == (
         AnswerGate(7, 3, "yes, go", answered_by=login, ref=comment_ref(COMMENT_ID)),
+        React("+1", comment_id=COMMENT_ID),
     )
 
 
 def test_a_reply_answers_the_oldest_question_posted_before_it(payload: Load) -> None:
     later = str(COMMENT_ID + 1)
     facts = CommentFacts(
-        job("active"), subject("Codertocat"), gates=(gate(3, posted=later), gate(5))
+        job("active"),
+        subject("Codertocat"),
+        gates=(gate(3, posted=later), gate(5)),
+        author_access="admin",
     )
     assert decide_comment(commented(payload, "ok"), facts) == (
         AnswerGate(7, 5, "ok", answered_by="Codertocat", ref=comment_ref(COMMENT_ID)),
+        React("+1", comment_id=COMMENT_ID),
     )
 
 
@@ -271,7 +294,10 @@ def test_a_comment_that_answered_a_gate_answers_nothing_more(payload: Load) -> N
 
 
 def test_an_empty_reply_is_still_an_answer(payload: Load) -> None:
-    facts = CommentFacts(job("active"), subject("Codertocat"), gates=(gate(3),))
+    facts = CommentFacts(
+        job("active"), subject("Codertocat"), gates=(gate(3),), author_access="write"
+    )
     assert decide_comment(commented(payload, " \n "), facts) == (
         AnswerGate(7, 3, "(empty reply)", answered_by="Codertocat", ref=comment_ref(COMMENT_ID)),
+        React("+1", comment_id=COMMENT_ID),
     )

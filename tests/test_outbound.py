@@ -292,10 +292,16 @@ def test_a_gate_mentions_its_decider_and_nobody_else() -> None:
         None,
         None,
         None,
+        content_hash="a1b2c3d4" * 8,
     )
     body = gate_body(gate, decider="alice", agent=AGENT)
-    assert body.startswith("<!-- teaparty:gate:3 -->\n")
-    assert body.rstrip().endswith("@alice, please answer by replying to this issue.")
+    assert body.startswith(
+        "<!-- teaparty:gate:3 -->\n**Question 3** from lead (`approval a1b2c3d`)"
+    )
+    assert body.rstrip().endswith(
+        "@alice, please answer with `/approve a1b2c3d`, `/reject <why>` or `/revise <what>` "
+        "on a line of its own, or reply in words."
+    )
     assert "`@mallory`" in body
     assert "answer yes" not in body
     assert "[p](https://evil.example/p)" in body

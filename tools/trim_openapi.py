@@ -40,6 +40,7 @@ OPERATIONS = frozenset(
         "issues/create-comment",
         "issues/update-comment",
         "reactions/create-for-issue",
+        "reactions/create-for-issue-comment",
         "pulls/list",
         "pulls/create",
         "pulls/update",

@@ -196,6 +196,12 @@ class FakeGitHub:
         with self.state.lock:
             return list(self.issue(owner, name, number).reactions)
 
+    def comment_reactions(self, owner: str, name: str, comment_id: int) -> list[str]:
+        """What the App reacted to comment `comment_id` with (`+1`, `confused`, ...)."""
+        with self.state.lock:
+            _, comment = self.state.find_comment(self.state.repo(owner, name), comment_id)
+            return [reaction.content for reaction in comment.reactions]
+
     def pulls(self, owner: str, name: str) -> list[HubIssue]:
         """The repository's pull requests (issues with `pull` set), oldest first."""
         with self.state.lock:

@@ -314,17 +314,30 @@ async def update_comment(state: HubState, call: Call) -> Reply:
         return Reply(200, comment_json(state, repo, comment, call.urls))
 
 
+@ROUTES.on("reactions/create-for-issue-comment", needs=("issues", "pull_requests"), level="write")
+async def create_comment_reaction(state: HubState, call: Call) -> Reply:
+    """POST …/issues/comments/{comment_id}/reactions: 201 when new, 200 when it exists."""
+    repo = repo_for(state, call)
+    with state.lock:
+        _, comment = state.find_comment(repo, path_number(call, "comment_id"))
+        return _react(state, call, comment.reactions)
+
+
 @ROUTES.on("reactions/create-for-issue", needs=("issues", "pull_requests"), level="write")
 async def create_reaction(state: HubState, call: Call) -> Reply:
     """POST …/issues/{issue_number}/reactions: 201 when new, 200 when it already exists."""
     repo = repo_for(state, call)
-    content = call.body["content"]
     with state.lock:
         issue = state.issue(repo, path_number(call, "issue_number"))
-        author = state.bot.login
-        for reaction in issue.reactions:
-            if reaction.author == author and reaction.content == content:
-                return Reply(200, reaction_json(state, reaction, call.urls))
-        reaction = Reaction(state.next_id(), author, content, state.clock())
-        issue.reactions.append(reaction)
-        return Reply(201, reaction_json(state, reaction, call.urls))
+        return _react(state, call, issue.reactions)
+
+
+def _react(state: HubState, call: Call, reactions: list[Reaction]) -> Reply:
+    """The App's reaction of the asked content among `reactions`, added when new."""
+    content, author = call.body["content"], state.bot.login
+    for reaction in reactions:
+        if reaction.author == author and reaction.content == content:
+            return Reply(200, reaction_json(state, reaction, call.urls))
+    reaction = Reaction(state.next_id(), author, content, state.clock())
+    reactions.append(reaction)
+    return Reply(201, reaction_json(state, reaction, call.urls))

@@ -84,6 +84,7 @@ class Comment:
     created_at: float
     updated_at: float
     via_app: bool
+    reactions: list[Reaction] = field(default_factory=list)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
@@ -392,9 +392,32 @@ class Installation:
 
     async def react_eyes(self, owner: str, repo: str, number: int) -> None:
         """React 👀 to an issue (GitHub answers 200 for a reaction that exists: idempotent)."""
-        await self._write(
-            lambda gh: gh.rest.reactions.async_create_for_issue(owner, repo, number, content="eyes")
-        )
+        await self.react(owner, repo, "eyes", number=number)
+
+    async def react(
+        self,
+        owner: str,
+        repo: str,
+        content: Literal["eyes", "+1", "confused"],
+        *,
+        number: int | None = None,
+        comment_id: int | None = None,
+    ) -> None:
+        """React to an issue or to one comment (200 for a reaction that exists: idempotent)."""
+        if comment_id is not None:
+            await self._write(
+                lambda gh: gh.rest.reactions.async_create_for_issue_comment(
+                    owner, repo, comment_id, content=content
+                )
+            )
+        elif number is not None:
+            await self._write(
+                lambda gh: gh.rest.reactions.async_create_for_issue(
+                    owner, repo, number, content=content
+                )
+            )
+        else:
+            raise ValueError("react to an issue (number) or a comment (comment_id)")
 
     async def comments(
         self, owner: str, repo: str, number: int, *, since: float | None = None

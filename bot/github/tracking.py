@@ -95,10 +95,16 @@ def gate_body(gate: Gate, *, decider: str, agent: Outbound) -> str:
     asker = agent.inline(gate.asked_by.rsplit("/", 1)[-1])
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
-        f"**Question {gate.gate_id}** from {asker} ({agent.inline(gate.kind)}):\n\n"
+        f"**Question {gate.gate_id}** from {asker} (`{gate.kind} {gate.short_hash}`):\n\n"
         f"{quote_block(agent.block(gate.question))}{options}\n\n"
-        f"@{decider}, please answer by replying to this issue."
+        f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
+        f"`/revise <what>` on a line of its own, or reply in words."
     )
+
+
+def clarify_body(key: str, text: str) -> str:
+    """The App's short reply to one comment (a question it cannot tell, a stale approval)."""
+    return f"{marker(key)}\n{text}"
 
 
 def refusal_body(login: str, *, label: str) -> str:

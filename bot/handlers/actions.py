@@ -3,8 +3,8 @@
 A decision is a tuple of actions, built by a pure function from the delivery's command and
 the facts its handler gathered; `AppContext.perform` carries them out in order on the
 delivery's issue. The last action that says what came of the delivery (`Ignore`, `Report`,
-`StartJob`, `AnswerGate`) gives the outcome the delivery worker logs and stores; `Later`
-puts the delivery back to be decided again.
+`StartJob`, `AnswerGate`, `Advise`, `Reassign`) gives the outcome the delivery worker logs
+and stores; `Later` puts the delivery back to be decided again.
 """
 
 from __future__ import annotations
@@ -54,9 +54,11 @@ class PostOnce:
 
 @dataclass(frozen=True)
 class React:
-    """React to the issue (GitHub keeps one reaction of a kind per account: idempotent)."""
+    """React to the issue, or to one of its comments (GitHub keeps one reaction of a kind
+    per account: idempotent). 👀 received, 👍 a command taken, 😕 one refused."""
 
-    content: Literal["eyes"] = "eyes"
+    content: Literal["eyes", "+1", "confused"] = "eyes"
+    comment_id: int | None = None  # None: the issue itself
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,26 @@ class AnswerGate:
 
 
 @dataclass(frozen=True)
+class Advise:
+    """Hand an advisor's reply to the agent that asked the gate; the gate stays open."""
+
+    job_id: int
+    gate_id: int
+    text: str
+    advisor: str
+
+
+@dataclass(frozen=True)
+class Reassign:
+    """Hand an open gate to another decider, if they have write access (`/decider`)."""
+
+    job_id: int
+    gate_id: int
+    login: str
+    by: str
+
+
+@dataclass(frozen=True)
 class Later:
     """Decide again in `after_s` seconds: something under way (a question being posted) is
     not recorded yet; the delivery waits without spending an attempt."""
@@ -89,7 +111,7 @@ class Later:
     after_s: float = 5.0
 
 
-Action = Ignore | Report | PostOnce | React | StartJob | AnswerGate | Later
+Action = Ignore | Report | PostOnce | React | StartJob | AnswerGate | Advise | Reassign | Later
 
 
 def job_key(owner: str, repo: str, number: int) -> str:

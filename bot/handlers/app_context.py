@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from bot.errors import BotError, NotYetError
 from bot.github.client import GitHubApp, Installation
 from bot.github.forge import find_comment
+from bot.github.tracking import clarify_body
 from bot.handlers.actions import (
     Action,
+    Advise,
     AnswerGate,
     Ignore,
     Later,
     Outcome,
     PostOnce,
     React,
+    Reassign,
     Report,
     StartJob,
     job_key,
@@ -62,12 +65,16 @@ class AppContext:
                 case PostOnce():
                     await self._post_once(repo, number, action)
                 case React():
-                    await (await self.installation(repo)).react_eyes(repo.owner, repo.name, number)
+                    await self._react(repo, number, action)
                 case StartJob():
                     job_id = await self._start(action)
                     outcome = (f"job {job_id}", job_id)
                 case AnswerGate():
                     outcome = await self._answer(action)
+                case Advise():
+                    outcome = await self._advise(action)
+                case Reassign():
+                    outcome = await self._reassign(repo, number, action)
                 case Later():
                     raise NotYetError(action.reason, retry_at=time.time() + action.after_s)
         return outcome
@@ -80,6 +87,40 @@ class AppContext:
         except GateClosedError as exc:  # a race with the same comment, or another answer
             return f"ignored: {exc}", action.job_id
         return f"answered gate {gate.gate_id}", action.job_id
+
+    async def _react(self, repo: Repo, number: int, action: React) -> None:
+        gh = await self.installation(repo)
+        if action.comment_id is None:
+            await gh.react(repo.owner, repo.name, action.content, number=number)
+        else:
+            await gh.react(repo.owner, repo.name, action.content, comment_id=action.comment_id)
+
+    async def _advise(self, action: Advise) -> Outcome:
+        try:
+            await self.office.advise(action.gate_id, text=action.text, advisor=action.advisor)
+        except GateClosedError as exc:
+            return f"ignored: {exc}", action.job_id
+        return f"advice on gate {action.gate_id} from {action.advisor}", action.job_id
+
+    async def _reassign(self, repo: Repo, number: int, action: Reassign) -> Outcome:
+        """Hand the gate over if the new decider can write; say which it was."""
+        gh = await self.installation(repo)
+        if await gh.permission(repo.owner, repo.name, action.login) not in ("admin", "write"):
+            key = f"decider-refused:{action.gate_id}:{action.login.lower()}"
+            body = (
+                f"@{action.by}, @{action.login} has no write access to this repository, so "
+                f"question {action.gate_id} stays yours to answer."
+            )
+            await self._post_once(repo, number, PostOnce(key, clarify_body(key, body)))
+            return f"ignored: {action.login} may not decide", action.job_id
+        try:
+            await self.office.reassign_gate(action.gate_id, decider=action.login)
+        except GateClosedError as exc:
+            return f"ignored: {exc}", action.job_id
+        key = f"decider:{action.gate_id}:{action.login.lower()}"
+        body = f"@{action.login}, @{action.by} handed question {action.gate_id} to you to answer."
+        await self._post_once(repo, number, PostOnce(key, clarify_body(key, body)))
+        return f"gate {action.gate_id} handed to {action.login}", action.job_id
 
     async def _post_once(self, repo: Repo, number: int, action: PostOnce) -> None:
         gh = await self.installation(repo)

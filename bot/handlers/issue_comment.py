@@ -1,24 +1,48 @@
-"""issue_comment.created: the decider's reply answers the oldest open question of the issue's job.
+"""issue_comment.created: a reply to the job's questions, read as D-A-I says.
 
-The handler gathers the facts (the issue's job, what the App linked to it, its open
-gates, whether this comment answered one already), `decide_comment` turns them into
-actions with no I/O, and the context performs them. Anyone but the decider (whose login
-is compared case-insensitively) is not heard. A comment answers a question posted before
-it (GitHub's comment ids grow), and answers once: the same comment seen again (a webhook
-and a catch-up pass, a redelivery) changes nothing.
+The handler gathers the facts (the issue's job, what the App linked to it, its open gates,
+whether this comment answered one already, and, when the comment could move a gate, the
+author's access), `decide_comment` turns them into actions with no I/O, and the context
+performs them. Only a gate's decider moves it, and only while GitHub says they still have
+write access (if they lost it, a repository admin may answer in their place); an advisor's
+words reach the asking agent as advice; anyone else's commands get 😕 and nothing more.
+
+An answer names its gate by a hash (`/approve a1b2c3d`), by quoting the gate's comment, or
+by being the only open question; anything else gets a clarifying comment, never a guess. A
+hash that is not an open question's is stale: the App says so and what to approve now. A
+comment answers a question posted before it (GitHub's comment ids grow), and answers once:
+the same comment seen again (a webhook and a catch-up pass, a redelivery) changes nothing.
+Edits and deletions are other events, so an answer once taken stays taken.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from bot.github.forge import Subject
-from bot.handlers.actions import Action, AnswerGate, Ignore, Later, Outcome, job_key
+from bot.github.tracking import clarify_body
+from bot.handlers.actions import (
+    Action,
+    Advise,
+    AnswerGate,
+    Ignore,
+    Later,
+    Outcome,
+    PostOnce,
+    React,
+    Reassign,
+    job_key,
+)
 from bot.handlers.app_context import AppContext
+from bot.handlers.commands import GATE_COMMANDS, Command, Reply, parse_reply
 from bot.handlers.payloads import CommentAdded
 from orchestrator.api import Gate, JobRecord
 
 EMPTY_REPLY = "(empty reply)"
+WRITERS = ("admin", "write")
+_YES = ("yes", "approve", "approved", "proceed", "ok")
+_NO = ("no", "reject", "rejected", "stop")
 
 
 @dataclass(frozen=True)
@@ -29,25 +53,50 @@ class CommentFacts:
     subject: Subject | None = None  # what the App linked to it; None: the App did not start it
     gates: tuple[Gate, ...] = ()  # its unanswered questions, oldest first
     answered: int | None = None  # the gate this comment answered already, if any
+    advisors: frozenset[str] = frozenset()  # the project's advisors, casefolded
+    author_access: str | None = None  # the author's permission, when it could move a gate
+    decider_access: str | None = None  # the decider's, when an admin answers in their place
 
 
 async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Outcome:
-    """Answer the issue's job's oldest open question with the decider's reply."""
+    """Read the comment as an answer, advice or command for the issue's job's open gates."""
     facts = await gather(command, ctx)
     actions = decide_comment(command, facts)
     return await ctx.perform(actions, repo=command.repo, number=command.issue.number)
 
 
 async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
-    """Read the issue's job, its link and its open gates from the store."""
+    """Read the issue's job, its link and its open gates from the store; ask GitHub for the
+    author's access only when the comment could move a gate."""
     repo, records = command.repo, ctx.office.records
     job = await records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
     linked = None if job is None else await records.subject(job.job_id, "github")
     if job is None or linked is None:
         return CommentFacts(job)
-    gates = await ctx.office.open_gates(job.job_id)
+    subject = Subject.from_json(linked)
+    gates = tuple(await ctx.office.open_gates(job.job_id))
     answered = await ctx.office.answered_from(comment_ref(command.comment_id))
-    return CommentFacts(job, Subject.from_json(linked), tuple(gates), answered)
+    project = ctx.office.projects.get(job.project)
+    advisors = frozenset(a.casefold() for a in project.humans.advisors) if project else frozenset()
+    facts = CommentFacts(job, subject, gates, answered, advisors)
+    author = command.author.login.casefold()
+    if not gates or answered is not None or author in advisors and not _moves(command):
+        return facts
+    deciders = {_decider(gate, subject).casefold() for gate in gates}
+    if author not in deciders and not _moves(command):
+        return facts  # a bystander's words: nothing to check
+    gh = await ctx.installation(repo)
+    access = await gh.permission(repo.owner, repo.name, command.author.login)
+    decider_access = None
+    if author not in deciders and access == "admin":  # in place of a decider who left?
+        decider = _decider(gates[0], subject)
+        decider_access = await gh.permission(repo.owner, repo.name, decider)
+    return CommentFacts(job, subject, gates, answered, advisors, access, decider_access)
+
+
+def _moves(command: CommentAdded) -> bool:
+    """Whether the comment holds a command that moves a gate."""
+    return bool(parse_reply(command.body).gate_commands)
 
 
 def comment_ref(comment_id: int) -> str:
@@ -57,23 +106,193 @@ def comment_ref(comment_id: int) -> str:
 
 def decide_comment(command: CommentAdded, facts: CommentFacts) -> tuple[Action, ...]:
     """What to do about a new comment on an issue; performs no I/O."""
-    job, subject, author = facts.job, facts.subject, command.author.login
+    job, subject = facts.job, facts.subject
     if job is None or subject is None:
         return (Ignore("no job on this issue"),)
     if facts.answered is not None:
         return (Ignore(f"comment {command.comment_id} answered gate {facts.answered}", job.job_id),)
+    reply = parse_reply(command.body)
     if not facts.gates:
+        if reply.gate_commands:
+            return _clarify(command, job.job_id, "this job has no open question to answer.")
         return (Ignore("the job has no open question", job.job_id),)
-    if author.lower() != subject.decider.lower():
-        return (Ignore(f"{author} is not the decider", job.job_id),)
-    asked = [gate for gate in facts.gates if _asked_before(gate, command.comment_id)]
+    asked = tuple(gate for gate in facts.gates if _asked_before(gate, command.comment_id))
     if not asked and any(gate.comment_ref is None for gate in facts.gates):
         return (Later(f"a question of job {job.job_id} is being posted"),)
     if not asked:
         return (Ignore("the comment came before the open question was posted", job.job_id),)
-    answer = command.body.strip() or EMPTY_REPLY
-    ref = comment_ref(command.comment_id)
-    return (AnswerGate(job.job_id, asked[0].gate_id, answer, answered_by=author, ref=ref),)
+    return _decide(command, facts, reply, asked, job.job_id)
+
+
+def _decide(
+    command: CommentAdded, facts: CommentFacts, reply: Reply, asked: tuple[Gate, ...], job_id: int
+) -> tuple[Action, ...]:
+    author = command.author.login
+    target = _target(reply, asked)
+    if isinstance(target, str):  # no gate, or more than one, fits what the comment names
+        if any(_may_move(author, gate, facts) for gate in asked):
+            return _clarify(command, job_id, target, asked)
+        if reply.gate_commands:
+            return (
+                React("confused", comment_id=command.comment_id),
+                Ignore(f"{author} may not answer job {job_id}'s questions", job_id),
+            )
+        return (Ignore(f"{author} is not the decider", job_id),)
+    gate = target
+    if not _may_move(author, gate, facts):
+        return _not_theirs(command, facts, reply, gate, job_id)
+    if reply.unknown and not reply.gate_commands:
+        known = ", ".join(f"`/{name}`" for name in GATE_COMMANDS)
+        return _clarify(command, job_id, f"{', '.join(reply.unknown)}: no such command ({known}).")
+    first = reply.gate_commands[0] if reply.gate_commands else None
+    return _answer(command, job_id, gate, first, reply.text)
+
+
+def _answer(
+    command: CommentAdded, job_id: int, gate: Gate, first: Command | None, text: str
+) -> tuple[Action, ...]:
+    """The decider's answer to `gate`: a command's meaning, or the reply's own words."""
+    author, ref = command.author.login, comment_ref(command.comment_id)
+    taken = React("+1", comment_id=command.comment_id)
+    if first is None:
+        answer = text or EMPTY_REPLY
+    elif first.name == "decider":
+        if first.login is None:
+            return _clarify(command, job_id, "`/decider` needs a login: `/decider @someone`.")
+        return (Reassign(job_id, gate.gate_id, first.login, by=author), taken)
+    elif first.name == "approve":
+        approval = _approval(command, job_id, gate, first)
+        if not isinstance(approval, str):
+            return approval
+        answer = approval
+    elif first.name == "reject":
+        answer = _option(gate, _NO, "no") + (f" ({first.arg})" if first.arg else "")
+    elif first.name == "revise":
+        if not first.arg:
+            return _clarify(command, job_id, "`/revise` needs what to change: `/revise <what>`.")
+        answer = f"revise: {first.arg}"
+    else:
+        return _clarify(command, job_id, f"`/{first.name}` answers only a proxy's answer.")
+    return (AnswerGate(job_id, gate.gate_id, answer, answered_by=author, ref=ref), taken)
+
+
+def _approval(
+    command: CommentAdded, job_id: int, gate: Gate, approve: Command
+) -> str | tuple[Action, ...]:
+    """What an `/approve` answers, or the reply that says why it cannot be taken."""
+    if approve.arg.lower() == "cancel":
+        return _clarify(
+            command,
+            job_id,
+            "an approval is acted on as soon as it is given, so there is none to cancel; "
+            "to change course, answer the next question with `/revise <what>`.",
+        )
+    if approve.hash is None and approve.arg:
+        return _clarify(command, job_id, f"`{approve.arg}` is not a question's hash.")
+    if _stale(gate, command):
+        return _stale_reply(command, job_id, gate)
+    return _option(gate, _YES, "yes")
+
+
+def _target(reply: Reply, asked: tuple[Gate, ...]) -> Gate | str:
+    """The gate the reply answers, or why none can be told."""
+    hashes = {c.hash for c in reply.gate_commands if c.hash} | set(reply.quoted_hashes)
+    named = [
+        gate
+        for gate in asked
+        if gate.gate_id in reply.quoted_gates
+        or any(gate.content_hash.startswith(h) for h in hashes)
+    ]
+    if len({gate.gate_id for gate in named}) == 1:
+        return named[0]
+    if hashes and not named:
+        shown = ", ".join(f"`{h}`" for h in sorted(hashes))
+        return f"{shown} is not the hash of an open question: what it approved has changed."
+    if len(asked) == 1 and not named:
+        return asked[0]
+    return "more than one question is open, and this reply does not say which it answers."
+
+
+def _may_move(author: str, gate: Gate, facts: CommentFacts) -> bool:
+    """Whether `author` may answer `gate`: its decider while a writer, or an admin when
+    the decider no longer has write access."""
+    if author.casefold() == _decider(gate, facts.subject).casefold():
+        return facts.author_access in WRITERS
+    return facts.author_access == "admin" and facts.decider_access not in (None, *WRITERS)
+
+
+def _not_theirs(
+    command: CommentAdded, facts: CommentFacts, reply: Reply, gate: Gate, job_id: int
+) -> tuple[Action, ...]:
+    """A reply from someone who may not move the gate: advice, a refusal, or nothing."""
+    author = command.author.login
+    decider = _decider(gate, facts.subject)
+    if author.casefold() == decider.casefold():  # the decider, without write access now
+        body = (
+            f"@{decider} no longer has write access to this repository, so their reply "
+            f"does not answer question {gate.gate_id}. A repository admin may answer it."
+        )
+        key = f"lost-access:{gate.gate_id}"
+        return (
+            PostOnce(key, clarify_body(key, body)),
+            React("confused", comment_id=command.comment_id),
+            Ignore(f"{author} no longer has write access", job_id),
+        )
+    if reply.gate_commands:
+        return (
+            React("confused", comment_id=command.comment_id),
+            Ignore(f"{author} may not answer gate {gate.gate_id}", job_id),
+        )
+    if author.casefold() in facts.advisors and reply.text:
+        return (
+            Advise(job_id, gate.gate_id, reply.text, advisor=author),
+            React("eyes", comment_id=command.comment_id),
+        )
+    return (Ignore(f"{author} is not the decider", job_id),)
+
+
+def _clarify(
+    command: CommentAdded, job_id: int, why: str, gates: tuple[Gate, ...] = ()
+) -> tuple[Action, ...]:
+    """Ask the author to say which question they answer (one comment per reply)."""
+    key = f"clarify:{command.comment_id}"
+    lines = [f"@{command.author.login}, {why}"]
+    if gates:
+        lines += ["", "Open questions:"]
+        lines += [f"- Question {g.gate_id}: `/approve {g.short_hash}`" for g in gates]
+        lines += ["", "Quote the question you answer, or name it by its hash."]
+    return (
+        PostOnce(key, clarify_body(key, "\n".join(lines))),
+        Ignore(f"comment {command.comment_id}: {why}", job_id),
+    )
+
+
+def _stale(gate: Gate, command: CommentAdded) -> bool:
+    """A bare `/approve` written before the gate's content last changed (GitHub's times
+    are whole seconds: a comment of the same second as the change is not called stale)."""
+    changed = gate.hashed_at > gate.asked_at
+    written = command.created_at
+    return changed and written is not None and written < math.floor(gate.hashed_at)
+
+
+def _stale_reply(command: CommentAdded, job_id: int, gate: Gate) -> tuple[Action, ...]:
+    why = (
+        f"question {gate.gate_id} changed after your approval was written, so it is stale. "
+        f"To approve it as it is now: `/approve {gate.short_hash}`."
+    )
+    return _clarify(command, job_id, why)
+
+
+def _option(gate: Gate, words: tuple[str, ...], default: str) -> str:
+    """The gate's option that means yes (or no), or `default` when it offers none."""
+    for option in gate.options:
+        if option.strip().lower() in words:
+            return option
+    return default
+
+
+def _decider(gate: Gate, subject: Subject | None) -> str:
+    return gate.decider or (subject.decider if subject else "")
 
 
 def _asked_before(gate: Gate, comment_id: int) -> bool:

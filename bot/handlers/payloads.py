@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import reprlib  # shows a bad value, shortened, in an error message
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 from bot.errors import BotError
@@ -115,6 +116,7 @@ class CommentAdded:
     comment_id: int
     body: str
     author: Actor
+    created_at: float | None = None  # when it was written (GitHub's `created_at`), if given
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,21 @@ def parse_command(
     repo, issue = _repo(payload), _issue(payload)
     if event == "issues":
         return LabelAdded(repo, issue, _req(payload, "label.name", str), actor)
-    return CommentAdded(repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor)
+    written = _timestamp(payload, "comment.created_at")
+    return CommentAdded(
+        repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor, written
+    )
+
+
+def _timestamp(payload: dict[str, object], path: str) -> float | None:
+    """An ISO 8601 time (`2019-05-15T15:20:21Z`) as seconds since the epoch."""
+    text = _opt(payload, path, str)
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise PayloadError(path, f"not a time: {reprlib.repr(text)[:80]}") from None
 
 
 def _refusal(

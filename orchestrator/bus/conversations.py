@@ -379,6 +379,16 @@ class ConversationBus:
         """The gate the source `ref` (a comment's id) answered, if it answered one."""
         return await self.store.read(lambda tx: gates.answered_from(tx, ref))
 
+    async def advise(self, gate_id: int, *, text: str, advisor: str) -> gates.Gate:
+        """Hand an advisor's reply to the agent that asked the open gate (see `gates.advise`)."""
+        return await self.store.write(
+            lambda tx: gates.advise(tx, gate_id, text=text, advisor=advisor)
+        )
+
+    async def reassign_gate(self, gate_id: int, *, decider: str) -> gates.Gate:
+        """Hand an open gate to another decider."""
+        return await self.store.write(lambda tx: gates.reassign(tx, gate_id, decider=decider))
+
     async def gate_posted(self, gate_id: int, *, comment_ref: str, decider: str) -> None:
         """Record where a gate was asked and who may answer it."""
         await self.store.write(

@@ -8,6 +8,7 @@ engine records who did, and whether a human or the proxy.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Literal
@@ -49,13 +50,67 @@ class Gate:
     comment_ref: str | None = None  # where the forge asked it (a comment's id)
     answer_ref: str | None = None  # where the answer came from (a comment's id), if anywhere
     asked_at: float = 0.0
+    content_hash: str = ""  # what it asks about, hashed (`content_hash`)
+    hashed_at: float = 0.0  # since when the content has that hash
+    decider: str | None = None  # who may answer, once the forge has asked it
+
+    @property
+    def short_hash(self) -> str:
+        """The hash as a person quotes it: its first seven hex digits."""
+        return self.content_hash[:SHORT_HASH]
+
+
+SHORT_HASH = 7
+
+
+def content_hash(
+    *, kind: str, question: str, options: tuple[str, ...], title: str, brief: str, base: str
+) -> str:
+    """What a gate approves, hashed: its question and options, the issue's title and text
+    (the job's brief) and the commit the work starts from. Any change gives a new hash."""
+    facts = {
+        "kind": kind,
+        "question": question,
+        "options": list(options),
+        "title": title,
+        "brief": brief,
+        "base": base,
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
+    """The job's title, brief (its first message) and base commit, for the gate's hash."""
+    if job_id is None:
+        return "", "", ""
+    row = tx.execute(
+        "SELECT j.title, coalesce(w.base, ''),"
+        " (SELECT m.content FROM messages m WHERE m.conversation_id = 'job:' || j.job_id"
+        "  ORDER BY m.seq LIMIT 1)"
+        " FROM jobs j LEFT JOIN job_workspaces w USING (job_id) WHERE j.job_id = ?",
+        (job_id,),
+    ).fetchone()
+    if row is None:
+        return "", "", ""
+    return str(row[0]), str(row[2] or ""), str(row[1])
 
 
 def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
     """Record a gate and park its conversation until it is answered; returns the gate id."""
+    title, brief, base = _job_content(tx, row.job_id)
+    digest = content_hash(
+        kind=intent.kind,
+        question=intent.question,
+        options=intent.options,
+        title=title,
+        brief=brief,
+        base=base,
+    )
+    at = now()
     (gate_id,) = tx.execute(
         "INSERT INTO gates (job_id, conversation_id, call_id, kind, question, options, asked_by,"
-        " asked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING gate_id",
+        " asked_at, content_hash, hashed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING gate_id",
         (
             row.job_id,
             row.conversation_id,
@@ -64,7 +119,9 @@ def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
             intent.question,
             json.dumps(list(intent.options)),
             row.agent,
-            now(),
+            at,
+            digest,
+            at,
         ),
     ).fetchone()
     tx.execute(
@@ -115,6 +172,31 @@ def answer(
     return get(tx, gate_id)
 
 
+def advise(tx: Tx, gate_id: int, *, text: str, advisor: str) -> Gate:
+    """An advisor's reply to an open gate: handed to the asking agent as advice (read when
+    the decider's answer wakes it); the gate stays open."""
+    gate = get(tx, gate_id)
+    if gate.answer is not None:
+        raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
+    deliver(
+        tx,
+        gate.conversation_id,
+        kind=InboxKind.HUMAN,
+        sender=advisor,
+        content={"text": f"{advisor} (an advisor, not the decider) on question {gate_id}: {text}"},
+    )
+    return gate
+
+
+def reassign(tx: Tx, gate_id: int, *, decider: str) -> Gate:
+    """Hand an open gate to another decider (`/decider @login`)."""
+    gate = get(tx, gate_id)
+    if gate.answer is not None:
+        raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
+    tx.execute("UPDATE gates SET decider = ? WHERE gate_id = ?", (decider, gate_id))
+    return get(tx, gate_id)
+
+
 def posted(tx: Tx, gate_id: int, *, comment_ref: str, decider: str) -> None:
     """Record where the gate was asked (the comment's id) and who may answer it."""
     tx.execute(
@@ -133,14 +215,16 @@ def get(tx: Tx, gate_id: int) -> Gate:
     """One gate."""
     row = tx.execute(
         "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
-        " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at"
+        " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at,"
+        " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider"
         " FROM gates WHERE gate_id = ?",
         (gate_id,),
     ).fetchone()
     if row is None:
         raise BusError(f"no gate {gate_id}")
     gate_id, job_id, conversation_id, call_id, kind, question, options, *answered = row
-    asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, asked_at = answered
+    asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, *times = answered
+    asked_at, digest, hashed_at, decider = times
     return Gate(
         gate_id,
         job_id,
@@ -156,6 +240,9 @@ def get(tx: Tx, gate_id: int) -> Gate:
         comment_ref,
         answer_ref,
         float(asked_at),
+        str(digest),
+        float(hashed_at),
+        decider,
     )
 
 

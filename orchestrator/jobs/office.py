@@ -437,6 +437,14 @@ class Office:
         """The gate the source `ref` (a comment's id) answered, if it answered one."""
         return await self.engine.bus.answered_from(ref)
 
+    async def advise(self, gate_id: int, *, text: str, advisor: str) -> Gate:
+        """An advisor's reply: advice for the agent that asked; the gate stays open."""
+        return await self.engine.bus.advise(gate_id, text=text, advisor=advisor)
+
+    async def reassign_gate(self, gate_id: int, *, decider: str) -> Gate:
+        """Hand an open gate to another decider (`/decider @login`)."""
+        return await self.engine.bus.reassign_gate(gate_id, decider=decider)
+
     async def gate_posted(self, gate_id: int, *, comment_ref: str, decider: str) -> None:
         """Record where a gate was asked and who may answer it."""
         await self.engine.bus.gate_posted(gate_id, comment_ref=comment_ref, decider=decider)

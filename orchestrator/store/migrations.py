@@ -284,6 +284,14 @@ ALTER TABLE gates ADD COLUMN answer_ref TEXT;
 CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
 """
 
+# What a gate asks about is hashed (`content_hash`, at `hashed_at`): an approval names the
+# hash it saw, and one given for other content is stale.
+GATE_CONTENT_HASHES = """
+ALTER TABLE gates ADD COLUMN content_hash TEXT;
+ALTER TABLE gates ADD COLUMN hashed_at REAL;
+UPDATE gates SET hashed_at = asked_at;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -293,4 +301,5 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_PROJECTS_AND_FAILURES,
     WAITS_AND_WORKSPACE_KEYS,
     GATE_ANSWER_REFS,
+    GATE_CONTENT_HASHES,
 )

@@ -1,0 +1,105 @@
+"""What a comment on an issue says to the App: whole-line commands, quoted gates, its words.
+
+A command is a whole line that starts with `/` and a known name (`/approve`, `/approve
+a1b2c3d`, `/reject <why>`, ...), as Prow reads `/lgtm`: a `/approve` inside a sentence, a
+quote or a fenced code block is not one. A quoted line (`> `, as GitHub's "Quote reply"
+makes) names the gate it quotes by its number (`Question 3`) or its hash (`plan a1b2c3d`).
+Everything else is the reply's own text, a plain answer to a question gate. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+GATE_COMMANDS = ("approve", "reject", "revise", "override", "decider")
+JOB_COMMANDS = (
+    "status",
+    "pause",
+    "resume",
+    "hold",
+    "unhold",
+    "withdraw",
+    "budget",
+    "steer",
+    "remember",
+)
+KNOWN = GATE_COMMANDS + JOB_COMMANDS
+GATE_KINDS = ("intent", "plan", "question", "budget", "escalation", "pull_request")
+_COMMAND = re.compile(r"/([A-Za-z][A-Za-z-]*)(?:\s+(.*))?")
+_QUESTION = re.compile(r"\bQuestion (\d+)\b")
+_HASH = re.compile(rf"\b(?:{'|'.join(GATE_KINDS)})\s+`?([0-9a-f]{{7,40}})\b")
+_HEX = re.compile(r"[0-9a-f]{7,40}")
+_LOGIN = re.compile(r"@?([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One whole-line command: its name (lower case) and the rest of its line."""
+
+    name: str
+    arg: str = ""
+
+    @property
+    def hash(self) -> str | None:
+        """The content hash an `/approve <hash>` names, if it names one."""
+        word = self.arg.split(maxsplit=1)[0].lower() if self.arg else ""
+        return word if self.name == "approve" and _HEX.fullmatch(word) else None
+
+    @property
+    def login(self) -> str | None:
+        """The login a `/decider @login` names, if it names one."""
+        match = _LOGIN.fullmatch(self.arg.strip()) if self.name == "decider" else None
+        return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A comment, read: its commands, what it quotes, and its own words."""
+
+    commands: tuple[Command, ...] = ()
+    unknown: tuple[str, ...] = ()  # `/word` lines that are no command of ours
+    quoted_gates: frozenset[int] = frozenset()  # gate numbers in quoted lines
+    quoted_hashes: frozenset[str] = frozenset()  # gate hashes in quoted lines
+    text: str = ""  # the lines that are neither commands nor quotes
+
+    @property
+    def gate_commands(self) -> tuple[Command, ...]:
+        """The commands that move a gate."""
+        return tuple(c for c in self.commands if c.name in GATE_COMMANDS)
+
+
+def parse_reply(body: str) -> Reply:
+    """Read a comment's body (already sanitized)."""
+    commands: list[Command] = []
+    unknown: list[str] = []
+    gates: set[int] = set()
+    hashes: set[str] = set()
+    own: list[str] = []
+    fenced = False
+    for line in body.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+            own.append(line)
+            continue
+        if fenced:
+            own.append(line)
+        elif stripped.startswith(">"):
+            gates.update(int(n) for n in _QUESTION.findall(stripped))
+            hashes.update(_HASH.findall(stripped))
+        elif match := _COMMAND.fullmatch(stripped):
+            name, arg = match.group(1).lower(), (match.group(2) or "").strip()
+            if name in KNOWN:
+                commands.append(Command(name, arg))
+            else:
+                unknown.append(f"/{name}")
+        else:
+            own.append(line)
+    return Reply(
+        tuple(commands),
+        tuple(unknown),
+        frozenset(gates),
+        frozenset(hashes),
+        "\n".join(own).strip(),
+    )
