@@ -14,8 +14,8 @@ it is installed, else from an asyncio keep-alive client in this process. A point
 warm-up, then R runs (default 1) of S seconds (default 5). Afterwards every acknowledged
 delivery id is looked up in the store. `--loop asyncio` serves both endpoints on the
 stdlib event loop, as `bot.server.runtime.server` does today. `--http teaparty` serves both with
-the HTTP stack of `teaparty serve` (`bot.serve.app_server`: h11, the request deadline, the
-head and connection bounds) instead of httptools.
+the HTTP stack of `teaparty serve` (`bot.server.http_server.app_server`: h11, the request
+deadline, the head and connection bounds) instead of httptools.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from webhooks_load import (
 )
 
 from bot.handlers.payloads import HANDLED_EVENTS
-from bot.serve import app_server
 from bot.server.endpoint import create_app
+from bot.server.http_server import app_server
 from bot.server.webhooks import signature
 from bot.settings import Settings
 from orchestrator.store.deliveries import DeliveryQueue

@@ -22,7 +22,7 @@ import pytest_asyncio
 from app_harness import SECRET, Server, make_hub, serve, server_env, until
 
 from bot.demo import free_port, private_key_pem
-from bot.serve import MAX_HEAD_BYTES
+from bot.server.http_server import MAX_HEAD_BYTES
 from bot.server.webhooks import signature
 
 DEADLINE_S = 1.0

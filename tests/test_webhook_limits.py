@@ -15,8 +15,8 @@ from fastapi import FastAPI
 from bot.demo import private_key_pem
 from bot.errors import DeliveryError, SettingsError
 from bot.handlers.payloads import HANDLED_EVENTS
-from bot.serve import MAX_HEAD_BYTES, DeadlineProtocol, app_server
 from bot.server.endpoint import SPOOL_RAM_BYTES, create_app
+from bot.server.http_server import MAX_HEAD_BYTES, DeadlineProtocol, app_server
 from bot.server.webhooks import Signature, check_head, decode, shown, signature
 from bot.settings import Settings
 from orchestrator.store.deliveries import DeliveryQueue

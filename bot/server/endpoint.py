@@ -8,7 +8,7 @@ the signature matched. A verified delivery is stored (deduplicated by `X-GitHub-
 in the same group commit as any other arriving at the same moment, the worker is woken and
 the answer is 202. A refusal closes the connection. `GET /healthz` says whether the store
 answers. How long a request may take to arrive, and how many connections are open at
-once, is bounded where `teaparty serve` starts the server (`bot.serve`).
+once, is bounded where `teaparty serve` starts the server (`bot.server.http_server`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 SPOOL_RAM_BYTES = 256 * 1024  # GitHub's payloads are mostly 5-50 KB: those never touch disk
 SPOOL_DISK_BYTES = 256 * 1024 * 1024  # ~10 bodies of 25 MB waiting for their signature
-# Set in a request's scope["state"] by bot.serve's protocol when it closed the connection
-# because the request was not complete in time; the value is the limit in seconds.
+# Set in a request's scope["state"] by bot.server.http_server's protocol when it closed the
+# connection because the request was not complete in time; the value is the limit in seconds.
 DEADLINE_PASSED = "teaparty.deadline_passed"
 _CLOSE = {"connection": "close"}
 

@@ -1,0 +1,98 @@
+"""The App's HTTP server: uvicorn on h11, bounded against clients that are slow or many.
+
+A request's head and body must arrive within `TEAPARTY_BODY_TIMEOUT` seconds of its first
+byte (a new connection's clock starts when it opens), a head may be at most
+`MAX_HEAD_BYTES`, and past `TEAPARTY_MAX_CONNECTIONS` open connections a request gets 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import ClassVar
+
+import h11
+import uvicorn
+from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from bot.server.endpoint import DEADLINE_PASSED
+from bot.settings import Settings
+
+MAX_HEAD_BYTES = 16 * 1024  # GitHub's request heads are about 1 KB
+
+log = logging.getLogger(__name__)
+
+
+def app_server(app: FastAPI, settings: Settings, *, host: str, port: int) -> uvicorn.Server:
+    """uvicorn for the App: h11 with a request deadline, a bounded head, bounded connections."""
+    protocol = type("AppProtocol", (DeadlineProtocol,), {"deadline_s": settings.body_timeout_s})
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="off",
+        access_log=False,  # one line per delivery comes from the worker instead
+        http=protocol,
+        ws="none",  # the App takes no WebSocket: an upgrade request is plain HTTP to it
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        limit_concurrency=settings.max_connections,
+    )
+    return uvicorn.Server(config)
+
+
+class DeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose request does not arrive in time.
+
+    The clock runs while the client owes bytes: from a connection's opening (or the first
+    byte of a later request on it) until the request's body is complete. What the App then
+    takes to answer is not the client's time. uvicorn has no such limit of its own: a
+    client that stops sending would hold its connection, and its memory, for ever.
+    """
+
+    deadline_s: ClassVar[float] = 10.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._settle()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._settle()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._settle()  # a pipelined request may have begun
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        super().connection_lost(exc)
+
+    def _owed(self) -> bool:
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            return True
+        return state is h11.IDLE and (self.cycle is None or bool(self.conn.trailing_data[0]))
+
+    def _settle(self) -> None:
+        if self._owed():
+            if self._timer is None:
+                self._timer = self.loop.call_later(self.deadline_s, self._expire)
+        elif self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if self.conn.their_state is h11.SEND_BODY and cycle and not cycle.response_complete:
+            cycle.scope.setdefault("state", {})[DEADLINE_PASSED] = self.deadline_s
+        else:  # no request head yet: nothing names a delivery, so the line is ours
+            peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
+            log.info("closed %s: no complete request head in %g s", peer, self.deadline_s)
+        self.transport.close()
