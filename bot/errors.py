@@ -1,7 +1,7 @@
 """The GitHub edge's errors.
 
 BotError
- ├── SettingsError      the environment does not describe a working App
+ ├── SettingsError      the environment does not describe a working App (every problem)
  ├── DeliveryError      a webhook delivery refused (carries the HTTP status to answer)
  ├── NotYetError        a delivery that cannot be decided yet: handled again at `retry_at`
  ├── PayloadError       (bot.handlers.payloads) a payload lacks or mistypes a field we need
@@ -17,7 +17,11 @@ class BotError(Exception):
 
 
 class SettingsError(BotError):
-    """A setting is missing or unusable; the message names it."""
+    """Settings are missing or unusable: `problems`, each naming its variable or option."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 class DeliveryError(BotError):

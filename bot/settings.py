@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.errors import SettingsError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
 INSECURE_FLAG = "TEAPARTY_INSECURE_NO_SIGNATURE"
+_USERINFO = re.compile(r"//[^/@]*@")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -34,41 +44,99 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path | None = None) -> Settings:
-        """Settings from the environment; a missing or unreadable value is named."""
-        insecure = environ.get(INSECURE_FLAG, "") == "1"
-        secret = environ.get("GITHUB_WEBHOOK_SECRET", "")
-        if not secret and not insecure:
-            raise SettingsError(
-                f"GITHUB_WEBHOOK_SECRET is not set (set {INSECURE_FLAG}=1 to accept unsigned "
-                "deliveries, for local development only)"
-            )
-        app_id = environ.get("GITHUB_APP_ID", "")
-        if not app_id:
-            raise SettingsError("GITHUB_APP_ID is not set")
+        """Settings from the environment; SettingsError lists every unusable value at once."""
+        check = _Checks(environ)
+        insecure = check(_insecure, False)
         config = environ.get("TEAPARTY_CONFIG", "")
-        return cls(
-            app_id=app_id,
-            private_key=_private_key(environ),
-            webhook_secret=secret,
+        settings = cls(
+            app_id=check(_app_id, ""),
+            private_key=check(_private_key, ""),
+            webhook_secret=check(partial(_webhook_secret, insecure=insecure), ""),
             home=home or Path(environ.get("TEAPARTY_HOME") or Path.home() / ".teaparty"),
             config_dir=Path(config) if config else None,
-            api_url=environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
-            server_url=environ.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
+            api_url=check(partial(_url, "GITHUB_API_URL", DEFAULT_API_URL), ""),
+            server_url=check(partial(_url, "GITHUB_SERVER_URL", DEFAULT_SERVER_URL), ""),
             allowed_bots=frozenset(
                 login.strip()
                 for login in environ.get("TEAPARTY_ALLOWED_BOTS", "").split(",")
                 if login.strip()
             ),
             insecure_no_signature=insecure,
-            write_interval_s=_seconds(environ, "TEAPARTY_GITHUB_WRITE_INTERVAL", 1.0),
-            status_interval_s=_seconds(environ, "TEAPARTY_STATUS_INTERVAL", 10.0),
-            progress_interval_s=_seconds(environ, "TEAPARTY_PROGRESS_INTERVAL", 60.0),
-            body_timeout_s=_seconds(environ, "TEAPARTY_BODY_TIMEOUT", 10.0, low=0.1),
-            max_connections=_count(environ, "TEAPARTY_MAX_CONNECTIONS", 128),
+            write_interval_s=check(partial(_seconds, "TEAPARTY_GITHUB_WRITE_INTERVAL", 1.0), 0.0),
+            status_interval_s=check(partial(_seconds, "TEAPARTY_STATUS_INTERVAL", 10.0), 0.0),
+            progress_interval_s=check(partial(_seconds, "TEAPARTY_PROGRESS_INTERVAL", 60.0), 0.0),
+            body_timeout_s=check(partial(_seconds, "TEAPARTY_BODY_TIMEOUT", 10.0, low=0.1), 0.0),
+            max_connections=check(partial(_count, "TEAPARTY_MAX_CONNECTIONS", 128), 0),
         )
+        if check.problems:
+            raise SettingsError(*check.problems)
+        return settings
 
 
-def _seconds(environ: Mapping[str, str], name: str, default: float, *, low: float = 0.0) -> float:
+class _Checks:
+    """Runs each check on the environment, keeping every problem instead of stopping at one."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.environ = environ
+        self.problems: list[str] = []
+
+    def __call__(self, check: Callable[[Mapping[str, str]], T], failed: T) -> T:
+        try:
+            return check(self.environ)
+        except SettingsError as exc:
+            self.problems.extend(exc.problems)
+            return failed
+
+
+def _insecure(environ: Mapping[str, str]) -> bool:
+    text = environ.get(INSECURE_FLAG, "")
+    if text not in ("", "0", "1"):
+        raise SettingsError(
+            f"{INSECURE_FLAG}={text!r}: must be 1 (accept unsigned deliveries) or 0"
+        )
+    return text == "1"
+
+
+def _webhook_secret(environ: Mapping[str, str], *, insecure: bool) -> str:
+    secret = environ.get("GITHUB_WEBHOOK_SECRET", "")
+    if not secret and not insecure:
+        raise SettingsError(
+            f"GITHUB_WEBHOOK_SECRET is not set (set {INSECURE_FLAG}=1 to accept unsigned "
+            "deliveries, for local development only)"
+        )
+    return secret
+
+
+def _app_id(environ: Mapping[str, str]) -> str:
+    text = environ.get("GITHUB_APP_ID", "")
+    if not text:
+        raise SettingsError("GITHUB_APP_ID is not set")
+    if not (text.isascii() and text.isdigit() and int(text) > 0):
+        raise SettingsError(
+            f"GITHUB_APP_ID={text!r}: not an App id (a number: 'App ID' on the App's settings page)"
+        )
+    return text
+
+
+def _url(name: str, default: str, environ: Mapping[str, str]) -> str:
+    """An http(s) URL with a host; GITHUB_SERVER_URL may also be file:///PATH (local remotes)."""
+    text = environ.get(name) or default
+    try:
+        parts = urlsplit(text)
+        _ = parts.port  # raises ValueError on a port that is not one
+    except ValueError:
+        parts = None
+    if parts is not None and parts.scheme in ("http", "https") and parts.hostname:
+        return text
+    local = name == "GITHUB_SERVER_URL"
+    if local and parts is not None and parts.scheme == "file" and parts.path.startswith("/"):
+        return text
+    shown = _USERINFO.sub("//…@", text)  # a password in a URL is a secret
+    kinds = "an http(s) URL with a host, or file:///PATH" if local else "an http(s) URL with a host"
+    raise SettingsError(f"{name}={shown!r}: not {kinds}")
+
+
+def _seconds(name: str, default: float, environ: Mapping[str, str], *, low: float = 0.0) -> float:
     text = environ.get(name, "")
     if not text:
         return default
@@ -81,29 +149,44 @@ def _seconds(environ: Mapping[str, str], name: str, default: float, *, low: floa
     return value
 
 
-def _count(environ: Mapping[str, str], name: str, default: int) -> int:
+def _count(name: str, default: int, environ: Mapping[str, str]) -> int:
     text = environ.get(name, "")
     if not text:
         return default
-    if not text.isdigit() or not 1 <= int(text) <= 100_000:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100_000:
         raise SettingsError(f"{name}={text!r}: must be a whole number from 1 to 100000")
     return int(text)
 
 
 def _private_key(environ: Mapping[str, str]) -> str:
+    """The App's key as PEM text; a problem names the variable and never shows the key."""
     text = environ.get("GITHUB_APP_PRIVATE_KEY", "")
     path = environ.get("GITHUB_APP_PRIVATE_KEY_PATH", "")
+    source = "GITHUB_APP_PRIVATE_KEY" if text else "GITHUB_APP_PRIVATE_KEY_PATH"
     if not text and path:
         try:
             text = Path(path).read_text()
-        except OSError as exc:
-            raise SettingsError(
-                f"GITHUB_APP_PRIVATE_KEY_PATH={path}: cannot read: {exc.strerror}"
-            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+            raise SettingsError(f"GITHUB_APP_PRIVATE_KEY_PATH={path}: cannot read: {why}") from None
+        source = f"GITHUB_APP_PRIVATE_KEY_PATH={path}"
     if not text:
         raise SettingsError("set GITHUB_APP_PRIVATE_KEY (PEM text) or GITHUB_APP_PRIVATE_KEY_PATH")
     text = text.replace("\\n", "\n")  # keys pasted into one-line env files keep literal \n
-    if "PRIVATE KEY-----" not in text:
-        source = "GITHUB_APP_PRIVATE_KEY_PATH" if path else "GITHUB_APP_PRIVATE_KEY"
-        raise SettingsError(f"{source}: not a PEM private key (no 'PRIVATE KEY' header)")
+    _check_rsa_key(text, source=source)
     return text
+
+
+def _check_rsa_key(text: str, *, source: str) -> None:
+    try:
+        key = serialization.load_pem_private_key(text.encode(), password=None)
+    except TypeError:  # cryptography: "Password was not given but private key is encrypted"
+        raise SettingsError(
+            f"{source}: the key is encrypted; give it as GitHub issued it (unencrypted)"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm):  # the message could quote the key: not kept
+        raise SettingsError(
+            f"{source}: not a PEM private key that parses (truncated or damaged?)"
+        ) from None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise SettingsError(f"{source}: not an RSA private key (GitHub Apps sign with RSA)")
