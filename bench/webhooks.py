@@ -87,9 +87,10 @@ async def serve(mode: str, fd: int, db: Path | None, *, loop: str, http: str) ->
         if store is None
         else create_app(DeliveryQueue(store), secret=os.environ[SECRET_ENV], events=HANDLED_EVENTS)
     )
+    listener = socket.socket(fileno=fd)
     if http == "teaparty":
         settings = Settings(app_id="bench", private_key="", webhook_secret="", home=ROOT)
-        server = app_server(app, settings, host="127.0.0.1", port=0)
+        server = app_server(app, settings, listener)
         server.config.log_level = "warning"
     else:
         config = uvicorn.Config(
@@ -105,7 +106,7 @@ async def serve(mode: str, fd: int, db: Path | None, *, loop: str, http: str) ->
     try:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(stop_at_eof())
-            await server.serve(sockets=[socket.socket(fileno=fd)])
+            await server.serve(sockets=[listener])
     finally:
         if store is not None:
             await store.close()

@@ -12,7 +12,13 @@ from bot.errors import SettingsError
 from bot.secrets import take_secrets
 
 Command = Callable[[argparse.Namespace], int]
-EXIT_OK, EXIT_ISSUES, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_ISSUES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# bot.serve's exit codes; kept here so that `teaparty --help` need not import the server.
+SERVE_EXIT_CODES = (
+    "exit codes: 0 stopped by SIGTERM, 1 failed while running, 2 usage or configuration error "
+    "(every problem is listed), 3 environment (the port is in use, the store is locked by "
+    "another process), 130 interrupted (Ctrl-C)"
+)
 
 
 def entry() -> None:
@@ -22,7 +28,11 @@ def entry() -> None:
     except SettingsError as exc:
         print(f"teaparty: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
-    raise SystemExit(main(environ=environ))
+    try:
+        status = main(environ=environ)
+    except KeyboardInterrupt:  # Ctrl-C before a command handles it itself (while importing)
+        status = EXIT_INTERRUPTED
+    raise SystemExit(status)
 
 
 def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = None) -> int:
@@ -114,12 +124,19 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve POST /webhook and GET /healthz. Configured by GITHUB_APP_ID, "
         "GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_PATH), GITHUB_WEBHOOK_SECRET, "
         "GITHUB_API_URL, GITHUB_SERVER_URL, TEAPARTY_HOME, TEAPARTY_CONFIG, "
-        "TEAPARTY_ALLOWED_BOTS and ANTHROPIC_API_KEY (see the README).",
+        "TEAPARTY_ALLOWED_BOTS and ANTHROPIC_API_KEY (see the README). Every problem with "
+        "them is listed at start. SIGTERM stops it gracefully.",
+        epilog=SERVE_EXIT_CODES,
     )
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000, help="default: 8000")
+    # Checked with the environment (bot.serve.configuration), so that all problems show at once.
+    serve.add_argument("--port", default="8000", metavar="PORT", help="1-65535 (default: 8000)")
     serve.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
-    serve.add_argument("--model", choices=["scripted", "anthropic"])
+    serve.add_argument(
+        "--model",
+        choices=["scripted", "anthropic"],
+        help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
+    )
     serve.set_defaults(command=_serve)
 
 

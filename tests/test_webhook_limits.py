@@ -5,6 +5,7 @@ the server's settings, and the disk budget of unverified bodies.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -103,7 +104,10 @@ def test_settings_bound_the_server() -> None:
     default = Settings.from_env(env)
     assert (default.body_timeout_s, default.max_connections) == (10.0, 128)
     tight = {"TEAPARTY_BODY_TIMEOUT": "2.5", "TEAPARTY_MAX_CONNECTIONS": "9"}
-    server = app_server(FastAPI(), Settings.from_env(env | tight), host="127.0.0.1", port=1)
+    with socket.socket() as unbound:
+        server = app_server(FastAPI(), Settings.from_env(env | tight), unbound)
+    assert server.listener is unbound
+    assert server.config.log_config is None  # uvicorn's records keep the App's one format
     assert server.config.limit_concurrency == 9
     assert server.config.h11_max_incomplete_event_size == MAX_HEAD_BYTES
     protocol = server.config.http

@@ -8,7 +8,11 @@ byte (a new connection's clock starts when it opens), a head may be at most
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import logging
+import socket
+from collections.abc import Iterator
 from typing import ClassVar
 
 import h11
@@ -16,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from bot.errors import SettingsError
 from bot.server.endpoint import DEADLINE_PASSED
 from bot.settings import Settings
 
@@ -24,21 +29,62 @@ MAX_HEAD_BYTES = 16 * 1024  # GitHub's request heads are about 1 KB
 log = logging.getLogger(__name__)
 
 
-def app_server(app: FastAPI, settings: Settings, *, host: str, port: int) -> uvicorn.Server:
+class ListenError(OSError):
+    """The server cannot listen where it was asked to; the message says where and why."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), taken before anything else starts.
+
+    ListenError when the address cannot be had (in use, not this host's), SettingsError
+    when `host` does not resolve.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if isinstance(exc, socket.gaierror):
+            raise SettingsError(f"--host {host}: {exc.strerror}") from None
+        why = "in use by another process" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise ListenError(f"cannot listen on {host}:{port}: {why}") from None
+    return sock
+
+
+def app_server(app: FastAPI, settings: Settings, listener: socket.socket) -> AppServer:
     """uvicorn for the App: h11 with a request deadline, a bounded head, bounded connections."""
     protocol = type("AppProtocol", (DeadlineProtocol,), {"deadline_s": settings.body_timeout_s})
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
         lifespan="off",
+        log_config=None,  # its records reach the root logger, in the App's one format
         access_log=False,  # one line per delivery comes from the worker instead
         http=protocol,
         ws="none",  # the App takes no WebSocket: an upgrade request is plain HTTP to it
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         limit_concurrency=settings.max_connections,
     )
-    return uvicorn.Server(config)
+    return AppServer(config, listener)
+
+
+class AppServer(uvicorn.Server):
+    """uvicorn on a socket bound before start-up; SIGINT and SIGTERM are left to its owner."""
+
+    def __init__(self, config: uvicorn.Config, listener: socket.socket) -> None:
+        super().__init__(config)
+        self.listener = listener
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve on the bound socket."""
+        await super().serve(sockets or [self.listener])
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Nothing: uvicorn's own handlers re-raise the signal after a clean stop, which
+        ends the process with a traceback (SIGINT) or killed (SIGTERM)."""
+        yield
 
 
 class DeadlineProtocol(H11Protocol):
