@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -12,6 +13,7 @@ from bot.errors import SettingsError
 from bot.secrets import take_secrets
 
 Command = Callable[[argparse.Namespace], int]
+DISTRIBUTION = "teaparty-github"
 EXIT_OK, EXIT_ISSUES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # bot.serve's exit codes; kept here so that `teaparty --help` need not import the server.
 SERVE_EXIT_CODES = (
@@ -41,7 +43,7 @@ def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = N
     `environ` is the environment the commands read (default: os.environ); `entry` passes
     one whose secrets are no longer in the process's own.
     """
-    parser = _parser()
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help and on usage errors; we return instead
@@ -51,9 +53,16 @@ def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = N
     return command(args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every subcommand, option and help text."""
     parser = argparse.ArgumentParser(
         prog="teaparty", description="Hand GitHub issues to an organisation of AI agents."
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"teaparty {_version()}",
+        help="print the version and exit",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_config(commands)
@@ -63,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_app_manifest(commands)
     _add_doctor(commands)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's, once installed)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree never installed
+        return "(version unknown: not installed)"
 
 
 def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -228,7 +245,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    config = commands.add_parser("config", help="check the organisation and project configuration")
+    config = commands.add_parser(
+        "config",
+        help="check the organisation and project configuration",
+        description="Check configuration files before the App or a run reads them.",
+    )
     actions = config.add_subparsers(title="actions", metavar="ACTION", required=True)
     check = actions.add_parser(
         "check",
@@ -238,7 +259,9 @@ def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "Default: ./config if it has teaparty.yaml, else $TEAPARTY_CONFIG, else the shipped "
         "organisation.",
     )
-    check.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    check.add_argument(
+        "paths", nargs="*", type=Path, metavar="PATH", help="what to check (see above; several ok)"
+    )
     check.add_argument(
         "--org",
         type=Path,
