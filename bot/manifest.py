@@ -1,4 +1,5 @@
-"""`teaparty app-manifest`: the App's manifest, a page that registers it, and the code exchange.
+"""`teaparty app-manifest`: the App's manifest, a page that registers it, and the code exchange
+(bot/manifest_conversion.py).
 
 GitHub's manifest flow ("Registering a GitHub App from a manifest"): a browser POSTs the
 manifest JSON as the form field `manifest` to {server}/settings/apps/new (or
@@ -13,38 +14,23 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import os
-import re
 import secrets
-import shlex
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 from urllib.parse import SplitResult, quote, urlsplit
 
-import httpx
-
-from bot.errors import BotError, GitHubError
-from bot.github.client import USER_AGENT
-from bot.settings import DEFAULT_API_URL, DEFAULT_SERVER_URL
+from bot.errors import BotError
+from bot.manifest_conversion import ORG_LOGIN, convert_command
+from bot.settings import DEFAULT_SERVER_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_NAME = "TeaParty"
 DEFAULT_HOMEPAGE = "https://github.com"
 MAX_NAME_CHARS = 34  # GitHub refuses longer App names
-TIMEOUT_S = 10.0
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1"})  # plain http is accepted only for these
-HEADERS: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "Accept": "application/vnd.github+json",
-        "X-GitHub-Api-Version": "2022-11-28",
-        "User-Agent": USER_AGENT,
-    }
-)
-
 # What the bot does today needs these and nothing more (an installer sees and grants each one).
 DEFAULT_PERMISSIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -59,24 +45,10 @@ DEFAULT_EVENTS: Final[tuple[str, ...]] = (
     "issues",  # issues.labeled: a label hands an issue to the bot
     "issue_comment",  # issue_comment.created: commands written in comments
 )
-_ORG_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?")
-_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # the slug names the key file: no paths
 
 
 class ManifestError(BotError):
     """An option cannot make a usable manifest or form; the message names the option."""
-
-
-@dataclass(frozen=True)
-class RegisteredApp:
-    """The App GitHub created from the manifest; the secrets never appear in repr."""
-
-    app_id: int
-    slug: str
-    html_url: str
-    pem: str = field(repr=False)
-    webhook_secret: str | None = field(repr=False)
-    org: str | None = None  # the owning organization; None when a person owns the App
 
 
 def build_manifest(
@@ -115,7 +87,7 @@ def form_action(server_url: str, *, org: str | None, state: str) -> str:
     _check_http_url("GITHUB_SERVER_URL", server_url)
     owner = ""
     if org is not None:
-        if not _ORG_LOGIN.fullmatch(org):
+        if not ORG_LOGIN.fullmatch(org):
             raise ManifestError(f"--org {org!r}: not a GitHub organization login")
         owner = f"/organizations/{org}"
     return f"{server_url.rstrip('/')}{owner}/settings/apps/new?state={quote(state, safe='')}"
@@ -144,70 +116,12 @@ run <code>teaparty app-manifest --convert CODE</code> with that code.</p>
 """
 
 
-def env_lines(app: RegisteredApp, *, key_path: Path | None) -> list[str]:
-    """The `.env` lines `teaparty serve` needs; never the PEM itself."""
-    lines = [f"GITHUB_APP_ID={app.app_id}"]
-    if app.webhook_secret:
-        lines.append(f"GITHUB_WEBHOOK_SECRET={shlex.quote(app.webhook_secret)}")
-    else:  # the schema allows null; the server refuses to start without a secret
-        lines.append("# GITHUB_WEBHOOK_SECRET: GitHub returned none; set one in the App's settings")
-    if key_path is not None:
-        lines.append(f"GITHUB_APP_PRIVATE_KEY_PATH={shlex.quote(str(key_path))}")
-    return lines
-
-
-def registered_app(body: object, *, url: str) -> RegisteredApp:
-    """Read the conversion's 201 body; GitHubError if a field we need is missing."""
-    if not isinstance(body, dict):
-        raise GitHubError(f"POST {url}: the response is not a JSON object")
-    app_id, slug, pem = body.get("id"), body.get("slug"), body.get("pem")
-    html_url, webhook_secret = body.get("html_url"), body.get("webhook_secret")
-    if not isinstance(app_id, int) or not isinstance(pem, str) or not isinstance(html_url, str):
-        raise GitHubError(f"POST {url}: the response lacks id, pem or html_url")
-    if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
-        raise GitHubError(f"POST {url}: unusable slug {slug!r}")
-    secret = webhook_secret if isinstance(webhook_secret, str) else None
-    org = _organization(body.get("owner"))
-    return RegisteredApp(app_id, slug, html_url, pem=pem, webhook_secret=secret, org=org)
-
-
-def app_settings_url(app: RegisteredApp, *, server_url: str) -> str:
-    """The App's settings page, where its owner generates private keys and webhook secrets."""
-    owner = f"/organizations/{app.org}" if app.org else ""
-    return f"{server_url.rstrip('/')}{owner}/settings/apps/{app.slug}"
-
-
-def convert_code(code: str, *, api_url: str) -> RegisteredApp:
-    """Trade the redirect's one-time code for the new App; GitHubError on any failure."""
-    url = f"{api_url.rstrip('/')}/app-manifests/{quote(code, safe='')}/conversions"
-    try:
-        response = httpx.post(url, headers=dict(HEADERS), timeout=TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        raise GitHubError(_one_line(f"POST {url}: {type(exc).__name__}: {exc}")) from None
-    if not response.is_success:
-        status = response.status_code
-        why = _failure_reason(response)
-        raise GitHubError(_one_line(f"POST {url}: {status} {why}"), status=status)
-    try:
-        body = response.json()
-    except ValueError:
-        raise GitHubError(f"POST {url}: the response is not JSON") from None
-    return registered_app(body, url=url)
-
-
-def write_key(path: Path, pem: str) -> None:
-    """Create `path` readable by its owner only; FileExistsError if anything is there."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(pem)
-
-
 def app_manifest_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Print the manifest (and write its page), or turn a code into the server's settings."""
     if stray := _stray_option(args):
         return _fail(stray, EXIT_USAGE)
     if args.convert is not None:
-        return _convert(args.convert, key_file=args.key_file, env=env)
+        return convert_command(args.convert, key_file=args.key_file, env=env)
     try:
         manifest = build_manifest(
             webhook_url=args.webhook_url,
@@ -242,39 +156,6 @@ def _write_page(
         f"Open {path} in a browser and click the button, then run "
         "`teaparty app-manifest --convert CODE` with the code from the redirect "
         f"(its state should be {state}).\n"
-    )
-    return EXIT_OK
-
-
-def _convert(code: str, *, key_file: Path | None, env: Mapping[str, str]) -> int:
-    if not code.strip():
-        return _fail("--convert: give the code from the redirect URL (?code=...)", EXIT_USAGE)
-    if key_file is not None and key_file.exists():  # check before spending the one-time code
-        return _fail(f"--key-file {key_file}: already exists; not overwriting it", EXIT_FAILED)
-    try:
-        app = convert_code(code.strip(), api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL)
-    except GitHubError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    path = key_file or Path(f"{app.slug}.private-key.pem")
-    try:
-        write_key(path, app.pem)
-    except OSError as exc:  # the code is spent: print what we have, say where a key comes from
-        sys.stdout.write("".join(f"{line}\n" for line in env_lines(app, key_path=None)))
-        exists = isinstance(exc, FileExistsError)
-        problem = (
-            "already exists; not overwriting it" if exists else f"cannot write: {exc.strerror}"
-        )
-        server_url = env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL
-        settings = app_settings_url(app, server_url=server_url)
-        return _fail(
-            f"{path}: {problem}. The App {app.slug!r} exists but its key was not saved: "
-            f"generate a new private key at {settings}",
-            EXIT_FAILED,
-        )
-    sys.stdout.write("".join(f"{line}\n" for line in env_lines(app, key_path=path.absolute())))
-    sys.stderr.write(
-        f"Wrote the private key to {path} (mode 0600). Install the App: "
-        f"{app.html_url}/installations/new\n"
     )
     return EXIT_OK
 
@@ -319,31 +200,6 @@ def _split(option: str, url: str) -> SplitResult:
         return urlsplit(url)
     except ValueError as exc:  # e.g. an unclosed IPv6 bracket
         raise ManifestError(f"{option} {url!r}: {exc}") from None
-
-
-def _failure_reason(response: httpx.Response) -> str:
-    if response.status_code == 404:
-        return "Not Found: the code is wrong, already used, or older than an hour"
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        errors = body.get("errors")
-        details = [str(error) for error in errors] if isinstance(errors, list) else []
-        return "; ".join([f"{response.reason_phrase}: {body['message']}", *details])
-    return response.reason_phrase
-
-
-def _organization(owner: object) -> str | None:
-    if not isinstance(owner, dict) or owner.get("type") != "Organization":
-        return None
-    login = owner.get("login")
-    return login if isinstance(login, str) and _ORG_LOGIN.fullmatch(login) else None
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _fail(message: str, status: int) -> int:

@@ -11,10 +11,7 @@ import pytest
 import respx
 
 from bot.cli import main
-from bot.manifest import (
-    RegisteredApp,
-    app_settings_url,
-)
+from bot.manifest_conversion import RegisteredApp, app_settings_url
 
 HOOK = "https://tea.example.com/webhook"
 CODE = "a180b1a3d263c81bc6441d7b990bae27d4c10679"
