@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,44 +103,118 @@ def convert_code(code: str, *, api_url: str) -> RegisteredApp:
     return registered_app(body, url=url)
 
 
-def write_key(path: Path, pem: str) -> None:
-    """Create `path` readable by its owner only; FileExistsError if anything is there."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(pem)
+@dataclass
+class KeySlot:
+    """The file the App's key goes into, created empty (mode 0600) before the one-time code is
+    spent: a path that exists or cannot be written is found while the code still works.
+
+    Without --key-file the key's name, `{slug}.private-key.pem`, is known only once the code
+    is converted; until then the slot has a temporary name in the current directory, and is
+    linked to that name when the key is in it (a link never replaces a file).
+    """
+
+    path: Path
+    fd: int
+    named: bool  # whether `path` is the key's own name
+    open: bool = True
+
+    @classmethod
+    def take(cls, key_file: Path | None) -> KeySlot:
+        """The slot at `key_file`, or a temporary one here; OSError if it cannot be had
+        (FileExistsError: something is at `key_file`)."""
+        if key_file is not None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL  # O_EXCL: not through a symlink either
+            return cls(key_file, os.open(key_file, flags, 0o600), named=True)
+        fd, name = tempfile.mkstemp(prefix="new-app-", suffix=".private-key.pem", dir=".")
+        return cls(Path(os.path.basename(name)), fd, named=False)  # mkstemp: O_EXCL, 0600
+
+    def fill(self, pem: str, *, name: Path) -> Path:
+        """Write the key and return where it is: `name`, unless something is there already."""
+        self.open = False
+        with os.fdopen(self.fd, "w", encoding="utf-8") as file:
+            file.write(pem)
+            file.flush()
+            os.fsync(file.fileno())
+        if self.named:
+            return self.path
+        try:
+            os.link(self.path, name)
+        except OSError:  # FileExistsError, or a file system without hard links: keep ours
+            return self.path
+        self.path.unlink()
+        return name
+
+    def discard(self) -> None:
+        """Remove the slot: no key came to fill it."""
+        if self.open:
+            os.close(self.fd)
+            self.open = False
+        self.path.unlink(missing_ok=True)
 
 
 def convert_command(code: str, *, key_file: Path | None, env: Mapping[str, str]) -> int:
+    """Take the key's place, trade the code for the App, write its key, print its settings."""
     if not code.strip():
         return _fail("--convert: give the code from the redirect URL (?code=...)", EXIT_USAGE)
-    if key_file is not None and key_file.exists():  # check before spending the one-time code
-        return _fail(f"--key-file {key_file}: already exists; not overwriting it", EXIT_FAILED)
+    try:
+        slot = KeySlot.take(key_file)
+    except OSError as exc:  # the code is not spent yet: nothing is lost
+        return _fail(_unwritable(key_file, exc), EXIT_FAILED)
+    converted = False
     try:
         app = convert_code(code.strip(), api_url=env.get("GITHUB_API_URL") or DEFAULT_API_URL)
+        converted = True
     except GitHubError as exc:
         return _fail(str(exc), EXIT_FAILED)
-    path = key_file or Path(f"{app.slug}.private-key.pem")
+    finally:
+        if not converted:  # (Ctrl-C too) no key is coming: leave no empty file behind
+            slot.discard()
+    wanted = key_file or Path(f"{app.slug}.private-key.pem")
     try:
-        write_key(path, app.pem)
+        path = slot.fill(app.pem, name=wanted)
     except OSError as exc:  # the code is spent: print what we have, say where a key comes from
-        sys.stdout.write("".join(f"{line}\n" for line in env_lines(app, key_path=None)))
-        exists = isinstance(exc, FileExistsError)
-        problem = (
-            "already exists; not overwriting it" if exists else f"cannot write: {exc.strerror}"
-        )
-        server_url = env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL
-        settings = app_settings_url(app, server_url=server_url)
-        return _fail(
-            f"{path}: {problem}. The App {app.slug!r} exists but its key was not saved: "
-            f"generate a new private key at {settings}",
-            EXIT_FAILED,
-        )
+        slot.discard()
+        return _key_lost(app, wanted, exc, env=env)
     sys.stdout.write("".join(f"{line}\n" for line in env_lines(app, key_path=path.absolute())))
+    if path != wanted:
+        sys.stderr.write(f"{wanted}: already exists; not overwriting it. The new key is {path}.\n")
     sys.stderr.write(
         f"Wrote the private key to {path} (mode 0600). Install the App: "
         f"{app.html_url}/installations/new\n"
     )
+    if app.webhook_secret:
+        sys.stderr.write(
+            "The .env lines hold the webhook secret: keep their file private (`chmod 600 .env`).\n"
+        )
     return EXIT_OK
+
+
+def _unwritable(key_file: Path | None, exc: OSError) -> str:
+    if key_file is None:
+        return (
+            f"cannot write the private key in {_here()}: {exc.strerror} "
+            "(give --key-file PATH elsewhere); the code is not spent"
+        )
+    if isinstance(exc, FileExistsError):
+        return f"--key-file {key_file}: already exists; not overwriting it"
+    return f"--key-file {key_file}: cannot write: {exc.strerror}; the code is not spent"
+
+
+def _here() -> str:
+    try:
+        return str(Path.cwd())
+    except OSError:  # the directory was removed while we were in it
+        return "the current directory"
+
+
+def _key_lost(app: RegisteredApp, path: Path, exc: OSError, *, env: Mapping[str, str]) -> int:
+    sys.stdout.write("".join(f"{line}\n" for line in env_lines(app, key_path=None)))
+    settings = app_settings_url(app, server_url=env.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL)
+    return _fail(
+        f"{path}: cannot write: {exc.strerror}. The App {app.slug!r} exists but its key was "
+        f"not saved: generate a new private key at {settings}",
+        EXIT_FAILED,
+    )
 
 
 def _failure_reason(response: httpx.Response) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import resource
+import signal
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +69,14 @@ def test_convert_writes_the_key_0600_and_prints_only_the_settings(
     ]
     assert key.read_text() == PEM
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert list(tmp_path.iterdir()) == [key]
     for secret in ("PRIVATE KEY", "MIIEow", CLIENT_SECRET):
         assert secret not in out + err
-    assert "https://github.com/apps/octoapp/installations/new" in err
+    assert err.splitlines() == [
+        "Wrote the private key to octoapp.private-key.pem (mode 0600). "
+        "Install the App: https://github.com/apps/octoapp/installations/new",
+        "The .env lines hold the webhook secret: keep their file private (`chmod 600 .env`).",
+    ]
     request = route.calls.last.request
     assert request.headers["accept"] == "application/vnd.github+json"
     assert "authorization" not in request.headers
@@ -105,7 +114,7 @@ def test_convert_refuses_an_existing_key_file_before_spending_the_code(
     assert not route.called
 
 
-def test_convert_never_overwrites_the_default_key_file(
+def test_convert_never_overwrites_the_default_key_file_and_keeps_the_new_key(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -115,16 +124,22 @@ def test_convert_never_overwrites_the_default_key_file(
     key = tmp_path / "octoapp.private-key.pem"
     key.write_text("keep me")
     respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=CONVERSION))
-    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert main(["app-manifest", "--convert", CODE]) == 0
     out, err = capsys.readouterr()
     assert key.read_text() == "keep me"
-    assert out.splitlines() == ["GITHUB_APP_ID=1", f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}"]
-    assert err.startswith("teaparty app-manifest: octoapp.private-key.pem: already exists;")
-    assert (
-        "generate a new private key at https://github.com/organizations/github/settings/apps/octoapp"
-        in err
+    [new] = [path for path in tmp_path.iterdir() if path != key]
+    assert new.name.startswith("new-app-")
+    assert new.name.endswith(".private-key.pem")
+    assert new.read_text() == PEM
+    assert stat.S_IMODE(new.stat().st_mode) == 0o600
+    assert out.splitlines() == [
+        "GITHUB_APP_ID=1",
+        f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
+        f"GITHUB_APP_PRIVATE_KEY_PATH={new}",
+    ]
+    assert err.splitlines()[0] == (
+        f"octoapp.private-key.pem: already exists; not overwriting it. The new key is {new.name}."
     )
-    assert err.count("\n") == 1
     assert "PRIVATE KEY-----" not in out + err
 
 
@@ -210,8 +225,9 @@ def test_a_null_webhook_secret_leaves_a_note_instead(
     body = {**CONVERSION, "webhook_secret": None}
     respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
     assert main(["app-manifest", "--convert", CODE]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("# GITHUB_WEBHOOK_SECRET: GitHub returned none")
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1].startswith("# GITHUB_WEBHOOK_SECRET: GitHub returned none")
+    assert "chmod" not in err
 
 
 def test_the_code_is_quoted_into_the_path(
@@ -227,20 +243,93 @@ def test_the_code_is_quoted_into_the_path(
     assert url in capsys.readouterr().err
 
 
-def test_convert_into_a_missing_directory_still_prints_the_id_and_secret(
+def test_a_key_file_in_a_missing_directory_is_refused_before_spending_the_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
 ) -> None:
     key = tmp_path / "missing" / "tea.pem"
+    route = respx_mock.post(CONVERSIONS)
+    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"teaparty app-manifest: --key-file {key}: cannot write: No such file or directory; "
+        "the code is not spent\n"
+    )
+    assert not route.called
+
+
+def test_a_dangling_symlink_at_the_key_file_is_not_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    key = tmp_path / "tea.pem"
+    key.symlink_to(tmp_path / "elsewhere.pem")
+    route = respx_mock.post(CONVERSIONS)
+    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
+    assert capsys.readouterr().err == (
+        f"teaparty app-manifest: --key-file {key}: already exists; not overwriting it\n"
+    )
+    assert not (tmp_path / "elsewhere.pem").exists()
+    assert not route.called
+
+
+def test_a_directory_that_cannot_take_the_key_is_found_before_spending_the_code(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    respx_mock: respx.MockRouter,
+) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()  # no file can be created here, even by root
+    route = respx_mock.post(CONVERSIONS)
+    assert main(["app-manifest", "--convert", CODE]) == 1
+    assert capsys.readouterr().err == (
+        "teaparty app-manifest: cannot write the private key in the current directory: "
+        "No such file or directory (give --key-file PATH elsewhere); the code is not spent\n"
+    )
+    assert not route.called
+
+
+def test_a_failed_conversion_leaves_no_key_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    key = tmp_path / "tea.pem"
+    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(404))
+    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
+    assert "404 Not Found" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes fail with EFBIG in this process, as on a full disk."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+def test_a_key_that_cannot_be_written_after_the_conversion_is_reported_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+) -> None:
+    key = tmp_path / "tea.pem"
     body = {**CONVERSION, "owner": {"login": "octocat", "type": "User"}}
     respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
-    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
+    with file_size_limit(10):
+        assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines() == ["GITHUB_APP_ID=1", f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}"]
     assert err == (
-        f"teaparty app-manifest: {key}: cannot write: No such file or directory. "
+        f"teaparty app-manifest: {key}: cannot write: File too large. "
         "The App 'octoapp' exists but its key was not saved: generate a new private key at "
         "https://github.com/settings/apps/octoapp\n"
     )
+    assert not key.exists()
     assert "PRIVATE KEY-----" not in out + err
 
 
