@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
 import uvicorn
@@ -35,6 +36,7 @@ from orchestrator.api import models as agent_models
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +101,18 @@ class Stop:
         self.signum: int | None = None
         self.server: uvicorn.Server | None = None
 
-    def install(self) -> None:
-        """Take SIGINT and SIGTERM in the running loop."""
+    @contextlib.contextmanager
+    def handling(self) -> Iterator[None]:
+        """SIGINT and SIGTERM go to `on_signal` in the running loop until the block ends
+        (uvloop would leave its handlers in place after the loop is closed)."""
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in SIGNALS:
             loop.add_signal_handler(signum, self.on_signal, signum)
+        try:
+            yield
+        finally:
+            for signum in SIGNALS:
+                loop.remove_signal_handler(signum)
 
     def on_signal(self, signum: int) -> None:
         """Stop the server (the first time gracefully), or say it will stop once started."""
@@ -144,20 +153,20 @@ async def _serve(
     model: ModelKind | None,
     stop: Stop,
 ) -> None:
-    stop.install()
-    scripted = model_kind(model, env) == "scripted"
-    factory = models(model, env)
-    runtime = await Runtime.open(settings, models=factory, env=env, scripted=scripted)
-    gc.freeze()  # what startup allocated is never collected: shorter full collections later
-    try:
-        server = app_server(runtime.app, settings, listener)
-        stop.serving(server)
-        host, port = listener.getsockname()[:2]
-        log.info("listening on http://%s:%d", host, port)
-        await runtime.run(server)
-    finally:
-        await runtime.close()
-    log.info("stopped")
+    with stop.handling():
+        scripted = model_kind(model, env) == "scripted"
+        factory = models(model, env)
+        runtime = await Runtime.open(settings, models=factory, env=env, scripted=scripted)
+        gc.freeze()  # what startup allocated is never collected: shorter full collections later
+        try:
+            server = app_server(runtime.app, settings, listener)
+            stop.serving(server)
+            host, port = listener.getsockname()[:2]
+            log.info("listening on http://%s:%d", host, port)
+            await runtime.run(server)
+        finally:
+            await runtime.close()
+        log.info("stopped")
 
 
 def _problems(exc: SettingsError) -> str:

@@ -112,6 +112,9 @@ def test_an_organisation_that_does_not_load_is_a_usage_error(
     assert err.startswith("teaparty serve: ")
     assert str(tmp_path / "no-org") in err
     assert err.count("\n") == 1
+    # the loop that ran it is closed: Ctrl-C and SIGTERM are Python's own again
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
 def test_the_help_lists_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
