@@ -46,6 +46,7 @@ def test_every_problem_is_listed_at_once_and_no_secret_is_shown() -> None:
             "GITHUB_APP_PRIVATE_KEY": truncated,
             "GITHUB_API_URL": "not-a-url",
             "GITHUB_SERVER_URL": "ftp://example.com",
+            "TEAPARTY_STATUS_INTERVAL": "soon",
             "TEAPARTY_BODY_TIMEOUT": "0",
             "TEAPARTY_MAX_CONNECTIONS": "lots",
         }
@@ -57,6 +58,7 @@ def test_every_problem_is_listed_at_once_and_no_secret_is_shown() -> None:
         "unsigned deliveries, for local development only)",
         "GITHUB_API_URL='not-a-url': not an http(s) URL with a host",
         "GITHUB_SERVER_URL='ftp://example.com': not an http(s) URL with a host, or file:///PATH",
+        "TEAPARTY_STATUS_INTERVAL='soon': not a number of seconds",
         "TEAPARTY_BODY_TIMEOUT='0': must be between 0.1 and 3600 seconds",
         "TEAPARTY_MAX_CONNECTIONS='lots': must be a whole number from 1 to 100000",
     )
