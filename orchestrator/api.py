@@ -37,6 +37,7 @@ from orchestrator.errors import (
     StoreLockedError,
 )
 from orchestrator.jobs.activity import Member, Progress, Team, progress
+from orchestrator.jobs.control import ControlError, JobControl, Steer
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import UnansweredGateError
 from orchestrator.jobs.local_run import (
@@ -82,6 +83,9 @@ __all__ = [
     "ModelError",
     "ResumeError",
     "check_model",
+    "ControlError",
+    "JobControl",
+    "Steer",
     "Member",
     "Progress",
     "Team",

@@ -105,6 +105,8 @@ class JobStatus:
     error: str | None = None
     sandbox: str = ""  # how the job's agents are confined (Office.sandbox_summary)
     waiting: str | None = None  # what it waits out (a model outage, a rate limit), and until when
+    paused_by: str | None = None  # who holds it: no new model calls until they resume it
+    steering: tuple[str, ...] = ()  # direction its decider gave the lead, oldest first
 
 
 class Forge(Protocol):

@@ -289,3 +289,39 @@ async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: World) ->
     await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
     await settled(server)
     assert hub.comment_reactions(OWNER, REPO, decider) == ["+1"]
+
+
+async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None:
+    """While paused an approved plan goes no further (no model call); direction given
+    meanwhile reaches the lead, whose task carries it; `/resume` finishes the job."""
+    import sqlite3
+
+    hub, server = world.hub, world.server
+    store = Path(server.env["TEAPARTY_HOME"]) / "teaparty.db"
+    number = hub.open_issue(OWNER, REPO, title="Add a changelog", body="Please.", author="alice")
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    await until(lambda: questions(hub, number), what="the plan question")
+
+    paused = await hub.comment_as(OWNER, REPO, number, "alice", "/pause")
+    await settled(server)
+    assert hub.comment_reactions(OWNER, REPO, paused) == ["+1"]
+    await until(lambda: "**Paused** by alice" in tracking(hub, number)[0], what="the hold shown")
+    refused = await hub.comment_as(OWNER, REPO, number, "mallory", "/resume")
+    steer = "/steer keep the entry to one line"
+    await hub.comment_as(OWNER, REPO, number, "alice", steer)
+    await hub.comment_as(OWNER, REPO, number, "alice", "/approve")
+    await settled(server)
+    assert hub.comment_reactions(OWNER, REPO, refused) == ["confused"]
+    await asyncio.sleep(1.5)  # room for a (wrong) model call to make a task
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT count(*) FROM tasks").fetchone() == (0,)
+    assert not hub.pulls(OWNER, REPO)
+    shown = tracking(hub, number)[0]
+    assert "**Direction for the lead:**\n- keep the entry to one line" in shown
+
+    await hub.comment_as(OWNER, REPO, number, "alice", "/resume")
+    await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+    with sqlite3.connect(store) as db:
+        (spec,) = db.execute("SELECT spec FROM tasks").fetchone()
+    assert "Direction from alice (the job's decider): keep the entry to one line" in spec
+    await until(lambda: "**Paused**" not in tracking(hub, number)[0], what="the hold lifted")

@@ -14,7 +14,7 @@ import pytest
 from test_handler_decisions import COMMENT_ID, commented, gate, job, subject
 
 from bot.github.tracking import clarify_body
-from bot.handlers.actions import Advise, AnswerGate, Ignore, PostOnce, React, Reassign
+from bot.handlers.actions import Advise, AnswerGate, Control, Ignore, PostOnce, React, Reassign
 from bot.handlers.commands import Command, parse_reply
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from bot.handlers.payloads import CommentAdded, Ignored, parse_command
@@ -250,3 +250,46 @@ def test_quotes_name_gates_by_number_and_hash() -> None:
     assert reply.text == "sure"
     assert Command("decider", "@Hubot-2").login == "Hubot-2"
     assert Command("decider", "two words").login is None
+
+
+# Orders to the job
+
+
+@pytest.mark.parametrize(
+    ("body", "order", "text"),
+    [
+        ("/pause", "pause", ""),
+        ("/hold", "pause", ""),
+        ("/unhold", "resume", ""),
+        ("/resume", "resume", ""),
+        ("/status", "status", ""),
+        ("/steer keep the diff small", "steer", "keep the diff small"),
+    ],
+)
+def test_the_decider_orders_the_job(payload: Load, body: str, order: str, text: str) -> None:
+    for gates in ((PLAN,), ()):  # with a question open or none
+        actions = decide_comment(by(payload, body), facts(*gates) if gates else no_gates())
+        assert actions == (Control(7, order, text, by=DECIDER, ref=comment_ref(COMMENT_ID)), TAKEN)
+
+
+def no_gates(**more: Any) -> CommentFacts:
+    return CommentFacts(job("active"), subject(DECIDER), gates=(), author_access="write", **more)
+
+
+def test_orders_from_others_are_refused(payload: Load) -> None:
+    stranger = CommentFacts(job("active"), subject(DECIDER), author_access="read")
+    assert decide_comment(by(payload, "/pause", login="mallory"), stranger) == (
+        REFUSED,
+        Ignore("mallory may not /pause job 7", 7),
+    )
+    lost = no_gates(decider_access="read")
+    admin = CommentFacts(lost.job, lost.subject, author_access="admin", decider_access="read")
+    assert decide_comment(by(payload, "/resume", login="hubot"), admin)[0] == Control(
+        7, "resume", "", by="hubot", ref=comment_ref(COMMENT_ID)
+    )
+
+
+def test_steer_needs_its_direction(payload: Load) -> None:
+    post = decide_comment(by(payload, "/steer"), no_gates())[0]
+    assert isinstance(post, PostOnce)
+    assert "`/steer` needs the direction" in post.body

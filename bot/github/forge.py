@@ -284,6 +284,7 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             "finished" if finished else "open",
             "waiting" if status.waiting else "",
             "linked" if status.link else "",
+            "paused" if status.paused_by else "",
         ]
     )
     rest = json.dumps(
@@ -292,6 +293,7 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             status.link,
             status.error,
             status.waiting,
+            status.steering,
             status.result if status.state in ("delivering", "done") else None,
         ]
     )

@@ -56,8 +56,7 @@ def tracking_body(
         lines.append(f"**Pull request:** {status.link}")
     elif status.state == "done":
         lines.append("**Pull request:** none: the job changed nothing, so nothing was pushed")
-    if status.waiting:
-        lines.append(f"**Waiting:** {status.waiting}")
+    lines += _held(status, agent)
     lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
     if status.sandbox:
         warning = "⚠️ " if status.sandbox.startswith("OFF") else ""
@@ -72,6 +71,17 @@ def tracking_body(
         f"`{trigger_label}` label and add it again.</sub>",
     ]
     return "\n".join(lines)
+
+
+def _held(status: JobStatus, agent: Outbound) -> list[str]:
+    """What the job waits for, whether its decider holds it, and the direction they gave."""
+    lines = [f"**Waiting:** {status.waiting}"] if status.waiting else []
+    if status.paused_by:
+        who = agent.inline(status.paused_by)
+        lines.append(f"**Paused** by {who}: no new model calls until `/resume`.")
+    if status.steering:
+        lines += ["**Direction for the lead:**", *(f"- {agent.inline(t)}" for t in status.steering)]
+    return lines
 
 
 def _task_line(task: Task, agent: Outbound) -> str:

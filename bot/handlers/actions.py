@@ -103,6 +103,17 @@ class Reassign:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A decider's order to the job: `pause`, `resume`, `status` or `steer` (with `text`)."""
+
+    job_id: int
+    order: str  # status, pause, resume or steer
+    text: str
+    by: str
+    ref: str  # the comment that gave it, as the store names it
+
+
+@dataclass(frozen=True)
 class Later:
     """Decide again in `after_s` seconds: something under way (a question being posted) is
     not recorded yet; the delivery waits without spending an attempt."""
@@ -111,7 +122,9 @@ class Later:
     after_s: float = 5.0
 
 
-Action = Ignore | Report | PostOnce | React | StartJob | AnswerGate | Advise | Reassign | Later
+Action = (
+    Ignore | Report | PostOnce | React | StartJob | AnswerGate | Advise | Reassign | Control | Later
+)
 
 
 def job_key(owner: str, repo: str, number: int) -> str:

@@ -21,6 +21,7 @@ from bot.handlers.actions import (
     Action,
     Advise,
     AnswerGate,
+    Control,
     Ignore,
     Later,
     Outcome,
@@ -34,7 +35,14 @@ from bot.handlers.actions import (
 from bot.handlers.payloads import Repo, check_owner, check_repo_name
 from bot.handlers.repos import Repos
 from bot.settings import Settings
-from orchestrator.api import GateClosedError, JobDriver, JobSource, Office, slug
+from orchestrator.api import (
+    ControlError,
+    GateClosedError,
+    JobDriver,
+    JobSource,
+    Office,
+    slug,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +74,27 @@ class AppContext:
                     await self._post_once(repo, number, action)
                 case React():
                     await self._react(repo, number, action)
-                case StartJob():
-                    job_id = await self._start(action)
-                    outcome = (f"job {job_id}", job_id)
-                case AnswerGate():
-                    outcome = await self._answer(action)
-                case Advise():
-                    outcome = await self._advise(action)
-                case Reassign():
-                    outcome = await self._reassign(repo, number, action)
                 case Later():
                     raise NotYetError(action.reason, retry_at=time.time() + action.after_s)
+                case _:
+                    outcome = await self._act(action, repo, number)
         return outcome
+
+    async def _act(self, action: Action, repo: Repo, number: int) -> Outcome:
+        """An action that changes the job: its outcome."""
+        match action:
+            case StartJob():
+                job_id = await self._start(action)
+                return f"job {job_id}", job_id
+            case AnswerGate():
+                return await self._answer(action)
+            case Advise():
+                return await self._advise(action)
+            case Reassign():
+                return await self._reassign(repo, number, action)
+            case Control():
+                return await self._control(repo, number, action)
+        raise AssertionError(f"no way to perform {action!r}")
 
     async def _answer(self, action: AnswerGate) -> Outcome:
         try:
@@ -121,6 +138,27 @@ class AppContext:
         body = f"@{action.login}, @{action.by} handed question {action.gate_id} to you to answer."
         await self._post_once(repo, number, PostOnce(key, clarify_body(key, body)))
         return f"gate {action.gate_id} handed to {action.login}", action.job_id
+
+    async def _control(self, repo: Repo, number: int, action: Control) -> Outcome:
+        """Carry out a decider's order, then bring the tracking comment in line."""
+        control, job_id = self.office.control, action.job_id
+        try:
+            if action.order == "pause":
+                done = "paused" if await control.pause(job_id, by=action.by) else "already paused"
+            elif action.order == "resume":
+                done = "resumed" if await control.resume(job_id) else "was not paused"
+            elif action.order == "steer":
+                given = await control.steer(job_id, action.text, by=action.by, ref=action.ref)
+                done = "steered" if given else "already steered by this comment"
+            else:
+                done = "status shown"
+        except ControlError as exc:  # ended, or no lead at work: say so to the one who asked
+            key = f"control:{action.ref}"
+            body = f"@{action.by}, `/{action.order}` did nothing: {exc}."
+            await self._post_once(repo, number, PostOnce(key, clarify_body(key, body)))
+            return f"ignored: {exc}", job_id
+        await self.driver.sync(job_id)
+        return f"job {job_id} {done} by {action.by}", job_id
 
     async def _post_once(self, repo: Repo, number: int, action: PostOnce) -> None:
         gh = await self.installation(repo)

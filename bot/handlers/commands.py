@@ -13,17 +13,8 @@ import re
 from dataclasses import dataclass
 
 GATE_COMMANDS = ("approve", "reject", "revise", "override", "decider")
-JOB_COMMANDS = (
-    "status",
-    "pause",
-    "resume",
-    "hold",
-    "unhold",
-    "withdraw",
-    "budget",
-    "steer",
-    "remember",
-)
+JOB_COMMANDS = ("status", "pause", "resume", "hold", "unhold", "steer")
+ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS
 GATE_KINDS = ("intent", "plan", "question", "budget", "escalation", "pull_request")
 _COMMAND = re.compile(r"/([A-Za-z][A-Za-z-]*)(?:\s+(.*))?")
@@ -68,6 +59,11 @@ class Reply:
         """The commands that move a gate."""
         return tuple(c for c in self.commands if c.name in GATE_COMMANDS)
 
+    @property
+    def job_commands(self) -> tuple[Command, ...]:
+        """The commands that act on the job itself (`/pause`, `/steer`, ...)."""
+        return tuple(c for c in self.commands if c.name in JOB_COMMANDS)
+
 
 def parse_reply(body: str) -> Reply:
     """Read a comment's body (already sanitized)."""
@@ -91,7 +87,7 @@ def parse_reply(body: str) -> Reply:
         elif match := _COMMAND.fullmatch(stripped):
             name, arg = match.group(1).lower(), (match.group(2) or "").strip()
             if name in KNOWN:
-                commands.append(Command(name, arg))
+                commands.append(Command(ALIASES.get(name, name), arg))
             else:
                 unknown.append(f"/{name}")
         else:

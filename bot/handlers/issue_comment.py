@@ -26,6 +26,7 @@ from bot.handlers.actions import (
     Action,
     Advise,
     AnswerGate,
+    Control,
     Ignore,
     Later,
     Outcome,
@@ -80,23 +81,21 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     advisors = frozenset(a.casefold() for a in project.humans.advisors) if project else frozenset()
     facts = CommentFacts(job, subject, gates, answered, advisors)
     author = command.author.login.casefold()
-    if not gates or answered is not None or author in advisors and not _moves(command):
+    commands = bool(parse_reply(command.body).commands)
+    if answered is not None or not (gates or commands) or author in advisors and not commands:
         return facts
-    deciders = {_decider(gate, subject).casefold() for gate in gates}
-    if author not in deciders and not _moves(command):
+    deciders = {_decider(gate, subject).casefold() for gate in gates} or {
+        subject.decider.casefold()
+    }
+    if author not in deciders and not commands:
         return facts  # a bystander's words: nothing to check
     gh = await ctx.installation(repo)
     access = await gh.permission(repo.owner, repo.name, command.author.login)
     decider_access = None
     if author not in deciders and access == "admin":  # in place of a decider who left?
-        decider = _decider(gates[0], subject)
+        decider = _decider(gates[0], subject) if gates else subject.decider
         decider_access = await gh.permission(repo.owner, repo.name, decider)
     return CommentFacts(job, subject, gates, answered, advisors, access, decider_access)
-
-
-def _moves(command: CommentAdded) -> bool:
-    """Whether the comment holds a command that moves a gate."""
-    return bool(parse_reply(command.body).gate_commands)
 
 
 def comment_ref(comment_id: int) -> str:
@@ -112,6 +111,8 @@ def decide_comment(command: CommentAdded, facts: CommentFacts) -> tuple[Action, 
     if facts.answered is not None:
         return (Ignore(f"comment {command.comment_id} answered gate {facts.answered}", job.job_id),)
     reply = parse_reply(command.body)
+    if reply.job_commands and not reply.gate_commands:
+        return _control(command, facts, reply.job_commands[0], job.job_id)
     if not facts.gates:
         if reply.gate_commands:
             return _clarify(command, job.job_id, "this job has no open question to answer.")
@@ -174,6 +175,31 @@ def _answer(
     else:
         return _clarify(command, job_id, f"`/{first.name}` answers only a proxy's answer.")
     return (AnswerGate(job_id, gate.gate_id, answer, answered_by=author, ref=ref), taken)
+
+
+def _control(
+    command: CommentAdded, facts: CommentFacts, order: Command, job_id: int
+) -> tuple[Action, ...]:
+    """`/pause`, `/resume`, `/status` or `/steer` on the job, from its decider (or an admin
+    in place of one who lost write access); anyone else gets 😕."""
+    author = command.author.login
+    decider = facts.subject.decider if facts.subject else ""
+    if author.casefold() == decider.casefold():
+        allowed = facts.author_access in WRITERS
+    else:
+        allowed = facts.author_access == "admin" and facts.decider_access not in (None, *WRITERS)
+    if not allowed:
+        return (
+            React("confused", comment_id=command.comment_id),
+            Ignore(f"{author} may not /{order.name} job {job_id}", job_id),
+        )
+    if order.name == "steer" and not order.arg:
+        return _clarify(command, job_id, "`/steer` needs the direction: `/steer <text>`.")
+    ref = comment_ref(command.comment_id)
+    return (
+        Control(job_id, order.name, order.arg, by=author, ref=ref),
+        React("+1", comment_id=command.comment_id),
+    )
 
 
 def _approval(

@@ -198,8 +198,13 @@ class Runner:
             transcript.extend(done.appended)
             tail = done.tail
 
-    async def _limits(self, spec: AgentSpec, job_id: int | None, started: float) -> Stop | None:
-        """A Stop when this turn ran too long or its job spent its budget."""
+    async def _limits(
+        self, spec: AgentSpec, job_id: int | None, started: float
+    ) -> Stop | Idle | None:
+        """Idle while its job is paused (no new model call); a Stop when this turn ran too
+        long or its job spent its budget."""
+        if await self.bus.held(job_id):
+            return Idle()
         if self.clock() - started > spec.wall_time_s:
             return Stop(f"wall_time: over {spec.wall_time_s:.0f} s in one turn")
         if self.budget is not None and job_id is not None:

@@ -232,6 +232,17 @@ class ConversationBus:
         """What waits in a conversation's inbox, left in place."""
         return await self.store.read(lambda tx: txn.inbox(tx, conversation_id))
 
+    async def held(self, job_id: int | None) -> bool:
+        """Whether the job is paused: its conversations make no new model call."""
+        if job_id is None:
+            return False
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT paused_by FROM jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        )
+        return row is not None and row[0] is not None
+
     async def runnable(self, job_id: int | None = None) -> list[str]:
         """Every conversation with work to do (of one job, if given), as the store has it."""
         return await self.store.read(lambda tx: txn.runnable(tx, job_id))

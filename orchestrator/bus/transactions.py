@@ -93,7 +93,8 @@ JOIN agent_contexts a ON a.context_id = c.conversation_id
 WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0
   AND (c.in_turn = 1 OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))
   AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = c.job_id AND j.ready = 0)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = c.job_id
+                  AND (j.ready = 0 OR j.paused_by IS NOT NULL))
   AND (:job_id IS NULL OR c.job_id = :job_id)
 ORDER BY c.created_at, c.conversation_id
 """

@@ -55,6 +55,10 @@ class JobDriver:
         phase, step = _phase(state, tasks, gates, result, failure)
         waits = await self.office.waits(job_id) if phase != "done" else []
         sandbox = self.office.sandbox_summary(project)
+        paused_by = await self.office.control.paused_by(job_id) if phase != "done" else None
+        steering = tuple(s.text for s in await self.office.control.steering(job_id))
+        if paused_by is not None and phase in ("planning", "working"):
+            step = f"paused by {paused_by}: {step}"
         return JobStatus(
             job_id,
             title,
@@ -69,6 +73,8 @@ class JobDriver:
             failure,
             sandbox,
             _waiting(waits[0]) if waits and failure is None else None,
+            paused_by,
+            steering,
         )
 
     async def sync(self, job_id: int) -> JobState:

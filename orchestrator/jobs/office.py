@@ -27,6 +27,7 @@ from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
+from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.records import JobRecords
 from orchestrator.models.pricing import org_prices
@@ -118,6 +119,7 @@ class Office:
         self.records = JobRecords(engine.store)
         self.deliveries = DeliveryQueue(engine.store)
         self.learnings = JobLearnings(engine.store)
+        self.control = JobControl(engine.store, engine.scheduler)
 
     @classmethod
     async def open(

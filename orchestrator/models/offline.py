@@ -66,9 +66,12 @@ class DemoModel:
         return AssistantTurn(text=answers[-1])
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
-        last = request.messages[-1]
+        # Where the lead is comes from its newest tool result: a person's direction
+        # (`/steer`) or an advisor's words may come between, and are carried into the task.
+        results = [m for m in request.messages if m.role == "tool"]
+        last = results[-1] if results else request.messages[-1]
         title, body, path = self._job(request)
-        if len(request.messages) == 1:
+        if not any(m.role == "assistant" for m in request.messages):
             question = (
                 f"Plan for {title!r}: one task, reviewed: record the request in "
                 f"{path} and commit it on the job branch. Proceed?"
@@ -81,6 +84,12 @@ class DemoModel:
                 f"Record this request in {path} and commit it.\nTitle: {title}\n\n"
                 f"<issue>\n{body}\n</issue>\n\nAcceptance: {path} exists and quotes the request."
             )
+            heard = [
+                m.text
+                for m in request.messages
+                if m.role == "user" and m is not request.messages[0]
+            ]
+            spec += "".join(f"\n\nHeard: {text}" for text in heard)
             return _call("task", "task_create", title=title[:70], spec=spec, review="spec-only")
         if last.call_id == "task":
             return _call("run", "dispatch", task=1, brief=f"Write {path}.")

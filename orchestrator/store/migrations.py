@@ -292,6 +292,21 @@ ALTER TABLE gates ADD COLUMN hashed_at REAL;
 UPDATE gates SET hashed_at = asked_at;
 """
 
+# A job its decider holds makes no new model calls (`paused_by`); direction for its lead
+# (`/steer`) is kept, once per source, to be shown with the job.
+JOB_HOLDS_AND_STEERING = """
+ALTER TABLE jobs ADD COLUMN paused_by TEXT;
+CREATE TABLE job_steering (
+    steer_id    INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    text        TEXT NOT NULL,
+    given_by    TEXT NOT NULL,
+    source_ref  TEXT UNIQUE,
+    given_at    REAL NOT NULL
+);
+CREATE INDEX job_steering_by_job ON job_steering (job_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -302,4 +317,5 @@ MIGRATIONS: tuple[str, ...] = (
     WAITS_AND_WORKSPACE_KEYS,
     GATE_ANSWER_REFS,
     GATE_CONTENT_HASHES,
+    JOB_HOLDS_AND_STEERING,
 )

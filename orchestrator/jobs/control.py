@@ -1,0 +1,133 @@
+"""A decider's direct hold on a running job: pause it, resume it, steer its lead.
+
+Pausing writes who paused the job; from then on none of its conversations starts a model
+call (a call already under way finishes and is kept), and none is resumed after a restart
+(the runnable query skips it). Resuming clears it and wakes what has work. Direction for
+the lead (`/steer`) is kept with the job and delivered to the project lead's inbox, where
+its next turn reads it; the same source (a comment) steers once, however often it is seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.agents.scheduler import Scheduler
+from orchestrator.bus.messages import ConversationKind, InboxKind
+from orchestrator.bus.transactions import deliver, runnable
+from orchestrator.errors import OrchestratorError
+from orchestrator.store.sqlite import Store, Tx, now
+
+LEAD_ROLE = "project-lead"
+
+
+class ControlError(OrchestratorError):
+    """The job cannot take this now (it has ended, or has no lead at work)."""
+
+
+@dataclass(frozen=True)
+class Steer:
+    """Direction a person gave a job's lead."""
+
+    text: str
+    given_by: str
+    given_at: float
+
+
+class JobControl:
+    """Pause, resume and steer jobs, in the store."""
+
+    def __init__(self, store: Store, scheduler: Scheduler) -> None:
+        self.store = store
+        self.scheduler = scheduler
+
+    async def pause(self, job_id: int, *, by: str) -> bool:
+        """Hold the job: no new model calls. False when it was held already."""
+        return await self.store.write(lambda tx: _pause(tx, job_id, by))
+
+    async def resume(self, job_id: int) -> bool:
+        """Release a held job and wake what has work. False when it was not held."""
+        released, woken = await self.store.write(lambda tx: _resume(tx, job_id))
+        self.scheduler.wake(woken)
+        return released
+
+    async def paused_by(self, job_id: int) -> str | None:
+        """Who holds the job, if anyone does."""
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT paused_by FROM jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        )
+        return None if row is None else row[0]
+
+    async def steer(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
+        """Give the job's lead direction, read at its next turn. False when `ref` steered
+        already (a redelivery); ControlError when the job has no lead at work."""
+        delivered, woken = await self.store.write(lambda tx: _steer(tx, job_id, text, by, ref))
+        self.scheduler.wake(woken)
+        return delivered
+
+    async def steering(self, job_id: int) -> list[Steer]:
+        """The direction given to the job, oldest first."""
+        rows = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT text, given_by, given_at FROM job_steering WHERE job_id = ?"
+                " ORDER BY steer_id",
+                (job_id,),
+            ).fetchall()
+        )
+        return [Steer(str(text), str(by), float(at)) for text, by, at in rows]
+
+
+def _active(tx: Tx, job_id: int) -> None:
+    row = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise ControlError(f"no job {job_id}")
+    if row[0] != "active":
+        raise ControlError(f"job {job_id} has ended ({row[0]})")
+
+
+def _pause(tx: Tx, job_id: int, by: str) -> bool:
+    _active(tx, job_id)
+    cursor = tx.execute(
+        "UPDATE jobs SET paused_by = ?, updated_at = ? WHERE job_id = ? AND paused_by IS NULL",
+        (by, now(), job_id),
+    )
+    return cursor.rowcount == 1
+
+
+def _resume(tx: Tx, job_id: int) -> tuple[bool, list[str]]:
+    cursor = tx.execute(
+        "UPDATE jobs SET paused_by = NULL, updated_at = ?"
+        " WHERE job_id = ? AND paused_by IS NOT NULL",
+        (now(), job_id),
+    )
+    return cursor.rowcount == 1, runnable(tx, job_id)
+
+
+def _steer(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> tuple[bool, list[str]]:
+    _active(tx, job_id)
+    if (
+        ref is not None
+        and tx.execute("SELECT 1 FROM job_steering WHERE source_ref = ?", (ref,)).fetchone()
+    ):
+        return False, []
+    lead = tx.execute(
+        "SELECT conversation_id FROM conversations WHERE job_id = ? AND kind = ?"
+        " AND state = 'active' AND (agent = ? OR agent LIKE ?) ORDER BY created_at LIMIT 1",
+        (job_id, ConversationKind.DISPATCH.value, LEAD_ROLE, f"%/{LEAD_ROLE}"),
+    ).fetchone()
+    if lead is None:
+        raise ControlError(f"job {job_id} has no project lead at work to steer")
+    tx.execute(
+        "INSERT INTO job_steering (job_id, text, given_by, source_ref, given_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (job_id, text, by, ref, now()),
+    )
+    deliver(
+        tx,
+        lead[0],
+        kind=InboxKind.HUMAN,
+        sender=by,
+        content={"text": f"Direction from {by} (the job's decider): {text}"},
+    )
+    return True, runnable(tx, job_id)
