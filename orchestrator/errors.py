@@ -3,7 +3,10 @@
 OrchestratorError
  ├── ConfigError      an organisation or project configuration is invalid (carries its issues)
  ├── StoreError       the store cannot be opened or migrated
- │    └── StoreLockedError   another engine holds the store
+ │    ├── StoreLockedError   another engine holds the store
+ │    └── StoreVersionError  the store's schema is not this teaparty's (read beside another)
+ ├── JobNotFoundError no job has the id asked for
+ ├── JobStateError    the job is not in a state the operation needs (ended, not local, ...)
  ├── BusError         a conversation operation broke an invariant (no such conversation, closed)
  ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
  ├── ToolError        a tool call the model can correct (goes back to the model as an error)
@@ -54,6 +57,27 @@ class StoreError(OrchestratorError):
 
 class StoreLockedError(StoreError):
     """Another engine process holds this store."""
+
+
+class StoreVersionError(StoreError):
+    """The store's schema version is not this teaparty's, and it cannot be migrated here."""
+
+    def __init__(self, message: str, *, found: int, expected: int) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(message)
+
+
+class JobNotFoundError(OrchestratorError):
+    """No job in the store has the id asked for."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job {job_id} in this state directory")
+
+
+class JobStateError(OrchestratorError):
+    """The job is not in a state the operation needs; the message says which and why."""
 
 
 class BusError(OrchestratorError):

@@ -85,7 +85,7 @@ class NoTools:
         return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
 
 
-JobState = Literal["planning", "working", "waiting", "delivering", "done", "failed"]
+JobState = Literal["planning", "working", "waiting", "delivering", "done", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)

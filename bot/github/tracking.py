@@ -20,6 +20,7 @@ _STATE_ICON = {
     "delivering": "📦",
     "done": "✅",
     "failed": "⚠️",
+    "cancelled": "🛑",
 }
 _TASK_STATE = {
     "pending": "to do",
@@ -65,11 +66,14 @@ def tracking_body(
         lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:
         lines += ["", "**Stopped:**", "", quote_block(agent.block(status.error[:RESULT_LIMIT]))]
-    lines += [
-        "",
-        f"<sub>Edited in place as the job runs. To retry a stopped job, remove the "
-        f"`{trigger_label}` label and add it again.</sub>",
-    ]
+    if status.state == "cancelled":
+        lines += ["", "<sub>The job was cancelled: nothing more happens on it.</sub>"]
+    else:
+        lines += [
+            "",
+            f"<sub>Edited in place as the job runs. To retry a stopped job, remove the "
+            f"`{trigger_label}` label and add it again.</sub>",
+        ]
     return "\n".join(lines)
 
 

@@ -9,6 +9,9 @@ A model that stays unavailable (overloaded, rate-limited, unreachable through th
 own quick retries) is waited out instead: the conversation waits in the store (bus/waits.py)
 and runs again after a backoff with jitter, for up to `Outages.horizon_s` from the first
 failure; only then is it a failure, whose reason says what happened and for how long.
+
+Each conversation runs in a task of its own, so `stop` can end a run under way (its job was
+cancelled) without ending the worker that ran it.
 """
 
 from __future__ import annotations
@@ -64,14 +67,16 @@ class Scheduler:
         self._idle = asyncio.Event()
         self._held: dict[str, asyncio.Task[None]] = {}  # conversations waiting out an outage
         self._waited: set[str] = set()  # conversations with a wait row, until one runs through
+        self._runs: dict[str, asyncio.Task[object]] = {}  # each conversation's run under way
+        self._stopped: set[str] = set()  # never run again here: their job was cancelled
         self.outages = Outages()
         bus.on_wake = self.wake
 
     def wake(self, conversation_ids: Iterable[str]) -> None:
         """Queue conversations to be looked at; one already running is looked at again after."""
         for conversation_id in conversation_ids:
-            if conversation_id in self._held:
-                continue  # its timer wakes it
+            if conversation_id in self._held or conversation_id in self._stopped:
+                continue  # its timer wakes it, or it is never to run again
             if conversation_id in self._running:
                 self._rerun.add(conversation_id)
             elif conversation_id not in self._queued:
@@ -141,9 +146,33 @@ class Scheduler:
                     self.wake([conversation_id])
                 self._check_idle()
 
+    async def stop(self, conversation_ids: Iterable[str]) -> None:
+        """Never run these conversations again in this process (their job was cancelled):
+        a run under way is cancelled and waited for, a queued or waiting one dropped."""
+        stopping = set(conversation_ids) - self._stopped
+        self._stopped |= stopping
+        for conversation_id in stopping & set(self._held):
+            self._held.pop(conversation_id).cancel()
+        if stopping & self._queued:
+            self._queue = deque(c for c in self._queue if c not in stopping)
+            self._queued -= stopping
+        runs = [self._runs[c] for c in stopping if c in self._runs]
+        for run in runs:
+            run.cancel()
+        if runs:
+            await asyncio.wait(runs)
+        self._check_idle()
+
     async def _run_one(self, conversation_id: str) -> None:
+        run = asyncio.get_running_loop().create_task(self.runner.run(conversation_id))
+        self._runs[conversation_id] = run
         try:
-            await self.runner.run(conversation_id)
+            await run
+        except asyncio.CancelledError:
+            worker = asyncio.current_task()
+            if conversation_id in self._stopped and worker is not None and not worker.cancelling():
+                return  # `stop` ended this run, not the worker's own cancellation
+            raise
         except ModelUnavailableError as exc:
             await self._outage(conversation_id, exc)
         except Exception as exc:  # the engine's guard: one conversation's bug stops no other
@@ -153,6 +182,8 @@ class Scheduler:
             if conversation_id in self._waited:  # known in memory: no read on every run
                 self._waited.discard(conversation_id)
                 await self.bus.end_wait(conversation_id)  # the model is back
+        finally:
+            self._runs.pop(conversation_id, None)
 
     async def _outage(self, conversation_id: str, exc: ModelUnavailableError) -> None:
         """Wait the outage out in the store, or past the horizon, fail saying so."""

@@ -3,7 +3,8 @@
 Asking parks the conversation (awaiting_input counts its open gates); an answer is
 recorded on the gate and delivered as the ask_human call's result, which wakes it.
 Who may answer is the edge's decision (the decider of the project or workgroup); the
-engine records who did, and whether a human or the proxy.
+engine records who did, and whether a human or the proxy. A gate of a cancelled job is
+closed unanswered (`closed_at`), and answers nothing after.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Gate:
     content_hash: str = ""  # what it asks about, hashed (`content_hash`)
     hashed_at: float = 0.0  # since when the content has that hash
     decider: str | None = None  # who may answer, once the forge has asked it
+    answered_at: float | None = None
+    closed_at: float | None = None  # closed unanswered: its job was cancelled
 
     @property
     def short_hash(self) -> str:
@@ -148,6 +151,8 @@ def answer(
     gate = get(tx, gate_id)
     if gate.answer is not None:
         raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
+    if gate.closed_at is not None:
+        raise GateClosedError(f"gate {gate_id} was closed: its job was cancelled")
     if ref is not None and (used := answered_from(tx, ref)) is not None:
         raise GateClosedError(f"{ref} already answered gate {used}")
     tx.execute(
@@ -216,15 +221,15 @@ def get(tx: Tx, gate_id: int) -> Gate:
     row = tx.execute(
         "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
         " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at,"
-        " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider"
-        " FROM gates WHERE gate_id = ?",
+        " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider, answered_at,"
+        " closed_at FROM gates WHERE gate_id = ?",
         (gate_id,),
     ).fetchone()
     if row is None:
         raise BusError(f"no gate {gate_id}")
     gate_id, job_id, conversation_id, call_id, kind, question, options, *answered = row
     asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, *times = answered
-    asked_at, digest, hashed_at, decider = times
+    asked_at, digest, hashed_at, decider, answered_at, closed_at = times
     return Gate(
         gate_id,
         job_id,
@@ -243,13 +248,16 @@ def get(tx: Tx, gate_id: int) -> Gate:
         str(digest),
         float(hashed_at),
         decider,
+        answered_at,
+        closed_at,
     )
 
 
 def open_gates(tx: Tx, job_id: int | None = None) -> list[Gate]:
     """Unanswered gates, oldest first (of one job, or all)."""
     ids = tx.execute(
-        "SELECT gate_id FROM gates WHERE answer IS NULL AND (? IS NULL OR job_id = ?)"
+        "SELECT gate_id FROM gates WHERE answer IS NULL AND closed_at IS NULL"
+        " AND (? IS NULL OR job_id = ?)"
         " ORDER BY gate_id",
         (job_id, job_id),
     ).fetchall()

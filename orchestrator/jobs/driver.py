@@ -9,7 +9,7 @@ job branch published and its change request opened. Every Forge call is idempote
 A forge that asks to wait (GitHub's rate limit) parks the job in the store until the time
 it names: nothing fails and no attempt is spent, and its status says what it waits for.
 A job whose workspace cannot be made, or that ends with nothing to deliver, says so and
-pushes nothing.
+pushes nothing. A cancelled job (jobs/withdraw.py) is shown as such, and nothing more.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ class JobDriver:
         spent = await self.office.budget.spent(job_id)
         failed = await self.office.failures(job_id)
         failure = "; ".join(_describe(f) for f in failed) or None
-        phase, step = _phase(state, tasks, gates, result, failure)
-        waits = await self.office.waits(job_id) if phase != "done" else []
+        phase, step = job_phase(state, tasks, gates, result, failure)
+        waits = await self.office.waits(job_id) if phase not in ("done", "cancelled") else []
         sandbox = self.office.sandbox_summary(project)
         paused_by = await self.office.control.paused_by(job_id) if phase != "done" else None
         steering = tuple(s.text for s in await self.office.control.steering(job_id))
@@ -113,7 +113,7 @@ class JobDriver:
             return status.state
         if status.state != "delivering":  # delivering is shown by its outcome, a moment later
             await forge.show(status)
-        if status.state == "done":
+        if status.state in ("done", "cancelled"):
             return status.state
         space = await self._space(job_id, forge)
         if space is None:
@@ -199,7 +199,8 @@ def _job_facts(
     gates = [
         g
         for (g,) in tx.execute(
-            "SELECT gate_id FROM gates WHERE job_id = ? AND answer IS NULL", (job_id,)
+            "SELECT gate_id FROM gates WHERE job_id = ? AND answer IS NULL AND closed_at IS NULL",
+            (job_id,),
         )
     ]
     (result,) = tx.execute(
@@ -209,11 +210,15 @@ def _job_facts(
     return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), gates, result
 
 
-def _phase(
+def job_phase(
     state: str, tasks: tuple[Task, ...], gates: list[int], result: str | None, failure: str | None
 ) -> tuple[JobState, str]:
+    """The job's state as its requester sees it, and its current step, from the store's facts:
+    its row's state, its tasks, its open gates, the office manager's reply, its failures."""
     if state == "complete":
         return "done", "done"
+    if state == "withdrawn":
+        return "cancelled", "cancelled"
     if failure is not None:
         return "failed", "stopped by an error"
     if gates:

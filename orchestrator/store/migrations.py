@@ -307,6 +307,26 @@ CREATE TABLE job_steering (
 CREATE INDEX job_steering_by_job ON job_steering (job_id);
 """
 
+# A command for a job from another process: `teaparty jobs cancel` while `teaparty serve` or
+# a `teaparty run` holds the store writes a row, and the holder carries it out on its next
+# pass (orchestrator/jobs/commands.py). A gate of a cancelled job is closed unanswered
+# (`closed_at`): nobody answers it any more.
+JOB_COMMANDS = """
+CREATE TABLE job_commands (
+    command_id      INTEGER PRIMARY KEY,
+    job_id          INTEGER NOT NULL REFERENCES jobs (job_id),
+    kind            TEXT NOT NULL CHECK (kind IN ('cancel')),
+    requested_by    TEXT NOT NULL,
+    requested_at    REAL NOT NULL,
+    state           TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'done', 'failed')),
+    outcome         TEXT,
+    finished_at     REAL
+);
+CREATE INDEX job_commands_pending ON job_commands (command_id) WHERE state = 'pending';
+ALTER TABLE gates ADD COLUMN closed_at REAL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -318,4 +338,5 @@ MIGRATIONS: tuple[str, ...] = (
     GATE_ANSWER_REFS,
     GATE_CONTENT_HASHES,
     JOB_HOLDS_AND_STEERING,
+    JOB_COMMANDS,
 )

@@ -335,7 +335,9 @@ class Workspace:
         await self.store.write(lambda tx: _closed(tx, job))
 
     async def recover(self) -> list[str]:
-        """Clean up after a crash: slots of tasks no mini-team works on, worktrees of ended jobs.
+        """Clean up after a crash: slots of tasks no mini-team works on, worktrees of done jobs.
+
+        A cancelled job's worktrees stay, to be looked at, until `teaparty jobs clean`.
 
         Returns what it cleaned, one line each.
         """
@@ -350,7 +352,7 @@ class Workspace:
             job = await self.job(job_id)
             if job is not None:
                 await self.close_job(job)
-                cleaned.append(f"removed the worktrees of ended job {job_id}")
+                cleaned.append(f"removed the worktrees of done job {job_id}")
         for mirror in legacy:  # the shared slots of an earlier layout
             await self._forget_legacy_slots(mirror)
             cleaned.append(f"removed the shared task slots of {mirror}")
@@ -460,7 +462,7 @@ def _orphans(tx: Tx) -> tuple[list[tuple[int, int]], list[int], list[str]]:
     ).fetchall()
     jobs = tx.execute(
         "SELECT w.job_id FROM job_workspaces w JOIN jobs j ON j.job_id = w.job_id"
-        " WHERE w.removed = 0 AND j.state != 'active'"
+        " WHERE w.removed = 0 AND j.state = 'complete'"
     ).fetchall()
     legacy = tx.execute(
         "SELECT DISTINCT mirror FROM worktree_slots WHERE mirror NOT IN"

@@ -1,0 +1,133 @@
+"""Withdrawing a job (`teaparty jobs cancel`): it ends as cancelled, in one transaction.
+
+The job's row says withdrawn (and no longer held, if its decider had paused it), its open
+gates are closed unanswered, its conversations are closed (nothing runs them again, and a
+late answer reaches none), its unfinished tasks are cancelled, and nothing of it waits any
+more. Before that transaction, this process's own runs of the job's conversations are
+stopped, so no turn under way writes after it. The job's worktrees and branches stay, to
+be looked at, until `teaparty jobs clean`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.bus.events import StateChanged
+from orchestrator.bus.messages import job_conversation_id
+from orchestrator.errors import JobNotFoundError, JobStateError
+from orchestrator.jobs.office import Office
+from orchestrator.store.sqlite import Tx, now
+from orchestrator.teams.board import log_event
+
+ENDED = {"complete": "done", "withdrawn": "cancelled"}
+UNFINISHED_TASKS = ("pending", "in_progress", "in_review", "blocked")
+
+
+@dataclass(frozen=True)
+class Withdrawn:
+    """What withdrawing a job changed; `already` when it was cancelled before (nothing did)."""
+
+    job_id: int
+    already: bool = False
+    gates: tuple[int, ...] = ()  # closed unanswered
+    conversations: int = 0  # stopped
+    tasks: tuple[int, ...] = ()  # cancelled, by number
+
+    def describe(self) -> str:
+        """One line on what changed."""
+        if self.already:
+            return f"job {self.job_id} was already cancelled"
+        return (
+            f"job {self.job_id} cancelled: {_count(len(self.gates), 'open gate')} closed, "
+            f"{_count(self.conversations, 'conversation')} stopped, "
+            f"{_count(len(self.tasks), 'task')} cancelled"
+        )
+
+
+async def withdraw(office: Office, job_id: int, *, by: str) -> Withdrawn:
+    """End the job as cancelled (see the module); `by` says who asked, for its log.
+
+    JobNotFoundError when there is no such job; JobStateError when it has ended otherwise.
+    """
+    record = await office.records.job(job_id)
+    if record is None:
+        raise JobNotFoundError(job_id)
+    if record.state == "withdrawn":
+        return Withdrawn(job_id, already=True)
+    _check_active(job_id, record.state)
+    await _stop_runs(office, job_id)
+    withdrawn = await office.engine.store.write(lambda tx: withdraw_rows(tx, job_id, by=by))
+    # The App's runtime syncs a job on its events: the issue then shows it cancelled.
+    office.engine.events.publish(StateChanged(job_conversation_id(job_id), "closed"))
+    return withdrawn
+
+
+async def _stop_runs(office: Office, job_id: int) -> None:
+    """Stop this process's runs of the job's conversations, and of any they opened meanwhile."""
+    stopped: set[str] = set()
+    while True:
+        active = set(await office.engine.store.read(lambda tx: _active_conversations(tx, job_id)))
+        if active <= stopped:
+            return
+        await office.engine.scheduler.stop(active - stopped)
+        stopped |= active
+
+
+def withdraw_rows(tx: Tx, job_id: int, *, by: str) -> Withdrawn:
+    """The transaction that ends an active job as cancelled (see the module)."""
+    row = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise JobNotFoundError(job_id)
+    _check_active(job_id, row[0])
+    at = now()
+    tx.execute(
+        "UPDATE jobs SET state = 'withdrawn', paused_by = NULL, updated_at = ? WHERE job_id = ?",
+        (at, job_id),
+    )
+    gates = [
+        int(gate_id)
+        for (gate_id,) in tx.execute(
+            "UPDATE gates SET closed_at = ? WHERE job_id = ? AND answer IS NULL"
+            " AND closed_at IS NULL RETURNING gate_id",
+            (at, job_id),
+        ).fetchall()
+    ]
+    conversations = _active_conversations(tx, job_id)
+    tx.execute(
+        "UPDATE conversations SET state = 'closed', in_turn = 0, awaiting_input = 0,"
+        " closed_at = ? WHERE job_id = ? AND state = 'active'",
+        (at, job_id),
+    )
+    marks = ", ".join("?" * len(UNFINISHED_TASKS))
+    tasks = [
+        int(number)
+        for (number,) in tx.execute(
+            f"UPDATE tasks SET state = 'cancelled', updated_at = ? WHERE job_id = ?"
+            f" AND state IN ({marks}) RETURNING number",
+            (at, job_id, *UNFINISHED_TASKS),
+        ).fetchall()
+    ]
+    tx.execute("DELETE FROM waits WHERE job_id = ?", (job_id,))
+    log_event(tx, job_id, None, "job cancelled", f"by {by}")
+    return Withdrawn(job_id, False, tuple(sorted(gates)), len(conversations), tuple(sorted(tasks)))
+
+
+def _active_conversations(tx: Tx, job_id: int) -> list[str]:
+    return [
+        str(cid)
+        for (cid,) in tx.execute(
+            "SELECT conversation_id FROM conversations WHERE job_id = ? AND state = 'active'",
+            (job_id,),
+        )
+    ]
+
+
+def _check_active(job_id: int, state: str) -> None:
+    if state != "active":
+        raise JobStateError(
+            f"job {job_id} has already ended ({ENDED.get(state, state)}): nothing to cancel"
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
