@@ -22,6 +22,7 @@ from pathlib import Path
 from bot.progress import View, view_for
 from orchestrator.api import (
     Gate,
+    JobCancelledError,
     LocalJob,
     ModelAuthError,
     ModelError,
@@ -87,6 +88,8 @@ def _outcome(exc: Exception, started: list[int], repo: Path) -> tuple[str, int]:
         return str(exc), EXIT_USAGE
     if isinstance(exc, StoreLockedError):
         return str(exc), EXIT_ENVIRONMENT
+    if isinstance(exc, JobCancelledError):  # `teaparty jobs cancel`, from another terminal
+        return f"{exc}; it cannot be resumed", EXIT_FAILED
     return f"{exc}\n  {_resume_line(started, repo)}" if started else str(exc), EXIT_FAILED
 
 

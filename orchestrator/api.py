@@ -30,13 +30,19 @@ from orchestrator.errors import (
     ForgeError,
     ForgeWaitError,
     GateClosedError,
+    JobNotFoundError,
+    JobStateError,
     ModelAuthError,
     ModelError,
     OrchestratorError,
     SandboxError,
+    StoreError,
     StoreLockedError,
+    StoreVersionError,
 )
 from orchestrator.jobs.activity import Member, Progress, Team, progress
+from orchestrator.jobs.commands import JobCancelledError, JobCommand
+from orchestrator.jobs.commands import serve as serve_commands
 from orchestrator.jobs.control import ControlError, JobControl, Steer
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import UnansweredGateError
@@ -94,13 +100,17 @@ __all__ = [
     "GateClosedError",
     "GateAsked",
     "GitError",
+    "JobCancelledError",
+    "JobCommand",
     "JobDriver",
     "JobHandle",
+    "JobNotFoundError",
     "JobRecord",
     "JobRecords",
     "JobSource",
     "JobStarted",
     "JobState",
+    "JobStateError",
     "JobStatus",
     "LinkedJob",
     "Model",
@@ -114,7 +124,9 @@ __all__ = [
     "Resumed",
     "Sandbox",
     "SandboxError",
+    "StoreError",
     "StoreLockedError",
+    "StoreVersionError",
     "StateChanged",
     "Task",
     "UsageRecorded",
@@ -126,6 +138,7 @@ __all__ = [
     "models",
     "now",
     "probe",
+    "serve_commands",
     "run_local",
     "shipped_org_dir",
     "slug",

@@ -5,7 +5,8 @@ its project and workspace back before the scheduler resumes its conversations, a
 pending delivery is worked off; GitHub is asked again for the deliveries that never arrived
 while the App was down (bot/server/catchup.py), then every ten minutes. Engine events (a
 turn, a gate, a reply) and a periodic sweep sync the jobs they touch, so GitHub shows what
-the store holds.
+the store holds. Commands other processes leave in the store (`teaparty jobs cancel`) are
+carried out as they come.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from orchestrator.api import (
     announce,
     load_organisation,
     probe,
+    serve_commands,
     shipped_org_dir,
 )
 
@@ -205,6 +207,7 @@ class Runtime:
         self.supervisor.add("deliveries", self.worker.run)
         self.supervisor.add("sweep", self._sweep)
         self.supervisor.add("catch-up", self.catchup.run)
+        self.supervisor.add("commands", lambda: serve_commands(self.office))
         supervised = asyncio.create_task(self.supervisor.run(), name="supervisor")
         try:
             if server is None:

@@ -9,7 +9,9 @@ to the repository when the job ends. Gates are asked through `approve`. The repo
 the project reads) are taken from HEAD when present.
 
 Every run is a new job with its own id; `resume` continues one by id. A run drives its own
-job's conversations only: other jobs in the store (failed ones, say) spend nothing.
+job's conversations only: other jobs in the store (failed ones, say) spend nothing. While
+it holds the store it carries out commands other processes left for it (jobs/commands.py):
+a cancel of its own job stops it (JobCancelledError).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import Usage
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
 from orchestrator.errors import OrchestratorError
+from orchestrator.jobs import commands
 from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
@@ -139,7 +142,9 @@ async def run_local(
         driver = JobDriver(office, lambda _: _ready(forge))
         if resume is not None and (retried := await driver.retry(job_id)):
             say(f"retrying what failed: {', '.join(retried)}")
-        status = await _drive(office, driver, job_id, watch)
+        status = await commands.driving(
+            office, job_id, lambda: _drive(office, driver, job_id, watch)
+        )
         for task in status.tasks:
             say(f"  task {board_line(task)}")
         code, _ = await user_git(repo, "rev-parse", "--verify", "--quiet", branch, check=False)

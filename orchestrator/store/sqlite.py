@@ -26,7 +26,7 @@ from typing import Any, Literal, Self, TypeVar, cast
 
 import aiosqlite
 
-from orchestrator.errors import StoreError, StoreLockedError
+from orchestrator.errors import StoreError, StoreLockedError, StoreVersionError
 from orchestrator.store.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,7 @@ class Store:
         self._batch: list[tuple[Callable[[Tx], Any], asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
+        self._attached = False
 
     @classmethod
     async def open(
@@ -104,6 +105,35 @@ class Store:
         if exclusive:
             store._checkpoint_conn = await aiosqlite.connect(path, isolation_level=None)
             store._checkpointer = asyncio.create_task(store._checkpoint_loop())
+        return store
+
+    @classmethod
+    async def attach(cls, path: Path, *, readonly: bool = True) -> Self:
+        """Open the store beside the process that may hold it: no lock, no migration.
+
+        `readonly` opens the file read-only (`mode=ro`), so nothing here can change it;
+        otherwise writes are allowed (SQLite serialises them with the holder's). A store of
+        another schema version is refused (StoreVersionError): its holder, or a migration,
+        must come first. A missing file is a StoreError.
+        """
+        check_aiosqlite(aiosqlite.__version__, hasattr(aiosqlite.Connection, "_execute"))
+        uri = _uri(path, "ro" if readonly else "rw")
+        conn = await aiosqlite.connect(uri, uri=True, isolation_level=None)
+        store = cls(conn, path, None)
+        store._attached = True
+        try:
+            version = await _in_thread(conn, _attach)
+        except BaseException:
+            await conn.close()
+            raise
+        if version != len(MIGRATIONS):
+            await conn.close()
+            raise StoreVersionError(
+                f"{path} has schema version {version}; this teaparty reads version "
+                f"{len(MIGRATIONS)}",
+                found=version,
+                expected=len(MIGRATIONS),
+            )
         return store
 
     async def _configure(self, synchronous: Synchronous) -> None:
@@ -213,8 +243,11 @@ class Store:
             self._checkpointer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._checkpointer
-        with contextlib.suppress(sqlite3.Error):
-            await _in_thread(self._conn, lambda tx: tx.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
+        if not self._attached:  # the holder's to do: it may be writing
+            with contextlib.suppress(sqlite3.Error):
+                await _in_thread(
+                    self._conn, lambda tx: tx.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                )
         await self._conn.close()
         if self._checkpoint_conn is not None:
             await self._checkpoint_conn.close()
@@ -248,6 +281,20 @@ def _commit_group(
             tx.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _uri(path: Path, mode: str) -> str:
+    """The URI that opens the store at `path` in `mode` (ro, rw), never creating it."""
+    if not path.is_file():
+        raise StoreError(f"no store at {path}")
+    return f"{path.resolve().as_uri()}?mode={mode}"
+
+
+def _attach(tx: Tx) -> int:
+    """Settings of a connection beside the holder's; the schema version it finds."""
+    tx.execute("PRAGMA foreign_keys=ON")
+    tx.execute("PRAGMA busy_timeout=5000")
+    return int(tx.execute("PRAGMA user_version").fetchone()[0])
 
 
 def _private(path: Path) -> None:
