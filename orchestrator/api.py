@@ -4,6 +4,8 @@ bot/ imports orchestrator only from here (tests/test_layering.py holds it to tha
 engine's modules can move and change behind it. What is here:
 
 - the Office (the engine wired) and its records, jobs and their driver;
+- what `teaparty jobs` reads (views of jobs, their transcripts) and changes (a cancel, an
+  answer, a clean-up), and the command rows a process holding the store carries out;
 - the ports the edge implements or passes in (`Forge`, `Model`);
 - the records that cross the seam (job status, gates, tasks, events, failures);
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree.
@@ -41,6 +43,8 @@ from orchestrator.errors import (
     StoreVersionError,
 )
 from orchestrator.jobs.activity import Member, Progress, Team, progress
+from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
+from orchestrator.jobs.cleanup import Removal, clean, plan_clean
 from orchestrator.jobs.commands import JobCancelledError, JobCommand
 from orchestrator.jobs.commands import serve as serve_commands
 from orchestrator.jobs.control import ControlError, JobControl, Steer
@@ -57,6 +61,14 @@ from orchestrator.jobs.local_run import (
 )
 from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
+from orchestrator.jobs.views import (
+    STATE_FILTERS,
+    JobOrigin,
+    JobSummary,
+    JobView,
+    JobViews,
+    LogEntry,
+)
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState, JobStatus, Model, ModelRequest
 from orchestrator.sandbox.confine import Sandbox
@@ -69,6 +81,7 @@ from orchestrator.workspace.git import GitError, git, slug
 __all__ = [
     "AGENT_IDENTITY",
     "AgentDef",
+    "Cancel",
     "ConfigError",
     "ConfigIssue",
     "Arrival",
@@ -105,6 +118,7 @@ __all__ = [
     "JobDriver",
     "JobHandle",
     "JobNotFoundError",
+    "JobOrigin",
     "JobRecord",
     "JobRecords",
     "JobSource",
@@ -112,7 +126,11 @@ __all__ = [
     "JobState",
     "JobStateError",
     "JobStatus",
+    "JobSummary",
+    "JobView",
+    "JobViews",
     "LinkedJob",
+    "LogEntry",
     "Model",
     "ModelKind",
     "ModelRequest",
@@ -121,9 +139,11 @@ __all__ = [
     "OrchestratorError",
     "Organisation",
     "Project",
+    "Removal",
     "Resumed",
     "Sandbox",
     "SandboxError",
+    "STATE_FILTERS",
     "StoreError",
     "StoreLockedError",
     "StoreVersionError",
@@ -131,12 +151,17 @@ __all__ = [
     "Task",
     "UsageRecorded",
     "announce",
+    "answer_job",
+    "cancel_job",
     "check_path",
+    "clean",
     "git",
     "load_organisation",
     "load_project",
+    "managing",
     "models",
     "now",
+    "plan_clean",
     "probe",
     "serve_commands",
     "run_local",

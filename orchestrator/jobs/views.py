@@ -1,0 +1,373 @@
+"""What `teaparty jobs` shows: every job in a line, one job's tracking view, its transcript.
+
+Read from the store opened read-only beside whichever process holds it (`Store.attach`):
+a look neither waits for `teaparty serve` or a `teaparty run` nor disturbs them. A job's
+state is the one its requester sees (`JobDriver.status`): planning, working, waiting (at
+a question), delivering, done, failed or cancelled, and what it waits out (a model outage,
+a forge's rate limit) with when that ends. Cost is priced as the budget prices it: each
+agent's model, found in the project the job runs under, at the organisation's prices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from orchestrator.bus import failures as failure_rows
+from orchestrator.bus import gates as gate_rows
+from orchestrator.bus import waits as wait_rows
+from orchestrator.bus.failures import Failure
+from orchestrator.bus.gates import Gate
+from orchestrator.bus.messages import Message, Usage
+from orchestrator.bus.waits import Wait
+from orchestrator.errors import JobNotFoundError, StoreLockedError, StoreVersionError
+from orchestrator.jobs import commands
+from orchestrator.jobs.commands import JobCommand
+from orchestrator.jobs.driver import job_phase
+from orchestrator.jobs.pricing import JobPricing
+from orchestrator.ports import JobState
+from orchestrator.store.sqlite import Store, Tx
+from orchestrator.teams.board import Task, list_tasks
+
+ENDED: frozenset[str] = frozenset({"done", "cancelled"})
+STATE_FILTERS = (
+    "planning", "working", "waiting", "delivering", "done", "failed", "cancelled", "active",
+    "ended",
+)  # fmt: skip
+Forge = Literal["local", "github", "other"]
+Sleep = Callable[[float], Awaitable[None]]
+Row = TypeVar("Row", Failure, Wait)
+
+
+@dataclass(frozen=True)
+class JobOrigin:
+    """Where a job comes from, read from its key: a local repository, a GitHub issue."""
+
+    forge: Forge
+    repository: str | None  # owner/name, or the local repository's path
+    issue: int | None = None
+
+    @classmethod
+    def of_key(cls, job_key: str) -> JobOrigin:
+        """`local:{path}:{nonce}` and `github:{owner}/{name}#{number}`; other keys as they are."""
+        kind, _, rest = job_key.partition(":")
+        if kind == "local" and rest:
+            return cls("local", rest.rsplit(":", 1)[0])
+        name, _, number = rest.rpartition("#")
+        if kind == "github" and name and number.isdigit():
+            return cls("github", name, int(number))
+        return cls("other", None)
+
+    def matches(self, repo: str) -> bool:
+        """Whether `repo` names this job's repository: owner/name or name on GitHub, the
+        path or the directory's name of a local one."""
+        if self.repository is None:
+            return False
+        if self.forge == "github":
+            wanted = repo.lower()
+            return wanted in (self.repository.lower(), self.repository.lower().split("/")[-1])
+        return repo in (self.repository, Path(self.repository).name)
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job in one line: where from, what state, what waits on it, what it cost."""
+
+    job_id: int
+    job_key: str
+    origin: JobOrigin
+    title: str
+    state: JobState
+    step: str
+    open_gates: int
+    usage: Usage
+    cost_usd: float | None  # None: not priced (its project or a model's price is unknown)
+    created_at: float
+    updated_at: float
+    waiting: Wait | None = None  # the wait ending last, while the job is not ended
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job as its tracking view shows it: tasks, gates, branch, errors, commands."""
+
+    summary: JobSummary
+    branch: str | None
+    worktree: str | None  # where its worktree is (or was: see `worktree_present`)
+    worktree_present: bool
+    result: str | None
+    tasks: tuple[Task, ...]
+    gates: tuple[Gate, ...]
+    failures: tuple[Failure, ...]
+    commands: tuple[JobCommand, ...] = field(default=())
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the job last stopped, if it did."""
+        return self.failures[-1].reason if self.failures else None
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One message of a job's transcript, in the conversation of `agent`."""
+
+    message_id: int
+    at: float
+    agent: str
+    message: Message
+
+
+class JobViews:
+    """The read side of `teaparty jobs`, over a store opened read-only (None: no store yet)."""
+
+    def __init__(self, store: Store | None, pricing: JobPricing) -> None:
+        self.store = store
+        self.pricing = pricing
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, home: Path, *, org_dir: Path) -> AsyncIterator[JobViews]:
+        """The views of the store under `home`, opened read-only beside any holder; one of
+        an older version is migrated first when nobody holds it."""
+        path = home / "teaparty.db"
+        store = await _attach(path) if _exists(path) else None
+        try:
+            yield cls(store, JobPricing.of(org_dir))
+        finally:
+            if store is not None:
+                await store.close()
+
+    async def jobs(self, *, state: str | None = None, repo: str | None = None) -> list[JobSummary]:
+        """Every job, newest first; only those in `state` (see STATE_FILTERS) or of `repo`."""
+        if self.store is None:
+            return []
+        facts = await self.store.read(_every_job)
+        found = [self._summary(fact) for fact in facts]
+        return [
+            s for s in found if _in_state(s, state) and (repo is None or s.origin.matches(repo))
+        ]
+
+    async def job(self, job_id: int) -> JobView:
+        """The job's tracking view (JobNotFoundError: no such job)."""
+        if self.store is None:
+            raise JobNotFoundError(job_id)
+        fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id))
+        branch, worktree, present, gates, failed, done = detail
+        return JobView(
+            self._summary(fact), branch, worktree, present, fact.result,
+            fact.tasks, tuple(gates), tuple(failed), tuple(done),
+        )  # fmt: skip
+
+    async def log(self, job_id: int, *, after: int = 0) -> list[LogEntry]:
+        """The job's messages after message `after`, in the order they were written."""
+        if self.store is None:
+            raise JobNotFoundError(job_id)
+        return await self.store.read(lambda tx: _log(tx, job_id, after))
+
+    async def follow(
+        self, job_id: int, *, interval: float = commands.POLL_S, sleep: Sleep = asyncio.sleep
+    ) -> AsyncIterator[LogEntry]:
+        """The job's messages, then each new one as it is written, until the job is done,
+        failed or cancelled."""
+        after = 0
+        while True:
+            # The state is read first: every message written before the job ended is shown.
+            stopped = (await self.job(job_id)).summary.state in (*ENDED, "failed")
+            for entry in await self.log(job_id, after=after):
+                after = entry.message_id
+                yield entry
+            if stopped:
+                return
+            await sleep(interval)
+
+    def _summary(self, fact: _JobFact) -> JobSummary:
+        failure = fact.failures[-1].reason if fact.failures else None
+        gates = list(range(fact.open_gates))
+        state, step = job_phase(fact.state, fact.tasks, gates, fact.result, failure)
+        usage = sum(fact.spent.values(), Usage())
+        cost = self.pricing.cost(fact.project, fact.project_text, fact.spent)
+        ended = state in ENDED
+        return JobSummary(
+            fact.job_id, fact.job_key, JobOrigin.of_key(fact.job_key), fact.title, state, step,
+            fact.open_gates, usage, cost, fact.created_at, fact.updated_at,
+            fact.waits[0] if fact.waits and not ended and failure is None else None,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _JobFact:
+    job_id: int
+    job_key: str
+    project: str
+    title: str
+    state: str
+    created_at: float
+    updated_at: float
+    project_text: str | None
+    result: str | None = None
+    tasks: tuple[Task, ...] = ()
+    open_gates: int = 0
+    failures: tuple[Failure, ...] = ()
+    waits: tuple[Wait, ...] = ()
+    spent: dict[str, Usage] = field(default_factory=dict)
+
+
+_JOBS = (
+    "SELECT j.job_id, j.job_key, j.project, j.title, j.state, j.created_at, j.updated_at,"
+    " j.project_text, c.result FROM jobs j LEFT JOIN conversations c"
+    " ON c.conversation_id = 'job:' || j.job_id"
+)
+_SPENT = (
+    "SELECT c.job_id, c.agent, coalesce(sum(m.input_tokens), 0), coalesce(sum(m.output_tokens),"
+    " 0), coalesce(sum(m.cache_read_tokens), 0), coalesce(sum(m.cache_write_tokens), 0)"
+    " FROM messages m JOIN conversations c USING (conversation_id)"
+    " WHERE m.input_tokens IS NOT NULL AND (? IS NULL OR c.job_id = ?) GROUP BY c.job_id, c.agent"
+)
+_OPEN_GATES = (
+    "SELECT job_id, count(*) FROM gates WHERE answer IS NULL AND closed_at IS NULL"
+    " AND (? IS NULL OR job_id = ?) GROUP BY job_id"
+)
+
+
+def _facts(tx: Tx, job_id: int | None) -> list[_JobFact]:
+    where = " WHERE j.job_id = ?" if job_id is not None else ""
+    rows = tx.execute(f"{_JOBS}{where} ORDER BY j.job_id DESC", (job_id,) if where else ())
+    spent: dict[int, dict[str, Usage]] = {}
+    for job, agent, *tokens in tx.execute(_SPENT, (job_id, job_id)):
+        spent.setdefault(job, {})[agent] = Usage(*tokens)
+    gates = dict(tx.execute(_OPEN_GATES, (job_id, job_id)).fetchall())
+    if job_id is None:
+        failed = _by_job(failure_rows.every(tx))
+        waiting = _by_job(sorted(wait_rows.every(tx), key=lambda w: -w.until))
+    else:
+        failed = {job_id: failure_rows.of_job(tx, job_id)}
+        waiting = {job_id: wait_rows.of_job(tx, job_id)}  # the one ending last first
+    facts = []
+    for job, key, project, title, state, created, updated, text, result in rows.fetchall():
+        facts.append(
+            _JobFact(
+                job,
+                key,
+                project,
+                title,
+                state,
+                created,
+                updated,
+                text,
+                result,
+                tuple(list_tasks(tx, job)),
+                gates.get(job, 0),
+                tuple(failed.get(job, ())),
+                tuple(waiting.get(job, ())),
+                spent.get(job, {}),
+            )  # fmt: skip
+        )
+    return facts
+
+
+def _every_job(tx: Tx) -> list[_JobFact]:
+    return _facts(tx, None)
+
+
+def _one_job(
+    tx: Tx, job_id: int
+) -> tuple[
+    _JobFact,
+    tuple[str | None, str | None, bool, list[Gate], list[Failure], list[JobCommand]],
+]:
+    found = _facts(tx, job_id)
+    if not found:
+        raise JobNotFoundError(job_id)
+    source = tx.execute("SELECT branch FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()
+    space = tx.execute(
+        "SELECT branch, path, removed FROM job_workspaces WHERE job_id = ?", (job_id,)
+    ).fetchone()
+    branch = space[0] if space else source[0] if source else None
+    worktree = space[1] if space else None
+    present = space is not None and not space[2] and Path(space[1]).is_dir()
+    gates = [
+        gate_rows.get(tx, gate_id)
+        for (gate_id,) in tx.execute(
+            "SELECT gate_id FROM gates WHERE job_id = ? ORDER BY gate_id", (job_id,)
+        )
+    ]
+    detail = (
+        branch,
+        worktree,
+        present,
+        gates,
+        list(found[0].failures),
+        commands.of_job(tx, job_id),
+    )
+    return found[0], detail
+
+
+def _log(tx: Tx, job_id: int, after: int) -> list[LogEntry]:
+    if tx.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone() is None:
+        raise JobNotFoundError(job_id)
+    rows = tx.execute(
+        "SELECT m.message_id, m.created_at, c.agent, m.conversation_id, m.seq, m.sender, m.role,"
+        " m.content, m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens"
+        " FROM messages m JOIN conversations c USING (conversation_id)"
+        " WHERE c.job_id = ? AND m.message_id > ? ORDER BY m.message_id",
+        (job_id, after),
+    )
+    return [
+        LogEntry(
+            message_id,
+            at,
+            agent,
+            Message(
+                conversation_id,
+                seq,
+                sender,
+                role,
+                json.loads(content),
+                None if tokens[0] is None else Usage(*tokens),
+            ),
+        )  # fmt: skip
+        for message_id, at, agent, conversation_id, seq, sender, role, content, *tokens in rows
+    ]
+
+
+def _by_job(rows: list[Row]) -> dict[int, list[Row]]:
+    grouped: dict[int, list[Row]] = {}
+    for row in rows:
+        if row.job_id is not None:
+            grouped.setdefault(row.job_id, []).append(row)
+    return grouped
+
+
+def _in_state(summary: JobSummary, state: str | None) -> bool:
+    if state is None or state == summary.state:
+        return True
+    if state == "active":
+        return summary.state not in ENDED
+    return state == "ended" and summary.state in ENDED
+
+
+def _exists(path: Path) -> bool:
+    return path.is_file()
+
+
+async def _attach(path: Path) -> Store:
+    """The store read-only; one of an older version migrated first, when nobody holds it."""
+    try:
+        return await Store.attach(path)
+    except StoreVersionError as exc:
+        if exc.found > exc.expected:
+            raise
+        try:
+            await (await Store.open(path)).close()  # migrates it
+        except StoreLockedError:
+            raise StoreVersionError(
+                f"{exc}: the teaparty holding it is older; read it with that one, or stop it",
+                found=exc.found,
+                expected=exc.expected,
+            ) from None
+        return await Store.attach(path)
