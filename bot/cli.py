@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_config(commands)
     _add_run(commands)
+    _add_jobs(commands)
     _add_serve(commands)
     _add_demo(commands)
     _add_app_manifest(commands)
@@ -242,6 +243,12 @@ def _run(args: argparse.Namespace) -> int:
     from bot.local import run_command
 
     return run_command(args, args.environ)
+
+
+def _add_jobs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from bot.jobs_cli import add_jobs
+
+    add_jobs(commands)
 
 
 def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

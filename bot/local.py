@@ -16,7 +16,7 @@ import contextlib
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bot.progress import View, view_for
@@ -111,13 +111,21 @@ class Request:
         self.model: ModelKind = args.model or (
             "anthropic" if env.get("ANTHROPIC_API_KEY") else "scripted"
         )
-        home = args.home or Path(env.get("TEAPARTY_HOME") or Path.home() / ".teaparty")
-        self.home = Path(home).expanduser().resolve()
-        self.org_dir = (
-            Path(env["TEAPARTY_CONFIG"]) if env.get("TEAPARTY_CONFIG") else shipped_org_dir()
-        )
+        self.home = state_home(args.home, env)
+        self.org_dir = org_dir(env)
         self.auto = "yes" if args.yes else None
         self.ask = not args.yes and not args.no_input and sys.stdin.isatty()
+
+
+def state_home(given: Path | None, env: Mapping[str, str]) -> Path:
+    """The state directory: `--home`, else $TEAPARTY_HOME, else ~/.teaparty; absolute."""
+    home = given or Path(env.get("TEAPARTY_HOME") or Path.home() / ".teaparty")
+    return Path(home).expanduser().resolve()
+
+
+def org_dir(env: Mapping[str, str]) -> Path:
+    """The organisation directory: $TEAPARTY_CONFIG, else the shipped organisation."""
+    return Path(env["TEAPARTY_CONFIG"]) if env.get("TEAPARTY_CONFIG") else shipped_org_dir()
 
 
 def _request(args: argparse.Namespace, env: Mapping[str, str]) -> Request:
@@ -206,20 +214,26 @@ async def _warn_if_dirty(repo: Path) -> None:
 
 async def _approve(gate: Gate) -> str:
     """Ask at the terminal until the answer is one of the gate's options (when it has some)."""
-    options = [option.lower() for option in gate.options]
     hint = f" [{'/'.join(gate.options)}]" if gate.options else ""
     while True:
         answer = (await read_line(f"your answer{hint}: ")).strip()
-        if not options and answer:
-            return answer
-        if answer.lower() in options:
-            return gate.options[options.index(answer.lower())]
-        matches = (
-            [o for o in gate.options if o.lower().startswith(answer.lower())] if answer else []
-        )
-        if len(matches) == 1:
-            return matches[0]
+        chosen = choose_option(gate.options, answer)
+        if chosen is not None:
+            return chosen
         print(f"  please answer {' or '.join(gate.options) or 'with some text'}")
+
+
+def choose_option(options: Sequence[str], answer: str) -> str | None:
+    """The option `answer` names (itself in any case, or the one option it begins), any
+    text where there are no options; None when it names none (or is empty)."""
+    answer = answer.strip()
+    if not options:
+        return answer or None
+    lowered = [option.lower() for option in options]
+    if answer.lower() in lowered:
+        return options[lowered.index(answer.lower())]
+    matches = [o for o in options if o.lower().startswith(answer.lower())] if answer else []
+    return matches[0] if len(matches) == 1 else None
 
 
 async def read_line(prompt: str) -> str:

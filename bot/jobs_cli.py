@@ -1,0 +1,304 @@
+"""`teaparty jobs`: see the jobs in a state directory, follow one, answer, cancel, clean up.
+
+`list`, `show` and `log` read the store read-only, beside a running `teaparty serve` or
+`teaparty run` and without its lock. `answer` and `clean` take the store (exit 3 while
+another process holds it); `cancel` asks the process holding it to cancel, when one does.
+Exit codes: 0 done, 1 no such job or the operation failed (or was declined), 2 usage,
+3 environment (the store is in use, or of another teaparty version), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bot import jobs_json, jobs_text
+from bot.local import choose_option, org_dir, state_home
+from orchestrator.api import (
+    STATE_FILTERS,
+    ConfigError,
+    Gate,
+    JobNotFoundError,
+    JobStateError,
+    JobViews,
+    LogEntry,
+    OrchestratorError,
+    Removal,
+    StoreError,
+    answer_job,
+    cancel_job,
+    clean,
+    managing,
+    plan_clean,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+CANCEL_WAIT_S = 10.0
+EXIT_CODES = (
+    "exit codes: 0 done, 1 no such job, or the operation failed or was declined, 2 usage, "
+    "3 environment (the store is in use by another teaparty process, or of another version), "
+    "130 interrupted"
+)
+
+
+class UsageError(Exception):
+    """What was asked cannot be done as asked; the message says why (exit 2)."""
+
+
+def add_jobs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `teaparty jobs` and its actions."""
+    jobs = commands.add_parser(
+        "jobs",
+        help="list, show, follow, answer, cancel and clean up jobs",
+        description="The jobs in a state directory (--home; default $TEAPARTY_HOME, else "
+        "~/.teaparty), local and GitHub ones. Reading works while teaparty serve or a "
+        "teaparty run holds the store. --json prints what docs/cli.md describes.",
+        epilog=EXIT_CODES,
+    )
+    actions = jobs.add_subparsers(title="actions", metavar="ACTION", required=True)
+    listing = _action(actions, "list", "every job: id, repository/issue, state, gates, cost, age")
+    listing.add_argument("--state", choices=STATE_FILTERS, help="only jobs in this state")
+    listing.add_argument("--repo", metavar="R", help="only jobs of R: owner/name, name or path")
+    _with_id(_action(actions, "show", "one job: tasks, gates, cost, branch, last error"))
+    log = _with_id(_action(actions, "log", "a job's conversations, message by message"))
+    log.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
+    answer = _with_id(_action(actions, "answer", "answer a local job's open question"))
+    answer.add_argument("text", metavar="TEXT", help="the answer (one of the options, if any)")
+    answer.add_argument("--gate", type=int, metavar="G", help="which question, when several")
+    cancel = _with_id(_action(actions, "cancel", "cancel a job (what /withdraw does on GitHub)"))
+    cancel.add_argument(
+        "--wait",
+        type=float,
+        default=CANCEL_WAIT_S,
+        metavar="SECONDS",
+        help="while another teaparty holds the store, how long to wait for it to cancel "
+        f"(default {CANCEL_WAIT_S:g}; the request stands after)",
+    )
+    cleaning = _action(
+        actions, "clean", "remove ended jobs' worktrees, unused mirrors, cancelled branches"
+    )
+    cleaning.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def _action(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
+) -> argparse.ArgumentParser:
+    action = actions.add_parser(name, help=summary, description=f"{summary}.", epilog=EXIT_CODES)
+    action.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+    action.add_argument("--json", action="store_true", help="print JSON (see docs/cli.md)")
+    action.set_defaults(command=_run, action=name)
+    return action
+
+
+def _with_id(action: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    action.add_argument("job_id", type=int, metavar="ID", help="the job's id")
+    return action
+
+
+def _run(args: argparse.Namespace) -> int:
+    env: Mapping[str, str] = args.environ
+    where = Where(state_home(args.home, env), org_dir(env))
+    command = ACTIONS[args.action]
+    try:
+        return asyncio.run(command(args, where))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `teaparty jobs log 3 | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
+    except UsageError as exc:
+        return _fail(args, str(exc), EXIT_USAGE)
+    except (JobNotFoundError, JobStateError) as exc:
+        return _fail(args, str(exc), EXIT_FAILED)
+    except ConfigError as exc:
+        return _fail(args, f"the organisation's configuration: {exc}", EXIT_USAGE)
+    except StoreError as exc:
+        return _fail(args, str(exc), EXIT_ENVIRONMENT)
+    except OrchestratorError as exc:
+        return _fail(args, str(exc), EXIT_FAILED)
+
+
+class Where:
+    """The state directory and the organisation the jobs run under."""
+
+    def __init__(self, home: Path, org: Path) -> None:
+        self.home = home
+        self.org = org
+
+    def views(self) -> contextlib.AbstractAsyncContextManager[JobViews]:
+        """The read-only views of the store."""
+        return JobViews.open(self.home, org_dir=self.org)
+
+    def has_store(self) -> bool:
+        """Whether a store exists there yet."""
+        return (self.home / "teaparty.db").is_file()
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    print(f"teaparty jobs {args.action}: {message}", file=sys.stderr)
+    return code
+
+
+def _out(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
+    if args.json:
+        print(json.dumps(value, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(jobs_text.joined(lines))
+
+
+def _repository(given: str | None) -> str | None:
+    """`--repo` as jobs name it: an existing directory by its absolute path."""
+    if given is None or not Path(given).expanduser().is_dir():
+        return given
+    return str(Path(given).expanduser().resolve())
+
+
+async def _list(args: argparse.Namespace, where: Where) -> int:
+    async with where.views() as views:
+        found = await views.jobs(state=args.state, repo=_repository(args.repo))
+    now = time.time()
+    lines = jobs_text.table(found, now=now) if found else ["no jobs"]
+    _out(args, [jobs_json.summary(s, now=now) for s in found], lines)
+    return EXIT_OK
+
+
+async def _show(args: argparse.Namespace, where: Where) -> int:
+    async with where.views() as views:
+        job = await views.job(args.job_id)
+    now = time.time()
+    _out(args, jobs_json.view(job, now=now), jobs_text.view(job, now=now))
+    return EXIT_OK
+
+
+async def _log(args: argparse.Namespace, where: Where) -> int:
+    transcript = jobs_text.Transcript(now=time.time())
+    async with where.views() as views:
+        entries = views.follow(args.job_id) if args.follow else _listed(views, args.job_id)
+        async for entry in entries:
+            if args.json:
+                print(json.dumps(jobs_json.entry(entry), ensure_ascii=False), flush=True)
+            else:
+                sys.stdout.write(jobs_text.joined(transcript.lines(entry)))
+                sys.stdout.flush()
+        if args.follow and not args.json:
+            job = await views.job(args.job_id)
+            print(f"job {job.summary.job_id} {job.summary.state}: {job.summary.step}")
+    return EXIT_OK
+
+
+async def _listed(views: JobViews, job_id: int) -> AsyncIterator[LogEntry]:
+    for entry in await views.log(job_id):
+        yield entry
+
+
+async def _answer(args: argparse.Namespace, where: Where) -> int:
+    async with where.views() as views:
+        job = await views.job(args.job_id)
+    if job.summary.origin.forge == "github":
+        origin = job.summary.origin
+        raise JobStateError(
+            f"job {args.job_id} is a GitHub job: its questions are answered on the issue, "
+            f"{origin.repository}#{origin.issue}, by the decider's reply"
+        )
+    gate = _open_gate(job.gates, args.job_id, args.gate)
+    chosen = choose_option(gate.options, args.text)
+    if chosen is None:
+        wanted = " or ".join(gate.options) or "some text"
+        raise UsageError(f"gate {gate.gate_id} takes {wanted}, not {args.text!r}")
+    answered = await answer_job(
+        where.home, args.job_id, gate.gate_id, text=chosen, org_dir=where.org
+    )
+    resume = f"teaparty run --repo {job.summary.origin.repository} --resume {args.job_id}"
+    lines = [
+        f"gate {answered.gate_id} of job {args.job_id} answered as {answered.answered_by}: "
+        f"{answered.answer}",
+        f"  the job goes on with: {resume}",
+    ]
+    value = {"job": args.job_id, "gate": answered.gate_id, "answer": answered.answer,
+             "answered_by": answered.answered_by}  # fmt: skip
+    _out(args, value, lines)
+    return EXIT_OK
+
+
+def _open_gate(gates: Sequence[Gate], job_id: int, wanted: int | None) -> Gate:
+    open_gates = [g for g in gates if g.answer is None and g.closed_at is None]
+    if wanted is not None:
+        found = [g for g in open_gates if g.gate_id == wanted]
+        if not found:
+            raise JobStateError(f"gate {wanted} is not an open question of job {job_id}")
+        return found[0]
+    if not open_gates:
+        raise JobStateError(f"job {job_id} has no open question")
+    if len(open_gates) > 1:
+        ids = ", ".join(str(g.gate_id) for g in open_gates)
+        raise UsageError(f"job {job_id} has {len(open_gates)} open questions ({ids}): --gate G")
+    return open_gates[0]
+
+
+async def _cancel(args: argparse.Namespace, where: Where) -> int:
+    by = f"{getpass.getuser()} (teaparty jobs cancel)"
+    if args.wait < 0:
+        raise UsageError(f"--wait {args.wait:g}: seconds, at least 0")
+    outcome = await cancel_job(where.home, args.job_id, org_dir=where.org, by=by, wait_s=args.wait)
+    row = outcome.command
+    if row.state == "failed":
+        raise JobStateError(row.outcome or "the cancel failed")
+    if row.state == "pending":
+        line = (
+            f"job {args.job_id}: cancel requested (command {row.command_id}); the teaparty "
+            "process holding the store carries it out on its next pass"
+        )
+    else:
+        by_whom = "" if outcome.here else " (by the teaparty process holding the store)"
+        line = f"{row.outcome}{by_whom}"
+    _out(args, jobs_json.cancel(outcome), [line])
+    return EXIT_OK
+
+
+async def _clean(args: argparse.Namespace, where: Where) -> int:
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError("nothing here can confirm (no terminal): add --yes to clean anyway")
+    if not where.has_store():
+        _out(args, {"removed": []}, ["nothing to clean"])
+        return EXIT_OK
+    async with managing(where.home, org_dir=where.org) as office:
+        planned = await plan_clean(office)
+        if not planned:
+            _out(args, {"removed": []}, ["nothing to clean"])
+            return EXIT_OK
+        if not args.yes and not _confirm(planned):
+            _out(args, {"removed": []}, ["nothing removed"])
+            return EXIT_FAILED
+        removed = await clean(office, planned)
+    lines = [f"removed {jobs_text.removal(r)}" for r in removed]
+    _out(args, {"removed": [jobs_json.removal(r) for r in removed]}, lines)
+    return EXIT_OK
+
+
+def _confirm(planned: Sequence[Removal]) -> bool:
+    say = sys.stderr
+    say.write(f"teaparty jobs clean would remove {len(planned)} thing(s):\n")
+    say.write(jobs_text.joined(f"  {jobs_text.removal(r)}" for r in planned))
+    say.write("remove them? [y/N] ")
+    say.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+Action = Callable[[argparse.Namespace, Where], Coroutine[Any, Any, int]]
+ACTIONS: dict[str, Action] = {
+    "list": _list,
+    "show": _show,
+    "log": _log,
+    "answer": _answer,
+    "cancel": _cancel,
+    "clean": _clean,
+}
