@@ -260,8 +260,19 @@ async def _cancel(args: argparse.Namespace, where: Where) -> int:
     else:
         by_whom = "" if outcome.here else " (by the teaparty process holding the store)"
         line = f"{row.outcome}{by_whom}"
-    _out(args, jobs_json.cancel(outcome), [line])
+    lines = [line]
+    if outcome.here and await _from_github(where, args.job_id):
+        lines.append(
+            "  note: no teaparty serve holds this store, so the issue's tracking comment was "
+            "not updated"
+        )
+    _out(args, jobs_json.cancel(outcome), lines)
     return EXIT_OK
+
+
+async def _from_github(where: Where, job_id: int) -> bool:
+    async with where.views() as views:
+        return (await views.job(job_id)).summary.origin.forge == "github"
 
 
 async def _clean(args: argparse.Namespace, where: Where) -> int:

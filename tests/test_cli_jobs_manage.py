@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from jobs_cli_support import CLI, USER, here, jobs_json, teaparty
+from jobs_harness import open_office, start
 from local_repo import ENV, git, make_repo
 from terminal import Terminal
 
@@ -185,3 +187,25 @@ def test_following_a_log_ends_with_the_job_or_at_ctrl_c(repo: Path, tmp_path: Pa
             follow.send_signal(signal.SIGKILL)
     assert follow.returncode == 0, err
     assert out.endswith("job 1 cancelled: cancelled\n")
+
+
+def test_cancelling_a_github_job_without_the_app_says_its_issue_was_not_told(
+    repo: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+
+    async def github_job() -> None:
+        office = await open_office(home)
+        try:
+            await start(office, repo, "Fix typo", key="github:octo/widgets#7")
+        finally:
+            await office.close()
+
+    asyncio.run(github_job())
+    cancelled = here("cancel", "1", home=home)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.splitlines() == [
+        "job 1 cancelled: 0 open gates closed, 1 conversation stopped, 0 tasks cancelled",
+        "  note: no teaparty serve holds this store, so the issue's tracking comment was not "
+        "updated",
+    ]
