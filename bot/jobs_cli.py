@@ -74,7 +74,7 @@ def add_jobs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     answer = _with_id(_action(actions, "answer", "answer a local job's open question"))
     answer.add_argument("text", metavar="TEXT", help="the answer (one of the options, if any)")
     answer.add_argument("--gate", type=int, metavar="G", help="which question, when several")
-    cancel = _with_id(_action(actions, "cancel", "cancel a job (what /withdraw does on GitHub)"))
+    cancel = _with_id(_action(actions, "cancel", "end a job: questions closed, agents stopped"))
     cancel.add_argument(
         "--wait",
         type=float,
