@@ -69,6 +69,7 @@ from orchestrator.jobs.views import (
     JobViews,
     LogEntry,
 )
+from orchestrator.jobs.withdraw import Withdrawn, withdraw
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState, JobStatus, Model, ModelRequest
 from orchestrator.sandbox.confine import Sandbox
@@ -103,6 +104,8 @@ __all__ = [
     "ResumeError",
     "check_model",
     "ControlError",
+    "Withdrawn",
+    "withdraw",
     "JobControl",
     "Steer",
     "Member",

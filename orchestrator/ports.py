@@ -131,6 +131,15 @@ class Forge(Protocol):
         """Say what failed and how to retry; the job stays resumable."""
         ...
 
+    async def remind(self, status: JobStatus, gate: Gate, *, days: float) -> None:
+        """Remind the decider, once, of a question open for `days`."""
+        ...
+
+    async def close_idle(self, status: JobStatus, gate: Gate, *, days: float) -> None:
+        """Say, once, that the job closed after `days` without an answer, and how to
+        resume it."""
+        ...
+
     async def credentials(self) -> str | None:
         """The HTTP header git sends to the job's source to fetch it (None: none needed)."""
         ...

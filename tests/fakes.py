@@ -113,6 +113,9 @@ class FakeForge:
     delivered: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     statuses: list[Any] = field(default_factory=list)
+    leave_open: bool = False  # ask every gate and answer none (a decider who never replies)
+    reminded: list[int] = field(default_factory=list)
+    closed: list[int] = field(default_factory=list)
 
     async def show(self, status: Any) -> None:
         self.shown.append(status.state)
@@ -120,6 +123,9 @@ class FakeForge:
 
     async def ask(self, status: Any, gate: Any) -> None:
         if gate.gate_id in self.asked:
+            return
+        if self.leave_open:
+            self.asked.append(gate.gate_id)
             return
         reply = next((a for q, a in self.answers.items() if gate.question.startswith(q)), None)
         if reply is None:
@@ -135,6 +141,12 @@ class FakeForge:
 
     async def fail(self, status: Any, error: str) -> None:
         self.failed.append(error)
+
+    async def remind(self, status: Any, gate: Any, *, days: float) -> None:
+        self.reminded.append(gate.gate_id)
+
+    async def close_idle(self, status: Any, gate: Any, *, days: float) -> None:
+        self.closed.append(gate.gate_id)
 
     async def credentials(self) -> str | None:
         return None

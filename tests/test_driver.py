@@ -249,3 +249,38 @@ async def test_a_workspace_made_before_a_crash_is_finished_and_the_job_runs(
         assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
     finally:
         await office.close()
+
+
+async def test_a_question_left_open_reminds_closes_once_and_stays_resumable(
+    tmp_path: Path,
+) -> None:
+    """Past `remind_after_days` the forge reminds; past `close_after_days` the job is
+    paused once (`closed_idle_at`), and resumed without an answer it is not closed again."""
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home")
+    try:
+        forge = FakeForge(office, leave_open=True)
+        job_id = await start(office, repo)
+        later = [time.time()]
+
+        async def forges(_: int) -> Forge:
+            return forge
+
+        driver = JobDriver(office, forges, clock=lambda: later[0])
+        while (await driver.sync(job_id)) != "waiting":
+            await office.run_until_idle()
+        assert (forge.reminded, forge.closed) == ([], [])
+        later[0] += 4 * 86400
+        assert await driver.sync(job_id) == "waiting"
+        assert (forge.reminded, forge.closed) == ([1], [])
+        later[0] += 11 * 86400
+        await driver.sync(job_id)
+        assert forge.closed == [1]
+        status = await driver.status(job_id)
+        assert status.paused_by == "TeaParty (no answer in 14 days)"
+        assert await office.control.resume(job_id)
+        await driver.sync(job_id)
+        assert await office.control.paused_by(job_id) is None, "closed once for this question"
+        assert not await office.control.close_idle(job_id, 1, by="again")
+    finally:
+        await office.close()

@@ -264,6 +264,7 @@ def test_quotes_name_gates_by_number_and_hash() -> None:
         ("/resume", "resume", ""),
         ("/status", "status", ""),
         ("/steer keep the diff small", "steer", "keep the diff small"),
+        ("/withdraw", "withdraw", ""),
     ],
 )
 def test_the_decider_orders_the_job(payload: Load, body: str, order: str, text: str) -> None:

@@ -111,12 +111,15 @@ async def test_a_followed_log_ends_when_its_job_is_cancelled(repo: Path, tmp_pat
 
 async def test_an_older_store_is_migrated_to_be_read_unless_it_is_held(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    await (await Store.open(home / "teaparty.db")).close()
-    older = "DROP TABLE job_commands; ALTER TABLE gates DROP COLUMN closed_at;"
+    home.mkdir()
 
     def downgrade() -> None:
+        """A store as the version before the last migration left it."""
+        (home / "teaparty.db").unlink(missing_ok=True)
         with sqlite3.connect(home / "teaparty.db") as db:
-            db.executescript(older + f"PRAGMA user_version={len(MIGRATIONS) - 1};")
+            for script in MIGRATIONS[:-1]:
+                db.executescript(script)
+            db.execute(f"PRAGMA user_version={len(MIGRATIONS) - 1}")
 
     downgrade()
     async with JobViews.open(home, org_dir=ORG) as views:
@@ -125,7 +128,7 @@ async def test_an_older_store_is_migrated_to_be_read_unless_it_is_held(tmp_path:
     holder = await Store.open(home / "teaparty.db", exclusive=True)  # an older teaparty, say
     try:
         with sqlite3.connect(home / "teaparty.db") as db:
-            db.executescript(older + f"PRAGMA user_version={len(MIGRATIONS) - 1};")
+            db.execute(f"PRAGMA user_version={len(MIGRATIONS) - 1}")
         with pytest.raises(StoreVersionError, match="the teaparty holding it is older"):
             async with JobViews.open(home, org_dir=ORG):
                 pass

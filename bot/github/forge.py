@@ -24,10 +24,12 @@ from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Identity, Installation, Json
 from bot.github.outbound import Outbound
 from bot.github.tracking import (
+    closed_body,
     failure_body,
     gate_body,
     marker,
     pull_body,
+    remind_body,
     tracking_body,
 )
 from orchestrator.api import ForgeError, ForgeWaitError, Gate, JobHandle, JobStatus, Office
@@ -147,6 +149,25 @@ class GitHubForge:
             await self.office.gate_posted(
                 gate.gate_id, comment_ref=comment_id, decider=self.subject.decider
             )
+
+    async def remind(self, status: JobStatus, gate: Gate, *, days: float) -> None:
+        """Remind the decider of a question open for `days`, once."""
+        key = f"remind:{gate.gate_id}"
+        with _waits():
+            if await self._known(status.job_id, key) is None:
+                decider = gate.decider or self.subject.decider
+                body = remind_body(key, gate, decider=decider, days=days)
+                await self._post_once(status.job_id, key, key, body)
+
+    async def close_idle(self, status: JobStatus, gate: Gate, *, days: float) -> None:
+        """Say once that the job closed for want of an answer, and how to resume it."""
+        key = f"closed:{gate.gate_id}"
+        with _waits():
+            await self._show(status)
+            if await self._known(status.job_id, key) is None:
+                decider = gate.decider or self.subject.decider
+                body = closed_body(key, gate, decider=decider, days=days)
+                await self._post_once(status.job_id, key, key, body)
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Update the tracking comment and say once per distinct error what failed."""

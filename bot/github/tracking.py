@@ -121,6 +121,25 @@ def clarify_body(key: str, text: str) -> str:
     return f"{marker(key)}\n{text}"
 
 
+def remind_body(key: str, gate: Gate, *, decider: str, days: float) -> str:
+    """A reminder of a question left open (the App's one mention of the decider in it)."""
+    return (
+        f"{marker(key)}\n"
+        f"@{decider}, question {gate.gate_id} (`{gate.kind} {gate.short_hash}`) has waited "
+        f"{days:g} days for your answer; the job does nothing until it has one."
+    )
+
+
+def closed_body(key: str, gate: Gate, *, decider: str, days: float) -> str:
+    """The job closed: a question went unanswered too long; how to take it up again."""
+    return (
+        f"{marker(key)}\n"
+        f"⏸️ No answer to question {gate.gate_id} in {days:g} days, so this job is closed. "
+        f"Its branch and work so far are kept. @{decider}, to take it up again, answer the "
+        f"question and comment `/resume`."
+    )
+
+
 def refusal_body(login: str, *, label: str) -> str:
     """The one polite answer to someone who may not start a job."""
     return (

@@ -104,10 +104,11 @@ class Reassign:
 
 @dataclass(frozen=True)
 class Control:
-    """A decider's order to the job: `pause`, `resume`, `status` or `steer` (with `text`)."""
+    """A decider's order to the job: `pause`, `resume`, `status`, `withdraw`, or `steer`
+    (with `text`)."""
 
     job_id: int
-    order: str  # status, pause, resume or steer
+    order: str  # status, pause, resume, steer or withdraw
     text: str
     by: str
     ref: str  # the comment that gave it, as the store names it

@@ -40,8 +40,10 @@ from orchestrator.api import (
     GateClosedError,
     JobDriver,
     JobSource,
+    JobStateError,
     Office,
     slug,
+    withdraw,
 )
 
 log = logging.getLogger(__name__)
@@ -150,15 +152,25 @@ class AppContext:
             elif action.order == "steer":
                 given = await control.steer(job_id, action.text, by=action.by, ref=action.ref)
                 done = "steered" if given else "already steered by this comment"
+            elif action.order == "withdraw":
+                done = await self._withdraw(job_id, by=action.by)
             else:
                 done = "status shown"
-        except ControlError as exc:  # ended, or no lead at work: say so to the one who asked
+        except (ControlError, JobStateError) as exc:  # ended, or no lead: say so to the asker
             key = f"control:{action.ref}"
             body = f"@{action.by}, `/{action.order}` did nothing: {exc}."
             await self._post_once(repo, number, PostOnce(key, clarify_body(key, body)))
             return f"ignored: {exc}", job_id
         await self.driver.sync(job_id)
         return f"job {job_id} {done} by {action.by}", job_id
+
+    async def _withdraw(self, job_id: int, *, by: str) -> str:
+        """End the job as cancelled and give back its worktrees (its branch stays)."""
+        withdrawn = await withdraw(self.office, job_id, by=f"{by} (/withdraw)")
+        space = await self.office.workspace.job(job_id)
+        if space is not None:
+            await self.office.workspace.close_job(space)
+        return withdrawn.describe().removeprefix(f"job {job_id} ")
 
     async def _post_once(self, repo: Repo, number: int, action: PostOnce) -> None:
         gh = await self.installation(repo)

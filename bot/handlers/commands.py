@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 GATE_COMMANDS = ("approve", "reject", "revise", "override", "decider")
-JOB_COMMANDS = ("status", "pause", "resume", "hold", "unhold", "steer")
+JOB_COMMANDS = ("status", "pause", "resume", "hold", "unhold", "steer", "withdraw")
 ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS
 GATE_KINDS = ("intent", "plan", "question", "budget", "escalation", "pull_request")

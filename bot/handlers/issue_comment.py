@@ -180,8 +180,8 @@ def _answer(
 def _control(
     command: CommentAdded, facts: CommentFacts, order: Command, job_id: int
 ) -> tuple[Action, ...]:
-    """`/pause`, `/resume`, `/status` or `/steer` on the job, from its decider (or an admin
-    in place of one who lost write access); anyone else gets 😕."""
+    """`/pause`, `/resume`, `/status`, `/steer` or `/withdraw` on the job, from its decider
+    (or an admin in place of one who lost write access); anyone else gets 😕."""
     author = command.author.login
     decider = facts.subject.decider if facts.subject else ""
     if author.casefold() == decider.casefold():

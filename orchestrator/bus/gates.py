@@ -56,6 +56,7 @@ class Gate:
     decider: str | None = None  # who may answer, once the forge has asked it
     answered_at: float | None = None
     closed_at: float | None = None  # closed unanswered: its job was cancelled
+    closed_idle_at: float | None = None  # when waiting for it closed the job, if it did
 
     @property
     def short_hash(self) -> str:
@@ -222,14 +223,14 @@ def get(tx: Tx, gate_id: int) -> Gate:
         "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
         " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at,"
         " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider, answered_at,"
-        " closed_at FROM gates WHERE gate_id = ?",
+        " closed_at, closed_idle_at FROM gates WHERE gate_id = ?",
         (gate_id,),
     ).fetchone()
     if row is None:
         raise BusError(f"no gate {gate_id}")
     gate_id, job_id, conversation_id, call_id, kind, question, options, *answered = row
     asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, *times = answered
-    asked_at, digest, hashed_at, decider, answered_at, closed_at = times
+    asked_at, digest, hashed_at, decider, answered_at, closed_at, closed_idle_at = times
     return Gate(
         gate_id,
         job_id,
@@ -250,6 +251,7 @@ def get(tx: Tx, gate_id: int) -> Gate:
         decider,
         answered_at,
         closed_at,
+        closed_idle_at,
     )
 
 

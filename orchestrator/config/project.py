@@ -41,6 +41,7 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         trigger_label=raw.trigger_label,
         budget=raw.budget,
         gates=raw.gates.as_mapping(),
+        waiting=raw.waiting,
         parallel=raw.parallel,
         sandbox=raw.sandbox,
     )

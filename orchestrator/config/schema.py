@@ -7,7 +7,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 KNOWN_TOOLS: frozenset[str] = frozenset(
     {
@@ -157,6 +165,20 @@ class Budget(_Model):
     max_tokens: Annotated[int, Field(strict=True, gt=0)] | None = None
 
 
+class Waiting(_Model):
+    """How long a question waits for its decider: a reminder after `remind_after_days`,
+    and after `close_after_days` the job closes (paused, resumable with `/resume`)."""
+
+    remind_after_days: Annotated[float, Field(strict=True, gt=0)] = 3.0
+    close_after_days: Annotated[float, Field(strict=True, gt=0)] = 14.0
+
+    @model_validator(mode="after")
+    def _close_after_the_reminder(self) -> Waiting:
+        if self.close_after_days <= self.remind_after_days:
+            raise ValueError("close_after_days must be more than remind_after_days")
+        return self
+
+
 _HOST = re.compile(
     r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 )
@@ -190,6 +212,7 @@ class Project(_Model):
     gates: Mapping[GateKind, GateMode]
     parallel: int = 3
     sandbox: SandboxSettings = SandboxSettings()
+    waiting: Waiting = Waiting()
 
 
 class AgentFile(_Model):
@@ -290,5 +313,6 @@ class ProjectFile(_Model):
     trigger_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty"
     budget: Budget = Budget()
     gates: GatesFile = GatesFile()
+    waiting: Waiting = Waiting()
     parallel: Count = 3
     sandbox: SandboxSettings = SandboxSettings()

@@ -50,6 +50,12 @@ class JobControl:
         self.scheduler.wake(woken)
         return released
 
+    async def close_idle(self, job_id: int, gate_id: int, *, by: str) -> bool:
+        """Close the job because gate `gate_id` waited too long: pause it as `by`, and
+        mark the gate so that, once resumed, the job is not closed for it again. False
+        when the gate closed the job already."""
+        return await self.store.write(lambda tx: _close_idle(tx, job_id, gate_id, by))
+
     async def paused_by(self, job_id: int) -> str | None:
         """Who holds the job, if anyone does."""
         row = await self.store.read(
@@ -93,6 +99,21 @@ def _pause(tx: Tx, job_id: int, by: str) -> bool:
         (by, now(), job_id),
     )
     return cursor.rowcount == 1
+
+
+def _close_idle(tx: Tx, job_id: int, gate_id: int, by: str) -> bool:
+    cursor = tx.execute(
+        "UPDATE gates SET closed_idle_at = ? WHERE gate_id = ? AND job_id = ?"
+        " AND closed_idle_at IS NULL AND answer IS NULL",
+        (now(), gate_id, job_id),
+    )
+    if cursor.rowcount != 1:
+        return False
+    tx.execute(
+        "UPDATE jobs SET paused_by = coalesce(paused_by, ?), updated_at = ? WHERE job_id = ?",
+        (by, now(), job_id),
+    )
+    return True
 
 
 def _resume(tx: Tx, job_id: int) -> tuple[bool, list[str]]:

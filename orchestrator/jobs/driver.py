@@ -20,8 +20,10 @@ import time
 from collections.abc import Awaitable, Callable
 
 from orchestrator.bus.failures import Failure
+from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.waits import Wait
+from orchestrator.config.schema import Waiting
 from orchestrator.errors import ForgeWaitError, OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.ports import Clock, Forge, JobState, JobStatus
@@ -30,6 +32,7 @@ from orchestrator.teams.board import Task, list_tasks
 from orchestrator.workspace.layout import JobSpace
 
 log = logging.getLogger(__name__)
+DAY_S = 86_400.0
 
 Forges = Callable[[int], Awaitable[Forge | None]]
 
@@ -121,6 +124,7 @@ class JobDriver:
         if status.state == "waiting":
             for gate in await self.office.open_gates(job_id):
                 await forge.ask(status, gate)
+                await self._wait_well(status, forge, gate)
         if status.state != "delivering":
             return status.state
         return await self._deliver(status, forge, space)
@@ -165,6 +169,22 @@ class JobDriver:
             log.warning("job %d: no workspace: %s", job_id, exc)
             await self.office.workspace_failed(job_id, f"the job's workspace failed: {exc}")
             return None
+
+    async def _wait_well(self, status: JobStatus, forge: Forge, gate: Gate) -> None:
+        """A question open past the project's `waiting` times: a reminder, then the job
+        closes (paused, resumable with `/resume`), each said once."""
+        record = await self.office.records.job(status.job_id)
+        project = self.office.projects.get(record.project) if record else None
+        waiting = project.waiting if project else Waiting()
+        days = (self.clock() - gate.asked_at) / DAY_S
+        if days >= waiting.close_after_days:
+            if gate.closed_idle_at is None:
+                by = f"TeaParty (no answer in {waiting.close_after_days:g} days)"
+                if await self.office.control.close_idle(status.job_id, gate.gate_id, by=by):
+                    log.info("job %d: closed, gate %d unanswered", status.job_id, gate.gate_id)
+            await forge.close_idle(status, gate, days=waiting.close_after_days)
+        elif days >= waiting.remind_after_days:
+            await forge.remind(status, gate, days=waiting.remind_after_days)
 
     async def retry(self, job_id: int) -> list[str]:
         """Forget the job's failures and run again what failed; what was retried."""

@@ -86,6 +86,12 @@ class LocalForge:
             self.say(f"job {status.job_id} failed: {error}")
             self.say(f"  to retry what failed: teaparty run --resume {status.job_id}")
 
+    async def remind(self, status: JobStatus, gate: Gate, *, days: float) -> None:
+        """A local run asks at the terminal, or stops (exit 4): nobody to remind."""
+
+    async def close_idle(self, status: JobStatus, gate: Gate, *, days: float) -> None:
+        """A local job waits, saved, until a run resumes it: nothing to say."""
+
     async def credentials(self) -> str | None:
         """A local repository needs none."""
         return None

@@ -327,6 +327,12 @@ CREATE INDEX job_commands_pending ON job_commands (command_id) WHERE state = 'pe
 ALTER TABLE gates ADD COLUMN closed_at REAL;
 """
 
+# A question left unanswered past the project's `close_after_days` closes its job once
+# (paused, resumable); `closed_idle_at` says it did, so a resumed job is not closed again.
+GATES_CLOSED_IDLE = """
+ALTER TABLE gates ADD COLUMN closed_idle_at REAL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -339,4 +345,5 @@ MIGRATIONS: tuple[str, ...] = (
     GATE_CONTENT_HASHES,
     JOB_HOLDS_AND_STEERING,
     JOB_COMMANDS,
+    GATES_CLOSED_IDLE,
 )
