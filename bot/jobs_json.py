@@ -70,6 +70,7 @@ def view(job: JobView, *, now: float) -> dict[str, Any]:
             for f in job.failures
         ],
         "commands": [command(c) for c in job.commands],
+        "remembered": list(job.preferences),
     }
 
 

@@ -105,6 +105,7 @@ def view(job: JobView, *, now: float) -> list[str]:
     lines += _section("tasks", [_task(t) for t in job.tasks])
     lines += _section("gates", [line for g in job.gates for line in _gate(g, now=now)])
     lines += _section("commands", [_command(c, now=now) for c in job.commands])
+    lines += _section("remembered", [f"  {printable(text)}" for text in job.preferences])
     if job.result:
         lines += _section("result", _indent(printable(job.result), 2))
     return lines

@@ -284,3 +284,27 @@ async def test_a_question_left_open_reminds_closes_once_and_stays_resumable(
         assert not await office.control.close_idle(job_id, 1, by="again")
     finally:
         await office.close()
+
+
+async def test_a_jobs_budget_and_the_projects_remembered_preferences_last(tmp_path: Path) -> None:
+    """`/budget` caps one job in place of its project's dollars; `/remember` reaches every
+    agent of the project, once per source, and is still there after a restart."""
+    repo, home = repository(tmp_path / "widgets"), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        job_id = await start(office, repo)
+        assert await office.budget.limits(job_id) == (10.0, None)  # the project's default
+        await office.control.set_budget(job_id, 0.5)
+        assert await office.budget.limits(job_id) == (0.5, None)
+        assert await office.remember(job_id, "we use pytest", by="carol", ref="c:1")
+        assert not await office.remember(job_id, "we use pytest", by="carol", ref="c:1")
+        assert "- we use pytest" in office.agents.spec("widgets/project-lead").system
+    finally:
+        await office.close()
+    office = await open_office(home)
+    try:
+        lead = office.agents.spec("widgets/project-lead").system
+        assert "## What this project's decider asked you to remember\n- we use pytest" in lead
+        assert await office.control.preferences() == {"widgets": ["we use pytest"]}
+    finally:
+        await office.close()

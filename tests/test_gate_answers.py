@@ -294,3 +294,33 @@ def test_steer_needs_its_direction(payload: Load) -> None:
     post = decide_comment(by(payload, "/steer"), no_gates())[0]
     assert isinstance(post, PostOnce)
     assert "`/steer` needs the direction" in post.body
+
+
+@pytest.mark.parametrize(
+    ("body", "order", "text"),
+    [
+        ("/budget 25", "budget", "25.0"),
+        ("/budget $12.50", "budget", "12.5"),
+        ("/remember we use pytest, never unittest", "remember", "we use pytest, never unittest"),
+    ],
+)
+def test_budget_and_remember(payload: Load, body: str, order: str, text: str) -> None:
+    assert decide_comment(by(payload, body), no_gates()) == (
+        Control(7, order, text, by=DECIDER, ref=comment_ref(COMMENT_ID)),
+        TAKEN,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("/budget", "`/budget` needs an amount of dollars"),
+        ("/budget lots", "`/budget` needs an amount of dollars"),
+        ("/budget 0", "`/budget` needs an amount of dollars"),
+        ("/remember", "`/remember` needs what to remember"),
+    ],
+)
+def test_budget_and_remember_say_what_they_need(payload: Load, body: str, why: str) -> None:
+    post = decide_comment(by(payload, body), no_gates())[0]
+    assert isinstance(post, PostOnce)
+    assert why in post.body

@@ -154,6 +154,13 @@ class AppContext:
                 done = "steered" if given else "already steered by this comment"
             elif action.order == "withdraw":
                 done = await self._withdraw(job_id, by=action.by)
+            elif action.order == "budget":
+                usd = float(action.text)  # the amount, as the decision read it
+                await control.set_budget(job_id, usd)
+                done = f"budget set to ${usd:.2f}"
+            elif action.order == "remember":
+                kept = await self.office.remember(job_id, action.text, by=action.by, ref=action.ref)
+                done = "preference kept" if kept else "preference already kept"
             else:
                 done = "status shown"
         except (ControlError, JobStateError) as exc:  # ended, or no lead: say so to the asker

@@ -13,7 +13,17 @@ import re
 from dataclasses import dataclass
 
 GATE_COMMANDS = ("approve", "reject", "revise", "override", "decider")
-JOB_COMMANDS = ("status", "pause", "resume", "hold", "unhold", "steer", "withdraw")
+JOB_COMMANDS = (
+    "status",
+    "pause",
+    "resume",
+    "hold",
+    "unhold",
+    "steer",
+    "withdraw",
+    "budget",
+    "remember",
+)
 ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS
 GATE_KINDS = ("intent", "plan", "question", "budget", "escalation", "pull_request")
@@ -21,6 +31,7 @@ _COMMAND = re.compile(r"/([A-Za-z][A-Za-z-]*)(?:\s+(.*))?")
 _QUESTION = re.compile(r"\bQuestion (\d+)\b")
 _HASH = re.compile(rf"\b(?:{'|'.join(GATE_KINDS)})\s+`?([0-9a-f]{{7,40}})\b")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
+_DOLLARS = re.compile(r"\$?(\d{1,6}(?:\.\d{1,2})?)\s*(?:USD)?", re.IGNORECASE)
 _LOGIN = re.compile(r"@?([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))")
 
 
@@ -36,6 +47,12 @@ class Command:
         """The content hash an `/approve <hash>` names, if it names one."""
         word = self.arg.split(maxsplit=1)[0].lower() if self.arg else ""
         return word if self.name == "approve" and _HEX.fullmatch(word) else None
+
+    @property
+    def dollars(self) -> float | None:
+        """The amount a `/budget <amount>` names (`25`, `$25`, `12.50`), if it names one."""
+        found = _DOLLARS.fullmatch(self.arg.strip()) if self.name == "budget" else None
+        return float(found.group(1)) if found else None
 
     @property
     def login(self) -> str | None:

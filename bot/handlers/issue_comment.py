@@ -180,8 +180,9 @@ def _answer(
 def _control(
     command: CommentAdded, facts: CommentFacts, order: Command, job_id: int
 ) -> tuple[Action, ...]:
-    """`/pause`, `/resume`, `/status`, `/steer` or `/withdraw` on the job, from its decider
-    (or an admin in place of one who lost write access); anyone else gets 😕."""
+    """`/pause`, `/resume`, `/status`, `/steer`, `/withdraw`, `/budget` or `/remember` on
+    the job, from its decider (or an admin in place of one who lost write access); anyone
+    else gets 😕."""
     author = command.author.login
     decider = facts.subject.decider if facts.subject else ""
     if author.casefold() == decider.casefold():
@@ -193,11 +194,15 @@ def _control(
             React("confused", comment_id=command.comment_id),
             Ignore(f"{author} may not /{order.name} job {job_id}", job_id),
         )
-    if order.name == "steer" and not order.arg:
-        return _clarify(command, job_id, "`/steer` needs the direction: `/steer <text>`.")
+    if order.name in ("steer", "remember") and not order.arg:
+        what = "the direction" if order.name == "steer" else "what to remember"
+        return _clarify(command, job_id, f"`/{order.name}` needs {what}: `/{order.name} <text>`.")
+    if order.name == "budget" and not (order.dollars or 0) > 0:
+        return _clarify(command, job_id, "`/budget` needs an amount of dollars: `/budget 25`.")
     ref = comment_ref(command.comment_id)
+    text = f"{order.dollars}" if order.name == "budget" else order.arg
     return (
-        Control(job_id, order.name, order.arg, by=author, ref=ref),
+        Control(job_id, order.name, text, by=author, ref=ref),
         React("+1", comment_id=command.comment_id),
     )
 

@@ -42,6 +42,7 @@ class ConfigAgents:
             org.proxy.name: (org.proxy, "the human proxy of the management team"),
         }
         self._specs: dict[str, AgentSpec] = {}
+        self.preferences: dict[str, list[str]] = {}
         for project in projects:
             self.add_project(project)
 
@@ -73,6 +74,11 @@ class ConfigAgents:
         """The configured agent at `address`, or None."""
         found = self._agents.get(address)
         return None if found is None else found[0]
+
+    def remember(self, preferences: Mapping[str, list[str]]) -> None:
+        """The preferences each project's decider asked to be remembered (`/remember`)."""
+        self.preferences = {project: list(kept) for project, kept in preferences.items()}
+        self._specs.clear()
 
     def spec(self, address: str) -> AgentSpec:
         """The agent at `address`, with its prompt, tools, model and turn limit."""
@@ -108,4 +114,7 @@ class ConfigAgents:
         project = address.split("/", 1)[0] if "/" in address else None
         if project and self.learnings.get(project):
             parts.append("## Standing learnings of this project\n" + self.learnings[project])
+        if project and self.preferences.get(project):
+            kept = "\n".join(f"- {text}" for text in self.preferences[project])
+            parts.append(f"## What this project's decider asked you to remember\n{kept}")
         return "\n\n".join(parts)

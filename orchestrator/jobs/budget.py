@@ -71,13 +71,16 @@ class JobBudget:
         return None
 
     async def limits(self, job_id: int) -> Limits:
-        """The job's (max_usd, max_tokens): its project's, else the defaults."""
-        if self.per_project:
-            row = await self.store.read(
-                lambda tx: tx.execute(
-                    "SELECT project FROM jobs WHERE job_id = ?", (job_id,)
-                ).fetchone()
-            )
-            if row is not None and row[0] in self.per_project:
-                return self.per_project[row[0]]
-        return self.max_usd, self.max_tokens
+        """The job's (max_usd, max_tokens): its project's, else the defaults; a cap set
+        for the job itself (`/budget`) in place of the dollars."""
+        row = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT project, budget_usd FROM jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        )
+        max_usd, max_tokens = self.max_usd, self.max_tokens
+        if row is not None and row[0] in self.per_project:
+            max_usd, max_tokens = self.per_project[row[0]]
+        if row is not None and row[1] is not None:
+            max_usd = float(row[1])
+        return max_usd, max_tokens

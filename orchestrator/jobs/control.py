@@ -1,4 +1,5 @@
-"""A decider's direct hold on a running job: pause it, resume it, steer its lead.
+"""A decider's direct hold on a running job: pause it, resume it, steer its lead, set its
+budget, and have the project remember a preference.
 
 Pausing writes who paused the job; from then on none of its conversations starts a model
 call (a call already under way finishes and is kept), and none is resumed after a restart
@@ -72,6 +73,37 @@ class JobControl:
         self.scheduler.wake(woken)
         return delivered
 
+    async def set_budget(self, job_id: int, usd: float) -> None:
+        """The job's own spending cap, in place of its project's (from the next model call)."""
+        if not usd > 0:
+            raise ControlError(f"a budget is a positive amount of dollars, not {usd}")
+
+        def write(tx: Tx) -> None:
+            _active(tx, job_id)
+            tx.execute(
+                "UPDATE jobs SET budget_usd = ?, updated_at = ? WHERE job_id = ?",
+                (usd, now(), job_id),
+            )
+
+        await self.store.write(write)
+
+    async def remember(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
+        """Keep a preference for the job's project, read by its agents from now on. False
+        when `ref` gave it already."""
+        return await self.store.write(lambda tx: _remember(tx, job_id, text, by, ref))
+
+    async def preferences(self) -> dict[str, list[str]]:
+        """Every project's remembered preferences, oldest first."""
+        rows = await self.store.read(
+            lambda tx: tx.execute(
+                "SELECT project, text FROM project_preferences ORDER BY preference_id"
+            ).fetchall()
+        )
+        kept: dict[str, list[str]] = {}
+        for project, text in rows:
+            kept.setdefault(str(project), []).append(str(text))
+        return kept
+
     async def steering(self, job_id: int) -> list[Steer]:
         """The direction given to the job, oldest first."""
         rows = await self.store.read(
@@ -90,6 +122,23 @@ def _active(tx: Tx, job_id: int) -> None:
         raise ControlError(f"no job {job_id}")
     if row[0] != "active":
         raise ControlError(f"job {job_id} has ended ({row[0]})")
+
+
+def _remember(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> bool:
+    row = tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise ControlError(f"no job {job_id}")
+    if (
+        ref is not None
+        and tx.execute("SELECT 1 FROM project_preferences WHERE source_ref = ?", (ref,)).fetchone()
+    ):
+        return False
+    tx.execute(
+        "INSERT INTO project_preferences (project, text, given_by, source_ref, given_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (row[0], text, by, ref, now()),
+    )
+    return True
 
 
 def _pause(tx: Tx, job_id: int, by: str) -> bool:

@@ -187,7 +187,15 @@ class Office:
             scripted=scripted,
         )
         await workspace.recover()
+        configured.remember(await office.control.preferences())
         return office
+
+    async def remember(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
+        """Keep a preference for the job's project (`/remember`): its agents read it from now
+        on. False when `ref` gave it already."""
+        kept = await self.control.remember(job_id, text, by=by, ref=ref)
+        self.agents.remember(await self.control.preferences())
+        return kept
 
     def network(self, project: str) -> Network:
         """What the project's agents' processes may reach (its `sandbox.network`)."""

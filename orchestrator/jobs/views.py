@@ -105,6 +105,7 @@ class JobView:
     gates: tuple[Gate, ...]
     failures: tuple[Failure, ...]
     commands: tuple[JobCommand, ...] = field(default=())
+    preferences: tuple[str, ...] = ()  # what its project's decider asked to be remembered
 
     @property
     def last_error(self) -> str | None:
@@ -158,9 +159,10 @@ class JobViews:
             raise JobNotFoundError(job_id)
         fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id))
         branch, worktree, present, gates, failed, done = detail
+        kept = await self.store.read(lambda tx: _preferences(tx, job_id))
         return JobView(
             self._summary(fact), branch, worktree, present, fact.result,
-            fact.tasks, tuple(gates), tuple(failed), tuple(done),
+            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept,
         )  # fmt: skip
 
     async def log(self, job_id: int, *, after: int = 0) -> list[LogEntry]:
@@ -272,6 +274,16 @@ def _facts(tx: Tx, job_id: int | None) -> list[_JobFact]:
 
 def _every_job(tx: Tx) -> list[_JobFact]:
     return _facts(tx, None)
+
+
+def _preferences(tx: Tx, job_id: int) -> tuple[str, ...]:
+    """What the job's project's decider asked to be remembered (`/remember`), oldest first."""
+    rows = tx.execute(
+        "SELECT p.text FROM project_preferences p JOIN jobs j ON j.project = p.project"
+        " WHERE j.job_id = ? ORDER BY p.preference_id",
+        (job_id,),
+    ).fetchall()
+    return tuple(str(text) for (text,) in rows)
 
 
 def _one_job(

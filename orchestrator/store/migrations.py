@@ -333,6 +333,21 @@ GATES_CLOSED_IDLE = """
 ALTER TABLE gates ADD COLUMN closed_idle_at REAL;
 """
 
+# What a decider asked to be remembered for a project (`/remember`): every agent of the
+# project reads it from then on. A job's own spending cap set from the issue (`/budget`).
+PREFERENCES_AND_JOB_BUDGETS = """
+CREATE TABLE project_preferences (
+    preference_id   INTEGER PRIMARY KEY,
+    project         TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    given_by        TEXT NOT NULL,
+    source_ref      TEXT UNIQUE,
+    given_at        REAL NOT NULL
+);
+CREATE INDEX project_preferences_by_project ON project_preferences (project);
+ALTER TABLE jobs ADD COLUMN budget_usd REAL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -346,4 +361,5 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_HOLDS_AND_STEERING,
     JOB_COMMANDS,
     GATES_CLOSED_IDLE,
+    PREFERENCES_AND_JOB_BUDGETS,
 )
