@@ -325,3 +325,52 @@ async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None
         (spec,) = db.execute("SELECT spec FROM tasks").fetchone()
     assert "Direction from alice (the job's decider): keep the entry to one line" in spec
     await until(lambda: "**Paused**" not in tracking(hub, number)[0], what="the hold lifted")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used (from /proc)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_a_parked_job_costs_nothing_and_survives_a_restart_to_its_pull_request(
+    tmp_path: Path,
+) -> None:
+    """At the plan question nothing runs (no turn under way, no mail waiting, the server
+    idle); the server is restarted; the decider's reply then finishes the job."""
+    import sqlite3
+
+    from orchestrator.bus.transactions import RUNNABLE_SQL
+
+    pem, port = private_key_pem(), free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub.add_user("alice", "maintain")
+    home = tmp_path / "home"
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, home, pem)
+        number = hub.open_issue(
+            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
+        )
+        async with serve(env, port=port, log=tmp_path / "first.log") as server:
+            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+            await until(lambda: questions(hub, number), what="the plan question")
+            await settled(server)
+            await asyncio.sleep(1.0)  # the tracking comment's last edit settles
+            before = cpu_seconds(server.process.pid)
+            await asyncio.sleep(3.0)
+            used = cpu_seconds(server.process.pid) - before
+            assert used < 0.5, f"a parked job kept the server busy: {used:.2f} s CPU in 3 s"
+        with sqlite3.connect(home / "teaparty.db") as db:
+            assert db.execute(RUNNABLE_SQL, {"job_id": None}).fetchall() == []  # nothing to run
+            assert db.execute("SELECT count(*) FROM inbox").fetchone() == (0,)
+            assert db.execute("SELECT count(*) FROM gates WHERE answer IS NULL").fetchone() == (1,)
+        async with serve(env, port=port, log=tmp_path / "second.log") as server:
+            await hub.comment_as(OWNER, REPO, number, "alice", "/approve")
+            await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+            await settled(server)
+    assert len(tracking(hub, number)) == 1
+    assert len(questions(hub, number)) == 1
+    assert len(hub.pulls(OWNER, REPO)) == 1
+    assert hub.violations == []
