@@ -7,7 +7,8 @@ engine's modules can move and change behind it. What is here:
 - what `teaparty jobs` reads (views of jobs, their transcripts) and changes (a cancel, an
   answer, a clean-up), and the command rows a process holding the store carries out;
 - the ports the edge implements or passes in (`Forge`, `Model`);
-- the records that cross the seam (job status, gates, tasks, events, failures);
+- the records that cross the seam (job status, gates, tasks, events, failures, the proxy's
+  decisions and figures);
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree.
 """
 
@@ -72,6 +73,10 @@ from orchestrator.jobs.views import (
 from orchestrator.jobs.withdraw import Withdrawn, withdraw
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState, JobStatus, Model, ModelRequest
+from orchestrator.proxy.decisions import ProxyDecision
+from orchestrator.proxy.overrides import NotProxyAnsweredError, Override
+from orchestrator.proxy.proxy import Proxy
+from orchestrator.proxy.stats import ProxyStats, proxy_stats, proxy_stats_at
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
@@ -141,8 +146,13 @@ __all__ = [
     "Office",
     "OrchestratorError",
     "Organisation",
+    "NotProxyAnsweredError",
+    "Override",
     "Project",
     "Removal",
+    "Proxy",
+    "ProxyDecision",
+    "ProxyStats",
     "Resumed",
     "Sandbox",
     "SandboxError",
@@ -167,6 +177,8 @@ __all__ = [
     "plan_clean",
     "probe",
     "serve_commands",
+    "proxy_stats",
+    "proxy_stats_at",
     "run_local",
     "shipped_org_dir",
     "slug",

@@ -16,6 +16,7 @@ from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResu
 if TYPE_CHECKING:  # records of the engine's own modules, which import this one
     from orchestrator.bus.gates import Gate
     from orchestrator.jobs.office import JobHandle
+    from orchestrator.proxy.decisions import ProxyDecision
     from orchestrator.teams.board import Task
 
 Clock = Callable[[], float]
@@ -116,8 +117,16 @@ class Forge(Protocol):
         """Create or update the job's one status report."""
         ...
 
-    async def ask(self, status: JobStatus, gate: Gate) -> None:
-        """Put a gate's question to its decider, once per gate."""
+    async def ask(
+        self, status: JobStatus, gate: Gate, *, suggestion: ProxyDecision | None = None
+    ) -> None:
+        """Put a gate's question to its decider, once per gate, with the proxy's prediction
+        as a suggestion where it made one."""
+        ...
+
+    async def proxy_answered(self, status: JobStatus, gate: Gate, decision: ProxyDecision) -> None:
+        """Say, once per gate, that the proxy answered it for the decider: its answer,
+        confidence, measured agreement and reasons, and how to override it."""
         ...
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:

@@ -116,12 +116,15 @@ class FakeForge:
     leave_open: bool = False  # ask every gate and answer none (a decider who never replies)
     reminded: list[int] = field(default_factory=list)
     closed: list[int] = field(default_factory=list)
+    suggestions: dict[int, Any] = field(default_factory=dict)
+    proxy_answers: list[tuple[int, Any]] = field(default_factory=list)
 
     async def show(self, status: Any) -> None:
         self.shown.append(status.state)
         self.statuses.append(status)
 
-    async def ask(self, status: Any, gate: Any) -> None:
+    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
+        self.suggestions[gate.gate_id] = suggestion
         if gate.gate_id in self.asked:
             return
         if self.leave_open:
@@ -132,6 +135,9 @@ class FakeForge:
             raise AssertionError(f"unexpected gate: {gate.question!r}")
         self.asked.append(gate.gate_id)
         await self.office.answer_gate(gate.gate_id, text=reply, answered_by="decider")
+
+    async def proxy_answered(self, status: Any, gate: Any, decision: Any) -> None:
+        self.proxy_answers.append((gate.gate_id, decision))
 
     async def deliver(self, status: Any, job: Any) -> str:
         if self.deliver_errors:

@@ -28,11 +28,20 @@ from bot.github.tracking import (
     failure_body,
     gate_body,
     marker,
+    proxy_body,
     pull_body,
     remind_body,
     tracking_body,
 )
-from orchestrator.api import ForgeError, ForgeWaitError, Gate, JobHandle, JobStatus, Office
+from orchestrator.api import (
+    ForgeError,
+    ForgeWaitError,
+    Gate,
+    JobHandle,
+    JobStatus,
+    Office,
+    ProxyDecision,
+)
 
 log = logging.getLogger(__name__)
 
@@ -132,18 +141,22 @@ class GitHubForge:
             return
         await self._post_once(status.job_id, key, f"job:{status.job_id}", body, digest=digest)
 
-    async def ask(self, status: JobStatus, gate: Gate) -> None:
-        """Post a gate's question as its own comment, once."""
+    async def ask(
+        self, status: JobStatus, gate: Gate, *, suggestion: ProxyDecision | None = None
+    ) -> None:
+        """Post a gate's question as its own comment, once (with the proxy's suggestion)."""
         with _waits():
-            await self._ask(status, gate)
+            await self._ask(status, gate, suggestion)
 
-    async def _ask(self, status: JobStatus, gate: Gate) -> None:
+    async def _ask(self, status: JobStatus, gate: Gate, suggestion: ProxyDecision | None) -> None:
         key = f"gate:{gate.gate_id}"
         known = await self._known(status.job_id, key)
         if known is not None:
             comment_id = known[0]
         else:
-            body = gate_body(gate, decider=self.subject.decider, agent=self.agent)
+            body = gate_body(
+                gate, decider=self.subject.decider, agent=self.agent, suggestion=suggestion
+            )
             comment_id = await self._post_once(status.job_id, key, key, body)
         if gate.comment_ref != comment_id:  # a crash may have come between post and record
             await self.office.gate_posted(
@@ -168,6 +181,14 @@ class GitHubForge:
                 decider = gate.decider or self.subject.decider
                 body = closed_body(key, gate, decider=decider, days=days)
                 await self._post_once(status.job_id, key, key, body)
+
+    async def proxy_answered(self, status: JobStatus, gate: Gate, decision: ProxyDecision) -> None:
+        """Post, once, the comment that says the proxy answered a gate, and how to override
+        (the driver calls this once per answer, again only after a crash: then it is found)."""
+        key = f"proxy:{gate.gate_id}"
+        body = proxy_body(gate, decision, decider=self.subject.decider, agent=self.agent)
+        with _waits():
+            await self._post_once(status.job_id, key, key, body)
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Update the tracking comment and say once per distinct error what failed."""

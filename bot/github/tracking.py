@@ -9,7 +9,7 @@ the App's own words (the decider's mention, `Closes #N`) are composed around it.
 from __future__ import annotations
 
 from bot.github.outbound import Outbound, code_span
-from orchestrator.api import Gate, JobStatus, Task
+from orchestrator.api import Gate, JobStatus, ProxyDecision, Task
 
 MARKER_PREFIX = "<!-- teaparty:"
 RESULT_LIMIT = 3000
@@ -103,14 +103,24 @@ def _tokens(status: JobStatus) -> str:
     )
 
 
-def gate_body(gate: Gate, *, decider: str, agent: Outbound) -> str:
-    """A gate's question as a new comment addressed to the decider (the App's one mention)."""
+def gate_body(
+    gate: Gate, *, decider: str, agent: Outbound, suggestion: ProxyDecision | None = None
+) -> str:
+    """A gate's question as a new comment addressed to the decider (the App's one mention),
+    with the proxy's prediction as a suggestion where it made one."""
     options = f"\n\nOptions: {', '.join(map(code_span, gate.options))}" if gate.options else ""
     asker = agent.inline(gate.asked_by.rsplit("/", 1)[-1])
+    suggested = ""
+    if suggestion is not None:
+        suggested = (
+            f"\n\n**The proxy suggests:** {code_span(agent.inline(suggestion.answer or ''))} "
+            f"({proxy_figures(suggestion)}). It does not answer this one itself: "
+            f"{agent.inline(suggestion.why)}.{_reasons(suggestion, agent)}"
+        )
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
         f"**Question {gate.gate_id}** from {asker} (`{gate.kind} {gate.short_hash}`):\n\n"
-        f"{quote_block(agent.block(gate.question))}{options}\n\n"
+        f"{quote_block(agent.block(gate.question))}{options}{suggested}\n\n"
         f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
         f"`/revise <what>` on a line of its own, or reply in words."
     )
@@ -138,6 +148,39 @@ def closed_body(key: str, gate: Gate, *, decider: str, days: float) -> str:
         f"Its branch and work so far are kept. @{decider}, to take it up again, answer the "
         f"question and comment `/resume`."
     )
+
+
+def proxy_body(gate: Gate, decision: ProxyDecision, *, decider: str, agent: Outbound) -> str:
+    """The proxy's answer to a gate, said as the proxy's: answer, figures, reasons, override."""
+    asker = agent.inline(gate.asked_by.rsplit("/", 1)[-1])
+    answer = code_span(agent.inline(decision.answer or ""))
+    return (
+        f"{marker(f'proxy:{gate.gate_id}')}\n"
+        f"🤖 **The proxy answered question {gate.gate_id}** from {asker} "
+        f"(`{gate.kind} {gate.short_hash}`) for @{decider}: {answer}\n\n"
+        f"{quote_block(agent.block(gate.question))}\n\n"
+        f"This is TeaParty's proxy, not @{decider}. It answered because "
+        f"{agent.inline(decision.why)} ({proxy_figures(decision)}).{_reasons(decision, agent)}"
+        f"\n\nIf that is not your answer, reply `/override <your answer>`: the agent that asked "
+        f"is told while the job runs, and the proxy goes back to asking you on "
+        f"{agent.inline(gate.kind)} gates until it has earned it again."
+    )
+
+
+def proxy_figures(decision: ProxyDecision) -> str:
+    """The proxy's numbers at a gate: stated and measured confidence, measured agreement."""
+    stated = "?" if decision.confidence is None else f"{decision.confidence:.2f}"
+    measured = "unknown" if decision.measured is None else f"{decision.measured:.2f}"
+    return (
+        f"confidence {stated} stated, {measured} measured at that level; agreement "
+        f"{decision.agreement:.2f} over {decision.comparable} comparable decision(s)"
+    )
+
+
+def _reasons(decision: ProxyDecision, agent: Outbound) -> str:
+    if not decision.reasons:
+        return ""
+    return f"\n\n**Its reasons:** {agent.inline(decision.reasons)}"
 
 
 def refusal_body(login: str, *, label: str) -> str:

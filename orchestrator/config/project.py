@@ -44,6 +44,7 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         waiting=raw.waiting,
         parallel=raw.parallel,
         sandbox=raw.sandbox,
+        proxy=raw.proxy,
     )
 
 

@@ -200,6 +200,17 @@ class SandboxSettings(_Model):
     network: Literal["off", "open"] | tuple[Host, ...] = "off"
 
 
+class ProxySettings(_Model):
+    """How the human proxy earns its autonomy in a project (orchestrator/proxy/autonomy.py).
+
+    `min_decisions` is N: comparable decisions before it may answer alone, and new agreements
+    it needs after an override. `allow` lists the kinds it otherwise never answers alone.
+    """
+
+    min_decisions: Count = 5
+    allow: tuple[Literal["protected-path", "budget"], ...] = ()
+
+
 class Project(_Model):
     """One repository's project: its lead, D-A-I, teams, trigger, budget and gate policy."""
 
@@ -213,6 +224,7 @@ class Project(_Model):
     parallel: int = 3
     sandbox: SandboxSettings = SandboxSettings()
     waiting: Waiting = Waiting()
+    proxy: ProxySettings = ProxySettings()
 
 
 class AgentFile(_Model):
@@ -316,3 +328,4 @@ class ProjectFile(_Model):
     waiting: Waiting = Waiting()
     parallel: Count = 3
     sandbox: SandboxSettings = SandboxSettings()
+    proxy: ProxySettings = ProxySettings()

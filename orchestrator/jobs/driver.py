@@ -27,6 +27,7 @@ from orchestrator.config.schema import Waiting
 from orchestrator.errors import ForgeWaitError, OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.ports import Clock, Forge, JobState, JobStatus
+from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
 from orchestrator.workspace.layout import JobSpace
@@ -121,13 +122,48 @@ class JobDriver:
         space = await self._space(job_id, forge)
         if space is None:
             return await self._failed(job_id, forge)
+        await self._announce(status, forge)
         if status.state == "waiting":
             for gate in await self.office.open_gates(job_id):
-                await forge.ask(status, gate)
-                await self._wait_well(status, forge, gate)
+                if await self._gate(status, forge, gate):  # asked: it may wait too long
+                    await self._wait_well(status, forge, gate)
         if status.state != "delivering":
             return status.state
         return await self._deliver(status, forge, space)
+
+    async def _gate(self, status: JobStatus, forge: Forge, gate: Gate) -> bool:
+        """Consult the proxy on a gate first: it answers alone, or its prediction goes with
+        the question as a suggestion. Whether the gate was put to the decider."""
+        decision = await self._consult(status, gate)
+        if decision is not None and decision.alone:
+            await self._announce(status, forge)
+            return False
+        suggestion = decision if decision is not None and decision.answer is not None else None
+        await forge.ask(status, gate, suggestion=suggestion)
+        return True
+
+    async def _consult(self, status: JobStatus, gate: Gate) -> ProxyDecision | None:
+        known = await self.office.proxy.decision(gate.gate_id)
+        if known is not None:
+            return known
+        job = await self.office.records.job(status.job_id)
+        assert job is not None  # its status was just read
+        project = self.office.projects.get(job.project)
+        if project is None:  # a job whose project is not served (yet): no proxy
+            return None
+        return await self.office.proxy.consult(
+            gate,
+            project=project,
+            job_title=status.title,
+            learnings=await self.office.learnings.of(status.job_id),
+            spent=await self.office.budget.exhausted(status.job_id),
+        )
+
+    async def _announce(self, status: JobStatus, forge: Forge) -> None:
+        """Say each answer the proxy gave alone that is not said yet (once said, recorded)."""
+        for gate, decision in await self.office.proxy.unannounced(status.job_id):
+            await forge.proxy_answered(status, gate, decision)
+            await self.office.proxy.announced(decision.gate_id)
 
     async def _deliver(self, status: JobStatus, forge: Forge, space: JobSpace) -> JobState:
         """Publish the job's work, or with nothing changed publish nothing, and finish it."""

@@ -17,6 +17,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.ports import JobStatus
+from orchestrator.proxy.decisions import ProxyDecision
 
 Approver = Callable[[Gate], Awaitable[str]]
 
@@ -60,10 +61,14 @@ class LocalForge:
             self._shown = view
             self.say(f"  [{status.state}] {status.step}")
 
-    async def ask(self, status: JobStatus, gate: Gate) -> None:
+    async def ask(
+        self, status: JobStatus, gate: Gate, *, suggestion: ProxyDecision | None = None
+    ) -> None:
         """Ask the gate at the terminal and record the answer as the decider's (with `auto`,
-        answer it so on their behalf, and say so)."""
+        answer it so on their behalf, and say so); the proxy's suggestion is shown first."""
         self.say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
+        if suggestion is not None:
+            self.say(f"  the proxy suggests: {suggestion.answer} ({proxy_figures(suggestion)})")
         if self.auto is not None:
             answer, by = self.auto, f"{self.decider} (--yes)"
             self.say(f"  answered {answer!r} automatically (--yes)")
@@ -73,6 +78,15 @@ class LocalForge:
             answer, by = await self.approve(gate), self.decider
             self.say(f"  {self.decider} answered: {answer}")
         await self.office.answer_gate(gate.gate_id, text=answer, answered_by=by)
+
+    async def proxy_answered(self, status: JobStatus, gate: Gate, decision: ProxyDecision) -> None:
+        """Print the answer the proxy gave alone, and why."""
+        self.say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
+        self.say(
+            f"  the proxy answered for {decision.decider}: {decision.answer} "
+            f"({proxy_figures(decision)})"
+        )
+        self.say(f"  its reasons: {decision.reasons or '(none given)'}")
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
         """Push the job branch into the local repository; the branch is the link."""
@@ -95,3 +109,14 @@ class LocalForge:
     async def credentials(self) -> str | None:
         """A local repository needs none."""
         return None
+
+
+def proxy_figures(decision: ProxyDecision) -> str:
+    """The proxy's figures at a gate in words: stated and measured confidence, agreement."""
+    stated = "?" if decision.confidence is None else f"{decision.confidence:.2f}"
+    measured = "none" if decision.measured is None else f"{decision.measured:.2f}"
+    return (
+        f"stated confidence {stated}, measured {measured}; agreement with "
+        f"{decision.decider} {decision.agreement:.2f} over {decision.comparable} comparable "
+        f"{decision.kind} decision(s); {decision.why}"
+    )

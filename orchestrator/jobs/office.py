@@ -32,6 +32,7 @@ from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.records import JobRecords
 from orchestrator.models.pricing import org_prices
 from orchestrator.ports import Model
+from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, Tx, now
@@ -120,6 +121,7 @@ class Office:
         self.deliveries = DeliveryQueue(engine.store)
         self.learnings = JobLearnings(engine.store)
         self.control = JobControl(engine.store, engine.scheduler)
+        self.proxy = Proxy(engine.store, engine.bus, agent=org.proxy, models=agents.models)
 
     @classmethod
     async def open(

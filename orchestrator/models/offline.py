@@ -4,7 +4,8 @@ It plays every role deterministically, and everything it does is real: the offic
 manager hands the job to the project lead; the lead asks the decider to approve its plan
 (a gate), puts one task on the board and dispatches it (a one-task job flattens to one
 mini-team); the worker writes a file in its task worktree, which the engine commits; the
-reviewer reads the file and approves; the engine merges. None of it needs a shell, so it
+reviewer reads the file and approves; the engine merges; the proxy predicts the first
+option at each gate. None of it needs a shell, so it
 runs where agents' shells cannot be sandboxed. It says in the file and in its replies
 that it is the scripted stand-in for a model.
 """
@@ -15,6 +16,7 @@ import re
 
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import ModelRequest
+from orchestrator.proxy.brief import BRIEF_OPENING
 from orchestrator.workspace.git import slug
 
 SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
@@ -47,7 +49,10 @@ class DemoModel:
         return name, body.group(1).strip() if body else name, f"docs/requests/{slug(name)}.md"
 
     async def complete(self, request: ModelRequest) -> AssistantTurn:
-        """The next turn of whichever role is asking (told apart by its tools)."""
+        """The next turn of whichever role is asking (told apart by its tools, or, for the
+        proxy, which has none here, by its brief)."""
+        if request.messages and request.messages[0].text.startswith(BRIEF_OPENING):
+            return _proxy(request.messages[0].text)
         tools = {tool.name for tool in request.tools}
         if "dispatch" in tools:
             return self._lead(request)
@@ -114,6 +119,17 @@ class DemoModel:
         if "read" not in {m.call_id for m in request.messages} and found:
             return _call("read", "read_file", path=found.group(1))
         return AssistantTurn(text="approve\nThe scripted reviewer read the file.")
+
+
+def _proxy(brief: str) -> AssistantTurn:
+    """The scripted proxy predicts the first option offered (`yes` when none is)."""
+    found = re.search(r"^Options: (.*)\.$", brief, re.MULTILINE)
+    options = found.group(1) if found else ""
+    first = "yes" if not found or options.startswith("none") else options.split(", ")[0]
+    return AssistantTurn(
+        text=f"answer: {first}\nconfidence: 0.7\nreasons: The scripted proxy predicts the "
+        "first option offered; it has no model to read the decider's history with."
+    )
 
 
 def _results(messages: tuple[Message, ...]) -> list[str]:

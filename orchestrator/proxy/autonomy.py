@@ -185,7 +185,7 @@ def verdict(
         )
     if audited:
         return Verdict(False, "one of the eligible gates that still go to the decider", sure)
-    return Verdict(True, "earned: agreement and measured confidence above thresholds", sure)
+    return Verdict(True, "its measured agreement and confidence clear the thresholds", sure)
 
 
 def audited(seed: str, identity: str, share: float = Rules.audit_share) -> bool:

@@ -348,6 +348,65 @@ CREATE INDEX project_preferences_by_project ON project_preferences (project);
 ALTER TABLE jobs ADD COLUMN budget_usd REAL;
 """
 
+# The human proxy's record (orchestrator/proxy/): one row per gate it was consulted on, with
+# its prediction (or none, and why), whether it answered alone, and once known the decider's
+# answer or override and whether they agreed; what it measures its autonomy from. A job may
+# let it answer every eligible gate (`auto`, the edge's label). The audit sample's seed is
+# the store's own, so which gates still go to the decider is reproducible here and unknown
+# elsewhere.
+PROXY_DECISIONS = """
+CREATE TABLE proxy_decisions (
+    gate_id         INTEGER PRIMARY KEY REFERENCES gates (gate_id),
+    job_id          INTEGER REFERENCES jobs (job_id),
+    project         TEXT NOT NULL,
+    decider         TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    answer          TEXT,
+    confidence      REAL CHECK (confidence BETWEEN 0 AND 1),
+    reasons         TEXT NOT NULL DEFAULT '',
+    measured        REAL,
+    agreement       REAL NOT NULL,
+    comparable      INTEGER NOT NULL DEFAULT 0,
+    policy          TEXT NOT NULL,
+    guarded         INTEGER NOT NULL DEFAULT 0,
+    min_decisions   INTEGER NOT NULL DEFAULT 5,
+    alone           INTEGER NOT NULL DEFAULT 0,
+    why             TEXT NOT NULL,
+    input_tokens    INTEGER NOT NULL DEFAULT 0,
+    output_tokens   INTEGER NOT NULL DEFAULT 0,
+    predicted_at    REAL NOT NULL,
+    announced_at    REAL,
+    actual          TEXT,
+    agreed          INTEGER,
+    decided_at      REAL,
+    override        TEXT,
+    overridden_by   TEXT,
+    override_ref    TEXT,
+    CHECK (answer IS NOT NULL OR (alone = 0 AND confidence IS NULL))
+);
+CREATE INDEX proxy_decisions_history
+    ON proxy_decisions (project, decider, kind, decided_at) WHERE actual IS NOT NULL;
+CREATE INDEX proxy_decisions_unsettled ON proxy_decisions (gate_id)
+    WHERE actual IS NULL AND alone = 0;
+CREATE INDEX proxy_decisions_unannounced ON proxy_decisions (job_id)
+    WHERE alone = 1 AND announced_at IS NULL;
+CREATE UNIQUE INDEX proxy_decisions_by_override_ref
+    ON proxy_decisions (override_ref) WHERE override_ref IS NOT NULL;
+
+CREATE TABLE proxy_jobs (
+    job_id  INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    auto    INTEGER NOT NULL,
+    set_by  TEXT NOT NULL,
+    set_at  REAL NOT NULL
+);
+
+CREATE TABLE proxy_settings (
+    name    TEXT PRIMARY KEY,
+    value   TEXT NOT NULL
+);
+INSERT INTO proxy_settings (name, value) VALUES ('seed', lower(hex(randomblob(16))));
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -362,4 +421,5 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_COMMANDS,
     GATES_CLOSED_IDLE,
     PREFERENCES_AND_JOB_BUDGETS,
+    PROXY_DECISIONS,
 )

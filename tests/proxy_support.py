@@ -1,0 +1,109 @@
+"""Jobs on a real repository and a real store, each with one gate, for the proxy's tests.
+
+The organisation is the shipped one on the demo model, except the proxy, whose model the
+test gives. The project lets the proxy answer `question` gates (every ask_human gate is
+one) when it has earned it, and names carol its decider.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from fakes import FakeForge
+
+from orchestrator.config import AgentDef, load_organisation, load_project, shipped_org_dir
+from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.office import JobSource, Office
+from orchestrator.models.offline import DemoModel
+from orchestrator.ports import Forge, JobState, Model
+from orchestrator.sandbox.confine import Sandbox
+
+TITLE = "Add a changelog"
+NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
+EARNING = "humans: {decider: carol}\ngates: {question: when_unsure}\n"
+SEED = "proxy-test"  # gates 1 to 9 are none of them audited under this seed
+AUDITS_GATE_6 = "h"  # gate 6 is in the audit sample under this seed
+SURE = "answer: yes\nconfidence: 0.93\nreasons: carol approved each of the last plans."
+
+
+def repository(path: Path) -> Path:
+    path.mkdir()
+    (path / "README.md").write_text("widgets\n")
+    for args in (
+        ["init", "--quiet", "--initial-branch=main"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True)
+    return path
+
+
+async def open_office(home: Path, proxy: Model, *, project: str = EARNING) -> Office:
+    org = load_organisation(shipped_org_dir())
+    loaded = load_project(project, org=org, source="p", default_name="widgets")
+    demo = DemoModel(title=TITLE, body="We need one.", path="docs/requests/changelog.md")
+
+    def models(agent: AgentDef) -> Model:
+        return proxy if agent.name == org.proxy.name else demo
+
+    office = await Office.open(
+        home,
+        org=org,
+        projects=[loaded],
+        models=models,
+        env={},
+        sandbox=NOWHERE,
+        scripted=True,
+    )
+    await office.proxy.use_seed(SEED)
+    return office
+
+
+async def start(office: Office, repo: Path, n: int, *, project: str = EARNING) -> int:
+    started = await office.start_job(
+        project="widgets",
+        key=f"local:widgets#{n}",
+        title=TITLE,
+        brief=f"Job: {TITLE}\n\n<issue>We need one.</issue>\nHand it to the project's lead.",
+        source=JobSource(
+            repo="widgets",
+            source=str(repo),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
+            slug="changelog",
+        ),
+        project_text=project,
+    )
+    return started.job_id
+
+
+async def drive(
+    office: Office,
+    forge: Forge,
+    job_id: int,
+    *,
+    after_sync: Callable[[], Awaitable[None]] | None = None,
+) -> JobState:
+    """What `teaparty run` does: sync, run, until the job is done or failed."""
+
+    async def forges(_: int) -> Forge:
+        return forge
+
+    driver = JobDriver(office, forges)
+    while (state := await driver.sync(job_id)) not in ("done", "failed"):
+        if after_sync is not None:
+            await after_sync()
+        await office.run_until_idle()
+    return state
+
+
+async def run_jobs(office: Office, forge: FakeForge, repo: Path, numbers: range) -> list[int]:
+    """Run one job per number to its end, each answered `yes` by the decider if asked."""
+    jobs = []
+    for n in numbers:
+        job_id = await start(office, repo, n)
+        assert await drive(office, forge, job_id) == "done"
+        jobs.append(job_id)
+    return jobs
