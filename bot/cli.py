@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(commands)
     _add_app_manifest(commands)
     _add_doctor(commands)
+    _add_proxy(commands)
     return parser
 
 
@@ -81,6 +82,32 @@ def _version() -> str:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:  # run from a source tree never installed
         return "(version unknown: not installed)"
+
+
+def _add_proxy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    proxy = commands.add_parser(
+        "proxy",
+        help="the human proxy's record",
+        description="What the human proxy has predicted, answered and been overridden on, "
+        "read from the state directory's store.",
+    )
+    actions = proxy.add_subparsers(title="actions", metavar="ACTION", required=True)
+    stats = actions.add_parser(
+        "stats",
+        help="per project, decider and kind of gate: decisions, agreement, autonomy",
+        description="What the proxy predicted and how often the decider agreed, the answers it "
+        "gave alone and the overrides, and whether it may answer alone now (or why not). "
+        "docs/configuration.md says what each figure is.",
+    )
+    stats.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+    stats.add_argument("--json", action="store_true", help="a JSON list, one object a group")
+    stats.set_defaults(command=_proxy_stats)
+
+
+def _proxy_stats(args: argparse.Namespace) -> int:
+    from bot.proxy_stats import proxy_stats_command
+
+    return proxy_stats_command(args, args.environ)
 
 
 def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
