@@ -37,6 +37,7 @@ from orchestrator.errors import (
     JobStateError,
     ModelAuthError,
     ModelError,
+    NotProxyAnsweredError,
     OrchestratorError,
     SandboxError,
     StoreError,
@@ -74,7 +75,7 @@ from orchestrator.jobs.withdraw import Withdrawn, withdraw
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState, JobStatus, Model, ModelRequest
 from orchestrator.proxy.decisions import ProxyDecision
-from orchestrator.proxy.overrides import NotProxyAnsweredError, Override
+from orchestrator.proxy.overrides import Override
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.proxy.stats import ProxyStats, proxy_stats, proxy_stats_at
 from orchestrator.sandbox.confine import Sandbox

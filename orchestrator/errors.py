@@ -8,6 +8,7 @@ OrchestratorError
  ├── JobNotFoundError no job has the id asked for
  ├── JobStateError    the job is not in a state the operation needs (ended, not local, ...)
  ├── BusError         a conversation operation broke an invariant (no such conversation, closed)
+ ├── NotProxyAnsweredError   an override named a gate the proxy did not answer alone
  ├── RoutingError     a Send names nobody the sender may reach (goes back to the agent)
  ├── ToolError        a tool call the model can correct (goes back to the model as an error)
  ├── ForgeError       the forge (GitHub, a local remote) failed an action of a job
@@ -86,6 +87,14 @@ class BusError(OrchestratorError):
 
 class GateClosedError(BusError):
     """A gate was answered already, or the answer's source (a comment) answered one before."""
+
+
+class NotProxyAnsweredError(OrchestratorError):
+    """An override named a gate the proxy did not answer alone; `gate_id` is the gate."""
+
+    def __init__(self, gate_id: int, reason: str) -> None:
+        super().__init__(f"gate {gate_id}: {reason}")
+        self.gate_id = gate_id
 
 
 class SandboxError(OrchestratorError):

@@ -23,8 +23,8 @@ from proxy_support import (
 )
 
 from orchestrator.bus.messages import AssistantTurn
+from orchestrator.errors import NotProxyAnsweredError
 from orchestrator.ports import ModelRequest
-from orchestrator.proxy.overrides import NotProxyAnsweredError
 from orchestrator.proxy.stats import proxy_stats
 
 

@@ -160,11 +160,14 @@ def history(tx: Tx, group: Group) -> tuple[list[Past], list[PastGate]]:
 
 @dataclass(frozen=True)
 class Consulted:
-    """A group's gates, alone answers, and its kind's policy when the proxy last looked."""
+    """A group's totals, and its kind's policy and N when the proxy last looked."""
 
     group: Group
     gates: int
+    decisions: int  # predicted, with the decider's answer known
+    agreements: int
     alone: int
+    overrides: int  # with another answer than the proxy's
     policy: str
     guarded: bool
     min_decisions: int
@@ -173,17 +176,23 @@ class Consulted:
 def groups(tx: Tx) -> list[Consulted]:
     """Every group the proxy was consulted in, by project, decider and kind."""
     rows = tx.execute(
-        "SELECT project, decider, kind, count(*), sum(alone), max(gate_id)"
+        "SELECT project, decider, kind, count(*), count(agreed), coalesce(sum(agreed), 0),"
+        " sum(alone), count(override IS NOT NULL AND agreed = 0 OR NULL), max(gate_id)"
         " FROM proxy_decisions GROUP BY project, decider, kind ORDER BY project, decider, kind"
     ).fetchall()
     found = []
-    for project, decider, kind, gates, alone, last in rows:
+    for project, decider, kind, *counts, last in rows:
         policy, guarded, n = tx.execute(
             "SELECT policy, guarded, min_decisions FROM proxy_decisions WHERE gate_id = ?",
             (last,),
         ).fetchone()
+        gates, decided, agreed, alone, overridden = (int(count) for count in counts)
         group = Group(project, decider, kind)
-        found.append(Consulted(group, int(gates), int(alone), str(policy), bool(guarded), int(n)))
+        found.append(
+            Consulted(
+                group, gates, decided, agreed, alone, overridden, str(policy), bool(guarded), int(n)
+            )
+        )
     return found
 
 

@@ -14,18 +14,10 @@ from dataclasses import dataclass
 from orchestrator.bus import gates
 from orchestrator.bus.messages import InboxKind, job_conversation_id
 from orchestrator.bus.transactions import deliver
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import NotProxyAnsweredError
 from orchestrator.proxy import decisions
 from orchestrator.proxy.autonomy import agrees, normal
 from orchestrator.store.sqlite import Tx
-
-
-class NotProxyAnsweredError(OrchestratorError):
-    """An override named a gate the proxy did not answer alone."""
-
-    def __init__(self, gate_id: int, reason: str) -> None:
-        super().__init__(f"gate {gate_id}: {reason}")
-        self.gate_id = gate_id
 
 
 @dataclass(frozen=True)
