@@ -39,12 +39,6 @@ from orchestrator.store.sqlite import Store, Tx
 log = logging.getLogger(__name__)
 
 
-def decider_of(tx: Tx, gate_id: int, project: Project) -> str:
-    """Who decides a gate: whom it was handed to, else the project's decider."""
-    row = tx.execute("SELECT decider FROM gates WHERE gate_id = ?", (gate_id,)).fetchone()
-    return str(row[0]) if row is not None and row[0] else project.humans.decider
-
-
 class Proxy:
     """The organisation's human proxy over one store."""
 
@@ -103,7 +97,8 @@ class Proxy:
 
     def _look(self, tx: Tx, gate: gates.Gate, project: Project) -> tuple[Group, list[PastGate]]:
         decisions.settle(tx)
-        group = Group(project.name, decider_of(tx, gate.gate_id, project), gate.kind)
+        decider = gates.get(tx, gate.gate_id).decider or project.humans.decider
+        group = Group(project.name, decider, gate.kind)
         return group, decisions.history(tx, group)[1]
 
     async def _predict(
