@@ -360,3 +360,30 @@ async def test_an_answer_that_came_while_the_proxy_thought_is_the_deciders(
         assert (stats.decisions, stats.agreements, stats.alone) == (1, 0, 0)
     finally:
         await office.close()
+
+
+async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) -> None:
+    from orchestrator.jobs.driver import JobDriver
+    from orchestrator.ports import Forge
+
+    repo = repository(tmp_path / "widgets")
+    model = FunctionModel(sure)
+    office = await open_office(tmp_path / "home", model)
+    try:
+        job_id = await start(office, repo, 1)
+        await office.prepare(job_id)
+        await office.run_until_idle()
+        assert await office.control.pause(job_id, by="carol")
+        forge = FakeForge(office, answers={"Plan for": "yes"})
+
+        async def forges(_: int) -> Forge:
+            return forge
+
+        assert await JobDriver(office, forges).sync(job_id) == "waiting"
+        decision = await office.proxy.decision(1)
+        assert decision is not None
+        assert decision.why == "no prediction: the job is paused by carol"
+        assert model.requests == []
+        assert forge.asked == [1], "the decider is still asked"
+    finally:
+        await office.close()

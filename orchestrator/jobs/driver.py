@@ -151,12 +151,15 @@ class JobDriver:
         project = self.office.projects.get(job.project)
         if project is None:  # a job whose project is not served (yet): no proxy
             return None
+        spent = await self.office.budget.exhausted(status.job_id)
+        if status.paused_by is not None:  # a held job makes no model call, the proxy's included
+            spent = f"the job is paused by {status.paused_by}"
         return await self.office.proxy.consult(
             gate,
             project=project,
             job_title=status.title,
             learnings=await self.office.learnings.of(status.job_id),
-            spent=await self.office.budget.exhausted(status.job_id),
+            spent=spent,
         )
 
     async def _announce(self, status: JobStatus, forge: Forge) -> None:

@@ -70,7 +70,8 @@ class Proxy:
     ) -> ProxyDecision:
         """The proxy's decision at a gate: made once (one model call), then read back.
 
-        `spent` says why the job may make no model call (its budget): no prediction then.
+        `spent` says why the job may make no model call (its budget is spent, it is paused):
+        no prediction then.
         """
         known = await self.store.read(lambda tx: decisions.get(tx, gate.gate_id))
         if known is not None:
