@@ -42,7 +42,7 @@ def source_repo(path: Path) -> Path:
 
 async def one_issue(hub: FakeGitHub, n: int) -> tuple[list[str], list[str]]:
     """Open issue n, label it, answer `yes` if asked; its gate and proxy comments once its
-    pull request is open."""
+    pull request is open and its job done."""
     number = hub.open_issue(OWNER, REPO, title=f"Add note {n}", body="Please.", author="alice")
     await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
 
@@ -53,6 +53,11 @@ async def one_issue(hub: FakeGitHub, n: int) -> tuple[list[str], list[str]]:
     if bodies(hub, number, "gate:", REPO):
         await hub.comment_as(OWNER, REPO, number, "alice", "yes")
     await until(lambda: len(hub.pulls(OWNER, REPO)) == n, what=f"the pull request for {number}")
+
+    def done() -> bool:
+        return any("✅" in body for body in bodies(hub, number, "job:", REPO))
+
+    await until(done, what=f"issue {number}'s job to be done")
     return bodies(hub, number, "gate:", REPO), bodies(hub, number, "proxy:", REPO)
 
 
