@@ -136,7 +136,7 @@ class JobViews:
         """The views of the store under `home`, opened read-only beside any holder; one of
         an older version is migrated first when nobody holds it."""
         path = home / "teaparty.db"
-        store = await _attach(path) if _exists(path) else None
+        store = await attach_beside(path) if _exists(path) else None
         try:
             yield cls(store, JobPricing.of(org_dir))
         finally:
@@ -367,7 +367,7 @@ def _exists(path: Path) -> bool:
     return path.is_file()
 
 
-async def _attach(path: Path) -> Store:
+async def attach_beside(path: Path) -> Store:
     """The store read-only; one of an older version migrated first, when nobody holds it."""
     try:
         return await Store.attach(path)

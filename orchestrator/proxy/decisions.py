@@ -139,20 +139,29 @@ def settle(tx: Tx) -> int:
     return len(rows)
 
 
-def history(tx: Tx, group: Group) -> tuple[list[Past], list[PastGate]]:
+_HISTORY_SQL = """
+SELECT d.confidence, d.agreed, d.override IS NOT NULL, g.question, coalesce(d.actual, g.answer),
+       d.answer, g.options
+FROM proxy_decisions d JOIN gates g USING (gate_id)
+WHERE d.project = ? AND d.decider = ? AND d.kind = ?
+  AND (d.actual IS NOT NULL OR (d.alone = 0 AND g.answered_via = 'human'))
+ORDER BY coalesce(d.decided_at, g.answered_at) DESC, d.gate_id DESC LIMIT ?
+"""
+
+
+def history(
+    tx: Tx, group: Group, *, limit: int = HISTORY_LIMIT
+) -> tuple[list[Past], list[PastGate]]:
     """The group's decisions (for autonomy) and the decider's answers (for the brief), oldest
-    first, of the last HISTORY_LIMIT gates whose answer is known."""
-    rows = tx.execute(
-        "SELECT d.confidence, d.agreed, d.override IS NOT NULL, g.question, d.actual, d.answer"
-        " FROM proxy_decisions d JOIN gates g USING (gate_id)"
-        " WHERE d.project = ? AND d.decider = ? AND d.kind = ? AND d.actual IS NOT NULL"
-        " ORDER BY d.decided_at DESC, d.gate_id DESC LIMIT ?",
-        (group.project, group.decider, group.kind, HISTORY_LIMIT),
-    ).fetchall()
+    first, of the last `limit` gates whose answer is known (-1: all). An answer not settled
+    here yet is read from its gate, so this needs no write (`teaparty proxy stats`)."""
+    rows = tx.execute(_HISTORY_SQL, (group.project, group.decider, group.kind, limit)).fetchall()
     decisions: list[Past] = []
     answers: list[PastGate] = []
-    for stated, agreed, overridden, question, actual, predicted in reversed(rows):
-        if stated is not None and agreed is not None:
+    for stated, agreed, overridden, question, actual, predicted, options in reversed(rows):
+        if agreed is None and predicted is not None:  # answered since the proxy last looked
+            agreed = agrees(predicted, actual, json.loads(options or "[]"))
+        if agreed is not None:
             decisions.append(Past(float(stated), bool(agreed), bool(overridden) and not agreed))
         answers.append(PastGate(str(question), str(actual), predicted, bool(overridden)))
     return decisions, answers
@@ -160,14 +169,12 @@ def history(tx: Tx, group: Group) -> tuple[list[Past], list[PastGate]]:
 
 @dataclass(frozen=True)
 class Consulted:
-    """A group's totals, and its kind's policy and N when the proxy last looked."""
+    """A group's gates and alone answers, and its kind's policy and N when the proxy last
+    looked."""
 
     group: Group
     gates: int
-    decisions: int  # predicted, with the decider's answer known
-    agreements: int
     alone: int
-    overrides: int  # with another answer than the proxy's
     policy: str
     guarded: bool
     min_decisions: int
@@ -176,23 +183,17 @@ class Consulted:
 def groups(tx: Tx) -> list[Consulted]:
     """Every group the proxy was consulted in, by project, decider and kind."""
     rows = tx.execute(
-        "SELECT project, decider, kind, count(*), count(agreed), coalesce(sum(agreed), 0),"
-        " sum(alone), count(override IS NOT NULL AND agreed = 0 OR NULL), max(gate_id)"
+        "SELECT project, decider, kind, count(*), sum(alone), max(gate_id)"
         " FROM proxy_decisions GROUP BY project, decider, kind ORDER BY project, decider, kind"
     ).fetchall()
     found = []
-    for project, decider, kind, *counts, last in rows:
+    for project, decider, kind, gates, alone, last in rows:
         policy, guarded, n = tx.execute(
             "SELECT policy, guarded, min_decisions FROM proxy_decisions WHERE gate_id = ?",
             (last,),
         ).fetchone()
-        gates, decided, agreed, alone, overridden = (int(count) for count in counts)
         group = Group(project, decider, kind)
-        found.append(
-            Consulted(
-                group, gates, decided, agreed, alone, overridden, str(policy), bool(guarded), int(n)
-            )
-        )
+        found.append(Consulted(group, int(gates), int(alone), str(policy), bool(guarded), int(n)))
     return found
 
 

@@ -1,7 +1,8 @@
 """`teaparty proxy stats`: per project, decider and kind, how the proxy has done and may do.
 
-Read from the store alone: the policy and N are those in force when the proxy was last
-consulted in that group (a project's file lives in its repository, not here).
+Read from the store alone, opened read-only beside its holder: answers given since the
+proxy last looked are read from their gates. The policy and N are those in force when the
+proxy was last consulted in that group (a project's file lives in its repository, not here).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from orchestrator.jobs.views import attach_beside
 from orchestrator.proxy import decisions
 from orchestrator.proxy.autonomy import (
     DEFAULT_RULES,
@@ -48,20 +50,18 @@ class ProxyStats:
 
 
 async def proxy_stats(store: Store, *, rules: Rules = DEFAULT_RULES) -> list[ProxyStats]:
-    """Every group's figures, ordered by project, decider and kind (each with its N)."""
-    return await store.write(lambda tx: _stats(tx, rules))
+    """Every group's figures, ordered by project, decider and kind (each with its N); a
+    read, so the store may be open read-only beside the engine that holds it."""
+    return await store.read(lambda tx: _stats(tx, rules))
 
 
 async def proxy_stats_at(home: Path) -> list[ProxyStats]:
-    """The figures of the store in the state directory `home` (none if it has no store).
-
-    Opened beside a running engine, not instead of it: a read, and the answers given since
-    the proxy last looked settled, as the engine would.
-    """
+    """The figures of the store in the state directory `home` (none if it has no store),
+    read beside whichever process holds it, as `teaparty jobs` reads it."""
     path = home / STORE_FILE
     if not path.is_file():
         return []
-    store = await Store.open(path, exclusive=False)
+    store = await attach_beside(path)
     try:
         return await proxy_stats(store)
     finally:
@@ -69,13 +69,12 @@ async def proxy_stats_at(home: Path) -> list[ProxyStats]:
 
 
 def _stats(tx: Tx, base: Rules) -> list[ProxyStats]:
-    decisions.settle(tx)  # answers given since the proxy last looked count here too
     found = []
     for consulted in decisions.groups(tx):
         group = consulted.group
-        history = decisions.history(tx, group)[0]
+        every = decisions.history(tx, group, limit=-1)[0]
         rules = replace(base, min_decisions=consulted.min_decisions)
-        now = standing(history, rules)
+        now = standing(every[-decisions.HISTORY_LIMIT :], rules)
         trusted = tuple(
             band_name(b)
             for b, accuracy in sorted(now.calibration.items())
@@ -87,12 +86,12 @@ def _stats(tx: Tx, base: Rules) -> list[ProxyStats]:
                 group.decider,
                 group.kind,
                 consulted.gates,
-                consulted.decisions,
-                consulted.agreements,
+                len(every),
+                sum(past.agreed for past in every),
                 now.comparable,
                 round(now.agreement, 4),
                 consulted.alone,
-                consulted.overrides,
+                sum(past.override for past in every),
                 *_autonomy(consulted, now, trusted, rules),
                 trusted,
             )

@@ -384,8 +384,7 @@ CREATE TABLE proxy_decisions (
     override_ref    TEXT,
     CHECK (answer IS NOT NULL OR (alone = 0 AND confidence IS NULL))
 );
-CREATE INDEX proxy_decisions_history
-    ON proxy_decisions (project, decider, kind, decided_at) WHERE actual IS NOT NULL;
+CREATE INDEX proxy_decisions_history ON proxy_decisions (project, decider, kind);
 CREATE INDEX proxy_decisions_unsettled ON proxy_decisions (gate_id)
     WHERE actual IS NULL AND alone = 0;
 CREATE INDEX proxy_decisions_unannounced ON proxy_decisions (job_id)
