@@ -59,7 +59,7 @@ async def start(office: Office, repo: Path, title: str, *, key: str | None = Non
 class Parking(FakeForge):
     """A forge nobody answers at: each question stays open, the job parked at it."""
 
-    async def ask(self, status: Any, gate: Any) -> None:
+    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
         self.asked.append(gate.gate_id)
 
 
