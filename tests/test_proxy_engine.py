@@ -388,3 +388,22 @@ async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) ->
         assert forge.asked == [1], "the decider is still asked"
     finally:
         await office.close()
+
+
+async def test_a_gate_closed_while_the_proxy_thought_is_left_closed(tmp_path: Path) -> None:
+    from orchestrator.jobs.withdraw import withdraw
+
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home", FunctionModel(sure))
+    try:
+        job_id = await start(office, repo, 1)
+        await office.proxy.set_auto(job_id, on=True, by="carol")
+        await office.prepare(job_id)
+        await office.run_until_idle()
+        (asked,) = await office.open_gates(job_id)
+        await withdraw(office, job_id, by="carol")
+        decided = await office.proxy.consult(asked, project=office.projects["widgets"])
+        assert not decided.alone
+        assert decided.why == "the gate was closed (its job cancelled) before the proxy was done"
+    finally:
+        await office.close()

@@ -191,8 +191,11 @@ class Proxy:
             rules=rules,
         )
         why, alone = judged.why, judged.alone
-        if alone and gates.get(tx, gate.gate_id).answer is not None:
+        latest = gates.get(tx, gate.gate_id)
+        if alone and latest.answer is not None:
             why, alone = "the decider answered before the proxy was done", False
+        elif alone and latest.closed_at is not None:
+            why, alone = "the gate was closed (its job cancelled) before the proxy was done", False
         if alone:
             by = self.agent.name
             gates.answer(tx, gate.gate_id, text=prediction.answer, answered_by=by, via="proxy")
