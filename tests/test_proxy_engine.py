@@ -407,3 +407,19 @@ async def test_a_gate_closed_while_the_proxy_thought_is_left_closed(tmp_path: Pa
         assert decided.why == "the gate was closed (its job cancelled) before the proxy was done"
     finally:
         await office.close()
+
+
+async def test_the_deciders_remembered_preferences_reach_the_proxy(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "widgets")
+    model = FunctionModel(sure)
+    office = await open_office(tmp_path / "home", model)
+    try:
+        job_id = await start(office, repo, 1)
+        assert await office.remember(job_id, "Plans that add docs are always fine.", by="carol")
+        assert await drive(office, FakeForge(office, answers={"Plan for": "yes"}), job_id) == "done"
+        (request,) = model.requests
+        assert "- Plans that add docs are always fine." in request.messages[0].text
+        assert "<question>" in request.messages[0].text
+        assert "project-lead" not in request.messages[0].text, "not the asker's transcript"
+    finally:
+        await office.close()

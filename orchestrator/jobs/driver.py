@@ -159,6 +159,7 @@ class JobDriver:
             project=project,
             job_title=status.title,
             learnings=await self.office.learnings.of(status.job_id),
+            preferences=(await self.office.control.preferences()).get(project.name, []),
             spent=spent,
         )
 

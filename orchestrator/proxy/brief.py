@@ -1,8 +1,9 @@
 """What the proxy's model reads and what it must write back: pure, no I/O.
 
 The brief holds the artifact alone (the gate's kind, question and options, the job's
-title) with the decider's earlier answers on that kind of gate and the project's standing
-learnings; never the asking agent's transcript or its argument for an answer. The reply
+title) with the decider's earlier answers on that kind of gate, what the decider asked to be
+remembered, and the project's standing learnings; never the asking agent's transcript or
+its argument for an answer. The reply
 must end in the shape the proxy's prompt states (`answer:`, `confidence:`, `reasons:`);
 anything else is no prediction, and the gate goes to the decider.
 """
@@ -76,8 +77,10 @@ def brief(
     decider: str,
     history: Sequence[PastGate],
     learnings: str | None,
+    preferences: Sequence[str] = (),
 ) -> str:
-    """The proxy's brief for one gate."""
+    """The proxy's brief for one gate (`preferences`: what the project's decider asked to be
+    remembered, `/remember`)."""
     what = _KINDS.get(artifact.kind, "a gate")
     options = ", ".join(artifact.options) if artifact.options else "none: a free-text answer"
     parts = [
@@ -88,6 +91,9 @@ def brief(
         parts.append(_data("job", artifact.job_title[:300]))
     parts.append(_data("question", artifact.question[:MAX_QUESTION_CHARS]))
     parts.append(_history(artifact.kind, decider, history))
+    if preferences:
+        kept = "\n".join(f"- {text}" for text in preferences[-HISTORY_IN_BRIEF:])
+        parts.append("What the project's decider asked to be remembered:\n" + _data("kept", kept))
     if learnings and learnings.strip():
         parts.append(
             "The project's standing learnings:\n"

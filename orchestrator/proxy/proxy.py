@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from orchestrator.bus import gates
@@ -66,6 +66,7 @@ class Proxy:
         project: Project,
         job_title: str = "",
         learnings: str | None = None,
+        preferences: Sequence[str] = (),
         spent: str | None = None,
     ) -> ProxyDecision:
         """The proxy's decision at a gate: made once (one model call), then read back.
@@ -81,9 +82,8 @@ class Proxy:
         if spent is not None:
             prediction, why, usage = None, f"no prediction: {spent}", Usage()
         else:
-            prediction, why, usage = await self._predict(
-                artifact, group.decider, answers, learnings
-            )
+            context = (answers, learnings, tuple(preferences))
+            prediction, why, usage = await self._predict(artifact, group.decider, *context)
         decided = await self.store.write(
             lambda tx: self._decide(
                 tx, gate, group=group, project=project, prediction=prediction, why=why, usage=usage
@@ -103,9 +103,16 @@ class Proxy:
         return group, decisions.history(tx, group)[1]
 
     async def _predict(
-        self, artifact: Artifact, decider: str, answers: list[PastGate], learnings: str | None
+        self,
+        artifact: Artifact,
+        decider: str,
+        answers: list[PastGate],
+        learnings: str | None,
+        preferences: tuple[str, ...],
     ) -> tuple[Prediction | None, str, Usage]:
-        text = brief(artifact, decider=decider, history=answers, learnings=learnings)
+        text = brief(
+            artifact, decider=decider, history=answers, learnings=learnings, preferences=preferences
+        )
         message = Message(f"proxy:{artifact.gate_id}", 1, "engine", "user", {"text": text})
         request = ModelRequest(self.agent.name, self.agent.prompt.strip(), (message,), ())
         try:
