@@ -96,8 +96,15 @@ async def test_the_proxy_earns_an_answer_on_github_and_loses_it_to_an_override(
             assert "confidence 0.93 stated, 0.86 measured at that level" in said
             assert "reply `/override <your answer>`" in said
 
-            override = await runtime.office.proxy.record_override(6, "no", "alice", ref="c-1")
-            assert (override.agreed, override.delivered_to) == (False, None), "the job had ended"
+            issues = list(hub.state.repo(OWNER, REPO).issues)
+            sixth = max(issue for issue in issues if bodies(hub, issue, "proxy:", REPO))
+            quoted = "> 🤖 **The proxy answered question 6** for @alice: `yes`\n/override no"
+            order = await hub.comment_as(OWNER, REPO, sixth, "alice", quoted)
+            await until(lambda: hub.comment_reactions(OWNER, REPO, order), what="the 👍")
+            assert hub.comment_reactions(OWNER, REPO, order) == ["+1"]
+            decision = await runtime.office.proxy.decision(6)
+            assert decision is not None
+            assert (decision.override, decision.agreed) == ("no", False)
 
             gates, answers = await one_issue(hub, 7)
             assert answers == []

@@ -14,7 +14,16 @@ import pytest
 from test_handler_decisions import COMMENT_ID, commented, gate, job, subject
 
 from bot.github.tracking import clarify_body
-from bot.handlers.actions import Advise, AnswerGate, Control, Ignore, PostOnce, React, Reassign
+from bot.handlers.actions import (
+    Advise,
+    AnswerGate,
+    Control,
+    Ignore,
+    Override,
+    PostOnce,
+    React,
+    Reassign,
+)
 from bot.handlers.commands import Command, parse_reply
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from bot.handlers.payloads import CommentAdded, Ignored, parse_command
@@ -324,3 +333,37 @@ def test_budget_and_remember_say_what_they_need(payload: Load, body: str, why: s
     post = decide_comment(by(payload, body), no_gates())[0]
     assert isinstance(post, PostOnce)
     assert why in post.body
+
+
+def test_override_corrects_the_proxys_latest_or_quoted_answer(payload: Load) -> None:
+    proxied = no_gates(proxied=(4, 6))
+    ref = comment_ref(COMMENT_ID)
+    assert decide_comment(by(payload, "/override no"), proxied) == (
+        Override(7, 6, "no", by=DECIDER, ref=ref),
+        TAKEN,
+    )
+    quoted = "> 🤖 **The proxy answered question 4** for @octocat: `yes`\n/override no, wait"
+    assert decide_comment(by(payload, quoted), proxied)[0] == Override(
+        7, 4, "no, wait", by=DECIDER, ref=ref
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "login", "facts_", "first"),
+    [
+        ("/override no", "mallory", {"proxied": (6,)}, "confused"),
+        ("/override", DECIDER, {"proxied": (6,)}, "needs your answer"),
+        ("/override no", DECIDER, {}, "the proxy has answered no question of this job alone"),
+    ],
+)
+def test_override_refused_or_explained(
+    payload: Load, body: str, login: str, facts_: dict[str, Any], first: str
+) -> None:
+    actions = decide_comment(by(payload, body, login=login), no_gates(**facts_))
+    if first == "confused":
+        assert actions[0] == REFUSED
+    else:
+        post = actions[0]
+        assert isinstance(post, PostOnce)
+        assert first in post.body
+    assert not any(isinstance(a, Override) for a in actions)

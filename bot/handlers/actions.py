@@ -115,6 +115,17 @@ class Control:
 
 
 @dataclass(frozen=True)
+class Override:
+    """The decider's correction of an answer the proxy gave alone at a gate."""
+
+    job_id: int
+    gate_id: int
+    answer: str
+    by: str
+    ref: str  # the comment that gave it, as the store names it
+
+
+@dataclass(frozen=True)
 class Later:
     """Decide again in `after_s` seconds: something under way (a question being posted) is
     not recorded yet; the delivery waits without spending an attempt."""
@@ -124,7 +135,17 @@ class Later:
 
 
 Action = (
-    Ignore | Report | PostOnce | React | StartJob | AnswerGate | Advise | Reassign | Control | Later
+    Ignore
+    | Report
+    | PostOnce
+    | React
+    | StartJob
+    | AnswerGate
+    | Advise
+    | Reassign
+    | Control
+    | Override
+    | Later
 )
 
 

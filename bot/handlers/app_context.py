@@ -25,6 +25,7 @@ from bot.handlers.actions import (
     Ignore,
     Later,
     Outcome,
+    Override,
     PostOnce,
     React,
     Reassign,
@@ -41,6 +42,7 @@ from orchestrator.api import (
     JobDriver,
     JobSource,
     JobStateError,
+    NotProxyAnsweredError,
     Office,
     slug,
     withdraw,
@@ -96,6 +98,8 @@ class AppContext:
                 return await self._reassign(repo, number, action)
             case Control():
                 return await self._control(repo, number, action)
+            case Override():
+                return await self._override(repo, number, action)
         raise AssertionError(f"no way to perform {action!r}")
 
     async def _answer(self, action: AnswerGate) -> Outcome:
@@ -170,6 +174,20 @@ class AppContext:
             return f"ignored: {exc}", job_id
         await self.driver.sync(job_id)
         return f"job {job_id} {done} by {action.by}", job_id
+
+    async def _override(self, repo: Repo, number: int, action: Override) -> Outcome:
+        """Record the decider's correction of the proxy and tell the asking agent."""
+        try:
+            await self.office.proxy.record_override(
+                action.gate_id, action.answer, action.by, ref=action.ref
+            )
+        except NotProxyAnsweredError as exc:
+            key = f"control:{action.ref}"
+            body = f"@{action.by}, `/override` did nothing: {exc}."
+            await self._post_once(repo, number, PostOnce(key, clarify_body(key, body)))
+            return f"ignored: {exc}", action.job_id
+        await self.driver.sync(action.job_id)
+        return f"gate {action.gate_id}: the proxy overridden by {action.by}", action.job_id
 
     async def _withdraw(self, job_id: int, *, by: str) -> str:
         """End the job as cancelled and give back its worktrees (its branch stays)."""

@@ -30,6 +30,7 @@ from bot.handlers.actions import (
     Ignore,
     Later,
     Outcome,
+    Override,
     PostOnce,
     React,
     Reassign,
@@ -57,6 +58,7 @@ class CommentFacts:
     advisors: frozenset[str] = frozenset()  # the project's advisors, casefolded
     author_access: str | None = None  # the author's permission, when it could move a gate
     decider_access: str | None = None  # the decider's, when an admin answers in their place
+    proxied: tuple[int, ...] = ()  # gates the proxy answered alone, oldest first (/override)
 
 
 async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Outcome:
@@ -95,7 +97,10 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     if author not in deciders and access == "admin":  # in place of a decider who left?
         decider = _decider(gates[0], subject) if gates else subject.decider
         decider_access = await gh.permission(repo.owner, repo.name, decider)
-    return CommentFacts(job, subject, gates, answered, advisors, access, decider_access)
+    proxied: tuple[int, ...] = ()
+    if any(c.name == "override" for c in parse_reply(command.body).commands):
+        proxied = tuple(d.gate_id for d in await ctx.office.proxy.alone_answers(job.job_id))
+    return CommentFacts(job, subject, gates, answered, advisors, access, decider_access, proxied)
 
 
 def comment_ref(comment_id: int) -> str:
@@ -111,6 +116,9 @@ def decide_comment(command: CommentAdded, facts: CommentFacts) -> tuple[Action, 
     if facts.answered is not None:
         return (Ignore(f"comment {command.comment_id} answered gate {facts.answered}", job.job_id),)
     reply = parse_reply(command.body)
+    overrides = [c for c in reply.commands if c.name == "override"]
+    if overrides:
+        return _override(command, facts, reply, overrides[0], job.job_id)
     if reply.job_commands and not reply.gate_commands:
         return _control(command, facts, reply.job_commands[0], job.job_id)
     if not facts.gates:
@@ -172,8 +180,8 @@ def _answer(
         if not first.arg:
             return _clarify(command, job_id, "`/revise` needs what to change: `/revise <what>`.")
         answer = f"revise: {first.arg}"
-    else:
-        return _clarify(command, job_id, f"`/{first.name}` answers only a proxy's answer.")
+    else:  # /override is decided before any gate: it corrects an answered one
+        return _clarify(command, job_id, f"`/{first.name}` cannot answer an open question.")
     return (AnswerGate(job_id, gate.gate_id, answer, answered_by=author, ref=ref), taken)
 
 
@@ -203,6 +211,31 @@ def _control(
     text = f"{order.dollars}" if order.name == "budget" else order.arg
     return (
         Control(job_id, order.name, text, by=author, ref=ref),
+        React("+1", comment_id=command.comment_id),
+    )
+
+
+def _override(
+    command: CommentAdded, facts: CommentFacts, reply: Reply, order: Command, job_id: int
+) -> tuple[Action, ...]:
+    """`/override <answer>`: the decider corrects an answer the proxy gave alone (the one
+    quoted, else the latest); the asking agent is told."""
+    author = command.author.login
+    decider = facts.subject.decider if facts.subject else ""
+    if author.casefold() != decider.casefold() or facts.author_access not in WRITERS:
+        return (
+            React("confused", comment_id=command.comment_id),
+            Ignore(f"{author} may not override the proxy on job {job_id}", job_id),
+        )
+    if not order.arg:
+        return _clarify(command, job_id, "`/override` needs your answer: `/override <answer>`.")
+    quoted = [g for g in facts.proxied if g in reply.quoted_gates]
+    chosen = quoted[-1] if quoted else facts.proxied[-1] if facts.proxied else None
+    if chosen is None:
+        return _clarify(command, job_id, "the proxy has answered no question of this job alone.")
+    ref = comment_ref(command.comment_id)
+    return (
+        Override(job_id, chosen, order.arg, by=author, ref=ref),
         React("+1", comment_id=command.comment_id),
     )
 
