@@ -27,6 +27,7 @@ from orchestrator.config import (
     load_project,
     shipped_org_dir,
 )
+from orchestrator.config.schema import ProxySettings
 from orchestrator.errors import (
     ConfigError,
     ConfigIssue,
@@ -110,6 +111,7 @@ __all__ = [
     "ResumeError",
     "check_model",
     "ControlError",
+    "ProxySettings",
     "Withdrawn",
     "withdraw",
     "JobControl",

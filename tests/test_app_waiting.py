@@ -111,3 +111,27 @@ async def test_withdraw_mid_task_stops_the_team_and_leaves_no_worktree(tmp_path:
         ).fetchone() == (0,)
     assert not hub.pulls(OWNER, REPO)
     assert hub.violations == []
+
+
+async def test_the_auto_label_from_a_writer_lets_the_proxy_decide(tmp_path: Path) -> None:
+    import sqlite3
+
+    hub, port, pem = world(tmp_path)
+    hub.add_user("bob", "read")
+    home = tmp_path / "home"
+    async with hub.serve() as api_url:
+        settings = app_settings(hub, api_url, home, pem, status_interval_s=0.2)
+        number = hub.open_issue(OWNER, REPO, title="Add docs", body="Docs.", author="alice")
+        async with in_process(settings, lambda _: DemoModel(), port=port, sandbox=NOWHERE):
+            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+            await until(lambda: bodies(hub, number, "gate:"), what="the question")
+            await hub.label_issue(OWNER, REPO, number, "teaparty-auto", sender="bob")
+            await hub.label_issue(OWNER, REPO, number, "teaparty-auto", sender="alice")
+
+            def auto() -> list[tuple[int, str]]:
+                with sqlite3.connect(home / "teaparty.db") as db:
+                    return db.execute("SELECT auto, set_by FROM proxy_jobs").fetchall()
+
+            await until(auto, what="the job's proxy set to decide")
+            assert auto() == [(1, "alice")]
+    assert hub.violations == []

@@ -301,3 +301,29 @@ def test_an_empty_reply_is_still_an_answer(payload: Load) -> None:
         AnswerGate(7, 3, "(empty reply)", answered_by="Codertocat", ref=comment_ref(COMMENT_ID)),
         React("+1", comment_id=COMMENT_ID),
     )
+
+
+# The proxy's label
+
+
+def test_a_writers_auto_label_lets_the_proxy_decide_the_running_job(
+    payload: Load, org: Organisation
+) -> None:
+    from bot.handlers.actions import AutoProxy
+
+    command = labelled(payload, "teaparty-auto")
+    facts = LabelFacts(config(org, None), "write", job("active"))
+    assert decide_label(command, facts) == (AutoProxy(7, by="Codertocat"), React("eyes"))
+    assert decide_label(command, LabelFacts(config(org, None), "read", job("active"))) == (
+        Ignore("Codertocat may not let the proxy decide (no write access)"),
+    )
+    assert decide_label(command, LabelFacts(config(org, None), "write", job("complete"))) == (
+        Ignore("label 'teaparty-auto': the issue has no running job"),
+    )
+    own = config(org, "humans: {decider: Codertocat}\nproxy: {auto_label: robots-ok}\n")
+    assert decide_label(command, LabelFacts(own, "write", job("active"))) == (
+        Ignore("label 'teaparty-auto' is not the trigger 'teaparty'"),
+    )
+    assert decide_label(labelled(payload, "robots-ok"), LabelFacts(own, "write", job("active")))[
+        0
+    ] == AutoProxy(7, by="Codertocat")

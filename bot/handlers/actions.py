@@ -126,6 +126,14 @@ class Override:
 
 
 @dataclass(frozen=True)
+class AutoProxy:
+    """Let the proxy answer every eligible gate of the job (`teaparty-auto`)."""
+
+    job_id: int
+    by: str
+
+
+@dataclass(frozen=True)
 class Later:
     """Decide again in `after_s` seconds: something under way (a question being posted) is
     not recorded yet; the delivery waits without spending an attempt."""
@@ -145,6 +153,7 @@ Action = (
     | Reassign
     | Control
     | Override
+    | AutoProxy
     | Later
 )
 

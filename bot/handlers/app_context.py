@@ -21,6 +21,7 @@ from bot.handlers.actions import (
     Action,
     Advise,
     AnswerGate,
+    AutoProxy,
     Control,
     Ignore,
     Later,
@@ -100,6 +101,10 @@ class AppContext:
                 return await self._control(repo, number, action)
             case Override():
                 return await self._override(repo, number, action)
+            case AutoProxy():
+                await self.office.proxy.set_auto(action.job_id, on=True, by=action.by)
+                await self.driver.sync(action.job_id)
+                return f"job {action.job_id}: the proxy decides (by {action.by})", action.job_id
         raise AssertionError(f"no way to perform {action!r}")
 
     async def _answer(self, action: AnswerGate) -> Outcome:

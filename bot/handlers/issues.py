@@ -13,11 +13,21 @@ from dataclasses import dataclass
 from bot.github.forge import Subject
 from bot.github.sanitizer import quote
 from bot.github.tracking import config_error_body, no_sandbox_body, refusal_body
-from bot.handlers.actions import Action, Ignore, Outcome, PostOnce, React, Report, StartJob, job_key
+from bot.handlers.actions import (
+    Action,
+    AutoProxy,
+    Ignore,
+    Outcome,
+    PostOnce,
+    React,
+    Report,
+    StartJob,
+    job_key,
+)
 from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import LabelAdded
 from bot.handlers.repos import RepoConfig, trigger_label
-from orchestrator.api import JobRecord, Project, SandboxError
+from orchestrator.api import JobRecord, Project, ProxySettings, SandboxError
 
 WRITERS = frozenset({"admin", "write"})  # GitHub maps `maintain` to `write`
 
@@ -51,7 +61,7 @@ async def gather(command: LabelAdded, ctx: AppContext) -> LabelFacts:
     config = await ctx.repos.config(
         gh, repo.owner, repo.name, branch=repo.default_branch, requester=sender.login
     )
-    if command.label != trigger_label(config):
+    if command.label not in (trigger_label(config), auto_label(config)):
         return LabelFacts(config)
     permission = await ctx.repos.permission(gh, repo.owner, repo.name, sender.login)
     job = await ctx.office.records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
@@ -66,6 +76,8 @@ def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
     if repo.installation_id is None:
         return (Ignore("the delivery names no installation"),)
     label = trigger_label(facts.config)
+    if command.label == auto_label(facts.config) and command.label != label:
+        return _auto(command, facts)
     if command.label != label:
         return (Ignore(f"label {command.label!r} is not the trigger {label!r}"),)
     if facts.permission not in WRITERS:
@@ -83,6 +95,22 @@ def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
         return (Report(f"job {facts.job.job_id} already finished", facts.job.job_id),)
     start = _start(command, config, config.project, installation_id=repo.installation_id)
     return (React("eyes"), start)
+
+
+def auto_label(config: RepoConfig | None) -> str:
+    """The label that lets the proxy answer every eligible gate of the issue's job."""
+    project = config.project if config else None
+    return project.proxy.auto_label if project else ProxySettings().auto_label
+
+
+def _auto(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
+    """A writer's `teaparty-auto` label: the proxy answers every eligible gate of the job."""
+    sender = command.sender.login
+    if facts.permission not in WRITERS:
+        return (Ignore(f"{sender} may not let the proxy decide (no write access)"),)
+    if facts.job is None or facts.job.state != "active":
+        return (Ignore(f"label {command.label!r}: the issue has no running job"),)
+    return (AutoProxy(facts.job.job_id, by=sender), React("eyes"))
 
 
 def _start(

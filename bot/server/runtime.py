@@ -134,6 +134,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self._syncing: dict[int, asyncio.Task[None]] = {}
+        self._server: uvicorn.Server | None = None  # while `run` serves it
         self._again: set[int] = set()
         self._job_of: dict[str, int] = {}
         self.office.subscribe(self._on_event)
@@ -152,7 +153,10 @@ class Runtime:
                 self._again.discard(job_id)
                 try:
                     await self.service.driver.sync(job_id)
-                except Exception:  # the job runner's guard: one job's sync must not stop the App
+                except Exception as exc:  # the job runner's guard: one sync must not stop the App
+                    if self._server is not None and self._server.should_exit:  # shutting down
+                        log.warning("job %d: sync cut short by the shutdown: %s", job_id, exc)
+                        return
                     log.exception("job %d: sync failed; the next event or sweep retries it", job_id)
                 if job_id not in self._again:
                     return
@@ -201,6 +205,7 @@ class Runtime:
         The scheduler, the delivery worker and the sweep run under the supervisor: one that
         dies is restarted, and given up on (`/healthz` 503) after repeated failures.
         """
+        self._server = server
         for job_id in await self.resume():
             self.kick(job_id)
         self.supervisor.add("scheduler", self.office.serve)

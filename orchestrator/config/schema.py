@@ -209,6 +209,8 @@ class ProxySettings(_Model):
 
     min_decisions: Count = 5
     allow: tuple[Literal["protected-path", "budget"], ...] = ()
+    # Added by a writer to an issue with a job: the proxy may answer every eligible gate.
+    auto_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty-auto"
 
 
 class Project(_Model):
