@@ -151,6 +151,12 @@ def test_a_command_that_cannot_be_taken_says_why(payload: Load, body: str, why: 
     assert not any(isinstance(a, AnswerGate) for a in actions)
 
 
+def test_words_echoed_back_cannot_mention_or_format(payload: Load) -> None:
+    post = decide_comment(by(payload, "/approve @everyone **now** `x`"), facts())[0]
+    assert isinstance(post, PostOnce)
+    assert "`` @everyone **now** `x` `` is not a question's hash." in post.body
+
+
 def test_the_decider_hands_a_gate_to_another_writer(payload: Load) -> None:
     assert decide_comment(by(payload, "/decider @hubot"), facts()) == (
         Reassign(7, 3, "hubot", by=DECIDER),

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from bot.github.forge import Subject
+from bot.github.outbound import code_span
 from bot.github.tracking import clarify_body
 from bot.handlers.actions import (
     Action,
@@ -252,7 +253,8 @@ def _approval(
             "to change course, answer the next question with `/revise <what>`.",
         )
     if approve.hash is None and approve.arg:
-        return _clarify(command, job_id, f"`{approve.arg}` is not a question's hash.")
+        shown = code_span(approve.arg[:60])  # the person's words, quoted as code: no markup
+        return _clarify(command, job_id, f"{shown} is not a question's hash.")
     if _stale(gate, command):
         return _stale_reply(command, job_id, gate)
     return _option(gate, _YES, "yes")
