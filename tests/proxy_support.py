@@ -7,7 +7,6 @@ one) when it has earned it, and names carol its decider.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -26,18 +25,6 @@ EARNING = "humans: {decider: carol}\ngates: {question: when_unsure}\n"
 SEED = "proxy-test"  # gates 1 to 9 are none of them audited under this seed
 AUDITS_GATE_6 = "h"  # gate 6 is in the audit sample under this seed
 SURE = "answer: yes\nconfidence: 0.93\nreasons: carol approved each of the last plans."
-
-
-def repository(path: Path) -> Path:
-    path.mkdir()
-    (path / "README.md").write_text("widgets\n")
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
 
 
 async def open_office(home: Path, proxy: Model, *, project: str = EARNING) -> Office:

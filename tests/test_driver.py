@@ -7,11 +7,11 @@ delivery and its retry.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 from fakes import FakeForge
+from local_repo import make_repo as repository
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.errors import ForgeError, ForgeWaitError
@@ -24,18 +24,6 @@ from orchestrator.sandbox.confine import Sandbox
 TITLE = "Add a changelog"
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 PROJECT = "humans: {decider: carol}\n"
-
-
-def repository(path: Path) -> Path:
-    path.mkdir()
-    (path / "README.md").write_text("widgets\n")
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
 
 
 async def open_office(home: Path) -> Office:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeForge, FunctionModel
-from proxy_support import SURE, drive, open_office, repository, run_jobs, start
+from local_repo import make_repo as repository
+from proxy_support import SURE, drive, open_office, run_jobs, start
 
 from bot.cli import main
 from orchestrator.bus.messages import AssistantTurn

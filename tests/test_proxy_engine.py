@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeForge, FunctionModel
+from local_repo import make_repo as repository
 from proxy_support import (
     AUDITS_GATE_6,
     NOWHERE,
     SURE,
     drive,
     open_office,
-    repository,
     run_jobs,
     start,
 )

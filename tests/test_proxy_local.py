@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fakes import FunctionModel
-from proxy_support import SURE, drive, open_office, repository, start
+from local_repo import make_repo as repository
+from proxy_support import SURE, drive, open_office, start
 
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import AssistantTurn, Message
