@@ -123,7 +123,8 @@ def _task(task: Task) -> str:
 
 def _gate(gate: Gate, *, now: float) -> list[str]:
     options = f" [{'/'.join(gate.options)}]" if gate.options else ""
-    asked = f"  #{gate.gate_id} {_gate_state(gate)}  {gate.kind}, asked by {gate.asked_by}"
+    asker = "the engine" if gate.engine_made else gate.asked_by
+    asked = f"  #{gate.gate_id} {_gate_state(gate)}  {gate.kind}, asked by {asker}"
     lines = [f"{asked} at {clock(gate.asked_at, now=now)}"]
     lines += _indent(printable(gate.question) + options, 6)
     if gate.answer is not None:

@@ -1,8 +1,8 @@
 """Jobs on a real repository and a real store, each with one gate, for the proxy's tests.
 
 The organisation is the shipped one on the demo model, except the proxy, whose model the
-test gives. The project lets the proxy answer `question` gates (every ask_human gate is
-one) when it has earned it, and names carol its decider.
+test gives. The project lets the proxy answer `plan` gates (the demo's one gate per job)
+when it has earned it, and names carol its decider.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from orchestrator.sandbox.confine import Sandbox
 
 TITLE = "Add a changelog"
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
-EARNING = "humans: {decider: carol}\ngates: {question: when_unsure}\n"
+EARNING = "humans: {decider: carol}\ngates: {plan: when_unsure}\n"
 SEED = "proxy-test"  # gates 1 to 9 are none of them audited under this seed
 AUDITS_GATE_6 = "h"  # gate 6 is in the audit sample under this seed
 SURE = "answer: yes\nconfidence: 0.93\nreasons: carol approved each of the last plans."

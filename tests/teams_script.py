@@ -31,7 +31,8 @@ ENV = {
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
     "PATH": "/usr/bin:/bin",
 }
-PROJECT = "humans: {decider: alice}\nparallel: 3\n"
+# These tests are about teams; the plan gate has its own (test_plan_gate.py).
+PROJECT = "humans: {decider: alice}\nparallel: 3\ngates: {plan: never}\n"
 TASKS = [
     (
         "Retitle the README for alpha",

@@ -292,8 +292,8 @@ async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: World) ->
 
 
 async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None:
-    """While paused an approved plan goes no further (no model call); direction given
-    meanwhile reaches the lead, whose task carries it; `/resume` finishes the job."""
+    """While paused an approved plan goes no further (its mini-team makes no model call);
+    direction given meanwhile reaches the lead; `/resume` finishes the job."""
     import sqlite3
 
     hub, server = world.hub, world.server
@@ -312,9 +312,12 @@ async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None
     await hub.comment_as(OWNER, REPO, number, "alice", "/approve")
     await settled(server)
     assert hub.comment_reactions(OWNER, REPO, refused) == ["confused"]
-    await asyncio.sleep(1.5)  # room for a (wrong) model call to make a task
+    await asyncio.sleep(1.5)  # room for a (wrong) model call by the task's mini-team
     with sqlite3.connect(store) as db:
-        assert db.execute("SELECT count(*) FROM tasks").fetchone() == (0,)
+        assert db.execute(
+            "SELECT count(*) FROM messages m JOIN conversations c USING (conversation_id)"
+            " WHERE c.kind = 'task' AND m.role = 'assistant'"
+        ).fetchone() == (0,)
     assert not hub.pulls(OWNER, REPO)
     shown = tracking(hub, number)[0]
     assert "**Direction for the lead:**\n- keep the entry to one line" in shown
@@ -322,8 +325,12 @@ async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None
     await hub.comment_as(OWNER, REPO, number, "alice", "/resume")
     await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
     with sqlite3.connect(store) as db:
-        (spec,) = db.execute("SELECT spec FROM tasks").fetchone()
-    assert "Direction from alice (the job's decider): keep the entry to one line" in spec
+        (heard,) = db.execute(
+            "SELECT count(*) FROM messages m JOIN conversations c USING (conversation_id)"
+            " WHERE c.kind != 'task' AND m.role = 'user' AND m.content LIKE ?",
+            ("%Direction from alice (the job's decider): keep the entry to one line%",),
+        ).fetchone()
+    assert heard == 1
     await until(lambda: "**Paused**" not in tracking(hub, number)[0], what="the hold lifted")
 
 

@@ -1,6 +1,6 @@
 """The proxy end to end through the App and the local GitHub stand-in, with a fixed seed.
 
-Six issues of one repository, one plan question each, alice the decider: the first five
+Six issues of one repository, one plan gate each, alice the decider: the first five
 questions are posted with the proxy's suggestion and answered by alice; the sixth is
 answered by the proxy in a comment that says it is the proxy, its answer, its figures and
 how to override. After alice's override the seventh question is hers again.
@@ -28,7 +28,7 @@ NOWHERE = Sandbox("unavailable", "not needed: the model here runs no shell")
 def source_repo(path: Path) -> Path:
     path.mkdir(parents=True)
     (path / ".teaparty").mkdir()
-    project = "humans: {decider: alice}\ngates: {question: when_unsure}\n"
+    project = "humans: {decider: alice}\ngates: {plan: when_unsure}\n"
     (path / ".teaparty" / "project.yaml").write_text(project)
     (path / "README.md").write_text("gadgets\n")
     for args in (

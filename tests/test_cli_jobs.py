@@ -96,13 +96,14 @@ def test_show_is_each_jobs_tracking_view(store: Store) -> None:
 
     parked = here("show", str(PARKED), home=store.home).stdout
     assert "  state       waiting: waiting for an answer to 1 question(s)\n" in parked
-    assert "  #3 open  question, asked by widgets/project-lead" in parked
-    assert "Plan for 'Park it': one task, reviewed" in parked
+    assert "  #3 open  plan, asked by the engine" in parked
+    assert "The plan: 1 task." in parked
+    assert "#1 Park it" in parked
     assert "[yes/no]" in parked
 
     cancelled = here("show", str(CANCELLED), home=store.home).stdout
     assert "  state       cancelled\n" in cancelled
-    assert "  #4 closed  question" in cancelled
+    assert "  #4 closed  plan" in cancelled
     assert f"  #1 cancel by {USER} (teaparty jobs cancel) at" in cancelled
     assert "done: job 4 cancelled: 1 open gate closed, 2 conversations stopped" in cancelled
 
@@ -142,9 +143,8 @@ def test_log_is_the_transcript_in_order_with_roles(store: Store) -> None:
         "engine -> office-manager  [request]",
         "  office-manager\n    -> send {",
         "office-manager -> widgets/project-lead  [request]",
-        "  widgets/project-lead\n    -> ask_human {",
-        f"{USER} (--yes) -> widgets/project-lead  [answers ask_human]",
         "widgets/project-lead <- task_create",
+        "  widgets/project-lead\n    -> dispatch {",  # held at the plan gate, then run
         "widgets/coding/implementer\n    -> write_file {",
         "widgets/coding/implementer -> widgets/coding/mini-team  [answers send]",
         "widgets/project-lead -> office-manager  [answers send]",
@@ -163,10 +163,14 @@ def test_log_is_the_transcript_in_order_with_roles(store: Store) -> None:
         "user",
         "request",
     )
-    asks = [e for e in entries if any(c["name"] == "ask_human" for c in e["tool_calls"])]
-    assert asks[0]["tool_calls"][0]["args"]["options"] == ["yes", "no"]
-    answer = next(e for e in entries if e["call_id"] == asks[0]["tool_calls"][0]["id"])
-    assert (answer["role"], answer["text"]) == ("tool", f"{USER} (--yes) answered: yes")
+    runs = [e for e in entries if any(c["name"] == "dispatch" for c in e["tool_calls"])]
+    assert runs[0]["tool_calls"][0]["args"] == {
+        "task": 1,
+        "brief": "Write docs/requests/add-docs.md.",
+    }
+    outcome = next(e for e in entries if e["call_id"] == runs[0]["tool_calls"][0]["id"])
+    assert outcome["role"] == "tool"
+    assert outcome["text"].startswith("Task #1 merged into teaparty/job-1-add-docs")
 
 
 def test_following_an_ended_job_prints_it_and_stops(store: Store) -> None:

@@ -71,7 +71,7 @@ def test_a_cancel_beside_a_run_is_carried_out_by_that_run(repo: Path, tmp_path: 
         cancelled = teaparty("jobs", "cancel", "1", home=home)
         assert cancelled.returncode == 0, cancelled.stderr
         assert cancelled.stdout == (
-            "job 1 cancelled: 1 open gate closed, 2 conversations stopped, 0 tasks cancelled "
+            "job 1 cancelled: 1 open gate closed, 2 conversations stopped, 1 task cancelled "
             "(by the teaparty process holding the store)\n"
         )
         assert term.wait(limit=10) == 1
@@ -169,7 +169,7 @@ def test_following_a_log_ends_with_the_job_or_at_ctrl_c(repo: Path, tmp_path: Pa
     park("Add docs", home=home, repo=repo)
     argv = [*CLI, "jobs", "log", "1", "--follow", "--home", str(home)]
     with Terminal(argv, tmp_path, ENV) as term:
-        term.expect("-> ask_human")
+        term.expect("-> dispatch")
         term.send("\x03")
         assert term.wait(limit=3) == 130
     assert "Traceback" not in term.output
@@ -178,7 +178,7 @@ def test_following_a_log_ends_with_the_job_or_at_ctrl_c(repo: Path, tmp_path: Pa
     )
     try:
         assert follow.stdout is not None
-        while "-> ask_human" not in follow.stdout.readline():
+        while "-> dispatch" not in follow.stdout.readline():
             pass
         assert teaparty("jobs", "cancel", "1", home=home).returncode == 0
         out, err = follow.communicate(timeout=10)

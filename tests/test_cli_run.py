@@ -80,7 +80,7 @@ def test_a_question_nobody_can_answer_parks_the_job_and_resume_answers_it(
     home = tmp_path / "home"
     parked = teaparty("run", "--title", "Add docs", home=home, cwd=repo, stdin="")  # no terminal
     assert parked.returncode == 4
-    assert "job 1 waits at gate 1: Plan for 'Add docs'" in parked.stderr
+    assert "job 1 waits at gate 1: The plan: 1 task." in parked.stderr
     assert f"teaparty run --repo {repo} --resume 1" in parked.stderr
     assert "Traceback" not in parked.stderr
     done = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)

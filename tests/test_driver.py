@@ -75,7 +75,7 @@ async def test_a_job_is_shown_asked_once_and_delivered_once(tmp_path: Path) -> N
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home")
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         job_id = await start(office, repo)
         assert await drive(office, forge, job_id) == "done"
         assert forge.asked == [1]
@@ -96,7 +96,7 @@ async def test_a_failed_delivery_survives_a_restart_and_is_retried_on_request(
     office = await open_office(home)
     try:
         refused = ForgeError("GitHub answered 422: No commits between main and the branch")
-        forge = FakeForge(office, answers={"Plan for": "yes"}, deliver_errors=[refused])
+        forge = FakeForge(office, answers={"The plan:": "yes"}, deliver_errors=[refused])
         job_id = await start(office, repo)
         assert await drive(office, forge, job_id) == "failed"
         assert forge.failed == [f"delivering the work failed: {refused}"]
@@ -142,7 +142,7 @@ async def test_a_rate_limit_holds_the_job_until_the_reset_and_fails_nothing(
     clock = Clock()
     try:
         limit = ForgeWaitError("waiting for GitHub: rate limit for 90s", retry_at=clock.now + 90)
-        forge = FakeForge(office, answers={"Plan for": "yes"}, deliver_errors=[limit])
+        forge = FakeForge(office, answers={"The plan:": "yes"}, deliver_errors=[limit])
         job_id = await start(office, repo)
         driver = JobDriver(office, lambda _: _forge(forge), clock=clock)
         while await driver.sync(job_id) != "delivering":
@@ -171,15 +171,15 @@ async def test_a_job_that_changed_nothing_delivers_nothing(tmp_path: Path) -> No
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home")
     try:
-        forge = FakeForge(office, answers={"Plan for": "no, not now"})
+        forge = FakeForge(office, answers={"The plan:": "no, not now"})
         job_id = await start(office, repo)
         assert await drive(office, forge, job_id) == "done"
         assert forge.delivered == []
         final = forge.statuses[-1]
         assert (final.state, final.link) == ("done", None)
-        assert (
-            final.result == "Plan rejected, so nothing was changed: decider answered: no, not now"
-        )
+        assert final.result is not None
+        assert final.result.startswith("Plan rejected, so nothing was changed: dispatch: the plan")
+        assert "(decider answered 'no, not now')" in final.result
     finally:
         await office.close()
 
@@ -231,7 +231,7 @@ async def test_a_workspace_made_before_a_crash_is_finished_and_the_job_runs(
             slug="changelog",
         )
         assert not await office.is_ready(job_id)
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         assert await drive(office, forge, job_id) == "done"
         assert await office.is_ready(job_id)
         assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]

@@ -95,7 +95,7 @@ async def test_the_holder_carries_out_commands_on_its_next_pass(repo: Path, tmp_
             (
                 "done",
                 f"job {parked} cancelled: 1 open gate closed, 2 conversations stopped, "
-                "0 tasks cancelled",
+                "1 task cancelled",
             ),
             ("done", f"job {parked} was already cancelled"),
         ]

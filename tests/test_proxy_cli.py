@@ -20,11 +20,11 @@ async def a_store_with_history(tmp_path: Path) -> Path:
     home, repo = tmp_path / "home", repository(tmp_path / "widgets")
     office = await open_office(home, FunctionModel(lambda _: AssistantTurn(SURE)))
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 7))
         assert [gate for gate, _ in forge.proxy_answers] == [6]
         job_id = await start(office, repo, 7)
-        forge.answers = {"Plan for": "no"}  # the decider disagrees with the proxy's "yes"
+        forge.answers = {"The plan:": "no"}  # the decider disagrees with the proxy's "yes"
         await office.proxy.use_seed("s29")  # ... at gate 7, which the audit sends to them
         assert await drive(office, forge, job_id) == "done"
     finally:
@@ -39,7 +39,7 @@ def test_stats_as_a_table_and_as_json(tmp_path: Path, capsys: pytest.CaptureFixt
     assert row == {
         "project": "widgets",
         "decider": "carol",
-        "kind": "question",
+        "kind": "plan",
         "gates": 7,
         "decisions": 6,
         "agreements": 5,
@@ -58,7 +58,7 @@ def test_stats_as_a_table_and_as_json(tmp_path: Path, capsys: pytest.CaptureFixt
         *("alone", "overrides", "autonomy"),
     ]
     assert line.split()[:10] == [
-        *("widgets", "carol", "question", "7", "6", "5", "0.50", "1", "0", "no:"),
+        *("widgets", "carol", "plan", "7", "6", "5", "0.50", "1", "0", "no:"),
     ]
     assert line.endswith("no: 0 of 5 comparable decisions so far")
 
@@ -85,7 +85,7 @@ async def test_counting_every_decision_a_group_may_qualify_with_no_trusted_band(
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(lambda _: AssistantTurn(unsure)))
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 6))
         (row,) = await proxy_stats(office.engine.store, rules=Rules(comparable="all"))
         assert (row.comparable, row.trusted_bands) == (5, ("0.5–0.6",))

@@ -38,7 +38,7 @@ async def test_it_asks_after_four_agreements_answers_after_five_and_asks_after_a
     repo, model = repository(tmp_path / "widgets"), FunctionModel(sure)
     office = await open_office(tmp_path / "home", model)
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 6))
         assert forge.asked == [1, 2, 3, 4, 5], "four agreeing decisions, then a fifth ask"
         fifth = forge.suggestions[5]
@@ -70,10 +70,11 @@ async def test_it_asks_after_four_agreements_answers_after_five_and_asks_after_a
         assert gate[:3] == ("yes", "proxy", "proxy")
         (override,) = corrected
         assert (override.agreed, override.delivered_to) == (False, gate[3])
-        texts = [m.text for m in await office.engine.bus.transcript(gate[3])]
-        answered = texts.index("the proxy for the decider answered: yes")
-        (correction,) = [t for t in texts if t.startswith("carol, the decider, overrides")]
-        assert texts.index(correction) > answered
+        lead = await office.engine.bus.transcript(gate[3])
+        (correction,) = [m for m in lead if m.text.startswith("carol, the decider, overrides")]
+        (ran,) = [m for m in lead if m.role == "tool" and m.call_id == "run"]  # the plan ran
+        assert ran.seq < correction.seq
+        correction = correction.text
         assert "The proxy answered 'yes'; their answer is: no" in correction
 
         await run_jobs(office, forge, repo, range(7, 8))
@@ -94,7 +95,7 @@ async def test_an_audited_gate_goes_to_the_decider_though_the_proxy_has_earned_i
     office = await open_office(tmp_path / "home", FunctionModel(sure))
     try:
         await office.proxy.use_seed(AUDITS_GATE_6)
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 8))
         assert forge.asked == [1, 2, 3, 4, 5, 6]
         assert forge.suggestions[6].why == "one of the eligible gates that still go to the decider"
@@ -121,7 +122,7 @@ async def test_garbage_from_the_model_leaves_the_gate_to_the_decider(
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", model)
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 2))
         assert forge.asked == [1]
         assert forge.suggestions[1] is None
@@ -142,7 +143,7 @@ async def test_a_tool_call_instead_of_a_prediction_is_no_prediction(tmp_path: Pa
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(lambda _: turn))
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 2))
         assert forge.suggestions[1] is None
     finally:
@@ -166,17 +167,17 @@ async def test_an_auto_job_is_answered_by_the_proxy_from_its_first_gate(tmp_path
 
 async def test_auto_does_not_override_a_policy_of_always_asking(tmp_path: Path) -> None:
     repo = repository(tmp_path / "widgets")
-    always = "humans: {decider: carol}\n"  # question gates: always (the default)
+    always = "humans: {decider: carol}\ngates: {plan: always}\n"
     office = await open_office(tmp_path / "home", FunctionModel(sure), project=always)
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         job_id = await start(office, repo, 1, project=always)
         await office.proxy.set_auto(job_id, on=True, by="carol")
         assert await drive(office, forge, job_id) == "done"
         assert forge.asked == [1]
-        assert forge.suggestions[1].why == "the project's policy for question gates is always"
+        assert forge.suggestions[1].why == "the project's policy for plan gates is always"
         (stats,) = await proxy_stats(office.engine.store)
-        assert stats.why_not == "the project's policy for question gates is always"
+        assert stats.why_not == "the project's policy for plan gates is always"
     finally:
         await office.close()
 
@@ -236,7 +237,7 @@ async def test_overrides_are_refused_repeated_or_agreeing_as_the_case_may_be(
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(sure))
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
         (asked,) = await run_jobs(office, forge, repo, range(1, 2))
         with pytest.raises(NotProxyAnsweredError, match="gate 1: the proxy did not answer"):
             await office.proxy.record_override(1, "no", "carol")
@@ -328,7 +329,7 @@ async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
         home, org=org, projects=[], models=lambda _: model, env={}, sandbox=NOWHERE
     )
     try:
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
 
         async def forges(_: int) -> Forge:
             return forge
@@ -375,7 +376,7 @@ async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) ->
         await office.prepare(job_id)
         await office.run_until_idle()
         assert await office.control.pause(job_id, by="carol")
-        forge = FakeForge(office, answers={"Plan for": "yes"})
+        forge = FakeForge(office, answers={"The plan:": "yes"})
 
         async def forges(_: int) -> Forge:
             return forge
@@ -416,7 +417,9 @@ async def test_the_deciders_remembered_preferences_reach_the_proxy(tmp_path: Pat
     try:
         job_id = await start(office, repo, 1)
         assert await office.remember(job_id, "Plans that add docs are always fine.", by="carol")
-        assert await drive(office, FakeForge(office, answers={"Plan for": "yes"}), job_id) == "done"
+        assert (
+            await drive(office, FakeForge(office, answers={"The plan:": "yes"}), job_id) == "done"
+        )
         (request,) = model.requests
         assert "- Plans that add docs are always fine." in request.messages[0].text
         assert "<question>" in request.messages[0].text

@@ -35,11 +35,11 @@ async def test_the_terminal_shows_suggestions_then_the_proxys_own_answer(tmp_pat
         assert len(suggested) == 5
         assert suggested[-1] == (
             "  the proxy suggests: yes (stated confidence 0.93, measured 0.83; agreement with "
-            "carol 0.83 over 4 comparable question decision(s); 4 of 5 comparable decisions "
+            "carol 0.83 over 4 comparable plan decision(s); 4 of 5 comparable decisions "
             "so far)"
         )
         answered = lines[lines.index(next(x for x in lines if "the proxy answered" in x)) - 1 :]
-        assert answered[0].startswith("gate 6 (widgets/project-lead): Plan for 'Add a changelog'")
+        assert answered[0].startswith("gate 6 (plan, ")
         assert answered[1].startswith("  the proxy answered for carol: yes (stated confidence 0.93")
         assert answered[2] == "  its reasons: carol approved each of the last plans."
     finally:

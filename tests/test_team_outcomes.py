@@ -115,7 +115,7 @@ async def test_a_job_runs_no_more_mini_teams_at_once_than_its_bound(tmp_path: Pa
     approve = {"phase-reviewer": lambda r: AssistantTurn(text="approve")}
     out = await run(
         tmp_path,
-        project="humans: {decider: alice}\nparallel: 2\n",
+        project="humans: {decider: alice}\nparallel: 2\ngates: {plan: never}\n",
         **{"project-lead": lead_of_four, "implementer": worker_of_four, **approve},
     )
     assert [t.state for t in out["tasks"]] == ["done"] * 4  # type: ignore[attr-defined]

@@ -36,11 +36,10 @@ async def test_a_parked_job_is_cancelled_whole(repo: Path, tmp_path: Path) -> No
         assert (withdrawn.gates, withdrawn.conversations, withdrawn.tasks) == (
             (gate.gate_id,),
             2,
-            (),
+            (1,),  # the plan's task, never started
         )
         assert withdrawn.describe() == (
-            f"job {job_id} cancelled: 1 open gate closed, 2 conversations stopped, "
-            "0 tasks cancelled"
+            f"job {job_id} cancelled: 1 open gate closed, 2 conversations stopped, 1 task cancelled"
         )
         record = await office.records.job(job_id)
         assert record is not None
@@ -74,7 +73,7 @@ async def test_a_job_that_ended_cannot_be_cancelled(repo: Path, tmp_path: Path) 
     office = await open_office(tmp_path / "home")
     try:
         job_id = await start(office, repo, "Add docs")
-        forge = Parking(office, answers={"Plan for": "yes"})
+        forge = Parking(office, answers={"The plan:": "yes"})
         assert await drive(office, forge, job_id) == "waiting"
         [gate] = await office.open_gates(job_id)
         await office.answer_gate(gate.gate_id, text="yes", answered_by="carol")

@@ -103,6 +103,15 @@ def _tokens(status: JobStatus) -> str:
     )
 
 
+ENGINE_GATE_TITLES = {
+    "intent": "is this what the issue asks for?",
+    "plan": "the plan, before any task runs",
+    "budget": "the job would pass its budget",
+    "merge-conflict": "a task's work conflicts with the job's",
+    "protected-path": "the change touches protected paths",
+}
+
+
 def gate_body(
     gate: Gate, *, decider: str, agent: Outbound, suggestion: ProxyDecision | None = None
 ) -> str:
@@ -110,6 +119,11 @@ def gate_body(
     with the proxy's prediction as a suggestion where it made one."""
     options = f"\n\nOptions: {', '.join(map(code_span, gate.options))}" if gate.options else ""
     asker = agent.inline(gate.asked_by.rsplit("/", 1)[-1])
+    heading = f"from {asker}"
+    how = "on a line of its own, or reply in words."
+    if gate.engine_made:  # the engine's own rules ask it: its options are the commands
+        heading, options = f"— {ENGINE_GATE_TITLES.get(gate.kind, gate.kind)}", ""
+        how = "on a line of its own."
     suggested = ""
     if suggestion is not None:
         suggested = (
@@ -119,10 +133,10 @@ def gate_body(
         )
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
-        f"**Question {gate.gate_id}** from {asker} (`{gate.kind} {gate.short_hash}`):\n\n"
+        f"**Question {gate.gate_id}** {heading} (`{gate.kind} {gate.short_hash}`):\n\n"
         f"{quote_block(agent.block(gate.question))}{options}{suggested}\n\n"
         f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
-        f"`/revise <what>` on a line of its own, or reply in words."
+        f"`/revise <what>` {how}"
     )
 
 

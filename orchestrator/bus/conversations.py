@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.agents.tools import BusCalls
-from orchestrator.bus import dispatch, failures, gates
+from orchestrator.bus import answers, dispatch, failures, gates
 from orchestrator.bus import transactions as txn
 from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.events import (
@@ -287,8 +287,8 @@ class ConversationBus:
                     conversation_id, opened.conversation_id, agent, opened.recipient, opened.queued
                 )
             )
-        for gate_id, ask in zip(outcome.gates, calls.asks, strict=True):
-            self.events.publish(GateAsked(gate_id, conversation_id, ask.kind, ask.question))
+        for gate_id, kind, question in outcome.gates:
+            self.events.publish(GateAsked(gate_id, conversation_id, kind, question))
         if tail.awaiting_input:
             self.events.publish(StateChanged(conversation_id, "awaiting_input"))
         elif tail.pending_count:
@@ -376,14 +376,14 @@ class ConversationBus:
         via: gates.AnsweredVia = "human",
         ref: str | None = None,
     ) -> gates.Gate:
-        """Record an answer and wake the conversation that asked (see `gates.answer`)."""
+        """Record an answer, carry it out and wake who now has work (see `answers.answer`)."""
         gate = await self.store.write(
-            lambda tx: gates.answer(
+            lambda tx: answers.answer(
                 tx, gate_id, text=text, answered_by=answered_by, via=via, ref=ref
             )
         )
         self.events.publish(GateAnswered(gate_id, gate.conversation_id, answered_by, via))
-        self.on_wake([gate.conversation_id])
+        self.on_wake(gate.woken)
         return gate
 
     async def answered_from(self, ref: str) -> int | None:

@@ -33,6 +33,7 @@ from orchestrator.bus.transactions import (
 )
 from orchestrator.errors import BusError
 from orchestrator.store.sqlite import Tx, now
+from orchestrator.teams import plan_gate
 from orchestrator.teams.transactions import DispatchIntent, dispatch_task, waiting_teams
 
 
@@ -82,12 +83,16 @@ def record_turn(
         (row.agent, "assistant", assistant_content(turn), turn.usage)
     ]
     opened = [_send(tx, row, send, outcome) for send in sends]
-    opened += [dispatch_task(tx, row, intent, outcome) for intent in dispatches]
+    held = plan_gate.hold(tx, row, list(dispatches))  # the plan goes to its decider first
+    if held is not None:
+        outcome.gates.append((held, "plan", gates.get(tx, held).question))
+    else:
+        opened += [dispatch_task(tx, row, intent, outcome) for intent in dispatches]
     results += [refusal for refusal in opened if refusal is not None]
     pending = opened.count(None)  # each Send or dispatch that opened awaits one reply
     for message in messages:
         results.append(_message(tx, row, message, outcome))
-    outcome.gates += [gates.ask(tx, row, intent) for intent in asks]
+    outcome.gates += [(gates.ask(tx, row, i), i.kind, i.question) for i in asks]
     order = {c.call_id: n for n, c in enumerate(turn.tool_calls)}
     results.sort(key=lambda r: order.get(r.call_id, len(order)))
     entries += [(row.agent, "tool", tool_content(r), None) for r in results]

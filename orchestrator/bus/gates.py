@@ -1,7 +1,11 @@
-"""Gates: questions an agent puts to a person (ask_human), as rows, and their answers.
+"""Gates: questions put to a person, as rows, and their answers.
 
+An agent asks with ask_human (a `question`); the engine asks itself (`ask_engine`) where
+its rules say a person decides: an `intent` before planning, the `plan` before any task
+runs, a `budget` about to be passed, a `merge-conflict`, a change to a `protected-path`.
 Asking parks the conversation (awaiting_input counts its open gates); an answer is
-recorded on the gate and delivered as the ask_human call's result, which wakes it.
+recorded on the gate and, for a question, delivered as the ask_human call's result, which
+wakes it. What an answer to an engine gate does is the kind's (orchestrator/bus/answers.py).
 Who may answer is the edge's decision (the decider of the project or workgroup); the
 engine records who did, and whether a human or the proxy. A gate of a cancelled job is
 closed unanswered (`closed_at`), and answers nothing after.
@@ -11,16 +15,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from orchestrator.bus.messages import InboxKind
 from orchestrator.bus.transactions import ConversationRow, deliver
 from orchestrator.errors import BusError, GateClosedError
 from orchestrator.store.sqlite import Tx, now
 
-GateKindName = Literal["plan", "question", "escalation", "pull_request"]
+GateKindName = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]
+GateMode = Literal["always", "when_unsure", "never"]
 AnsweredVia = Literal["human", "proxy"]
+ENGINE = "engine"  # who asks the gates the engine's own rules call for
+# What a job does without a project file's word (docs/configuration.md).
+DEFAULT_MODES: Mapping[str, GateMode] = {
+    "intent": "never",
+    "plan": "when_unsure",
+    "question": "always",
+    "budget": "always",
+    "merge-conflict": "always",
+    "protected-path": "always",
+}
+_YES = ("yes", "approve", "approved", "proceed", "ok", "go ahead")
 
 
 @dataclass(frozen=True)
@@ -57,6 +74,18 @@ class Gate:
     answered_at: float | None = None
     closed_at: float | None = None  # closed unanswered: its job was cancelled
     closed_idle_at: float | None = None  # when waiting for it closed the job, if it did
+    payload: Mapping[str, Any] = field(default_factory=dict)  # what an engine gate acts on
+    woken: tuple[str, ...] = ()  # not stored: conversations its answer gave work to
+
+    @property
+    def engine_made(self) -> bool:
+        """Whether the engine asked it (its answer is acted on by the engine, not an agent)."""
+        return self.asked_by == ENGINE
+
+    @property
+    def approved(self) -> bool:
+        """Whether its answer approves (`yes`, `/approve`, `ok`, ...)."""
+        return self.answer is not None and approves(self.answer)
 
     @property
     def short_hash(self) -> str:
@@ -67,12 +96,28 @@ class Gate:
 SHORT_HASH = 7
 
 
+def approves(text: str) -> bool:
+    """Whether an answer approves: it starts with yes, approve(d), proceed, ok or go ahead."""
+    said = " ".join(text.casefold().split()).lstrip(" *_`'\"")
+    return any(
+        said == word or (said.startswith(word) and not said[len(word)].isalnum()) for word in _YES
+    )
+
+
 def content_hash(
-    *, kind: str, question: str, options: tuple[str, ...], title: str, brief: str, base: str
+    *,
+    kind: str,
+    question: str,
+    options: tuple[str, ...],
+    title: str,
+    brief: str,
+    base: str,
+    pinned: Mapping[str, Any] | None = None,
 ) -> str:
     """What a gate approves, hashed: its question and options, the issue's title and text
-    (the job's brief) and the commit the work starts from. Any change gives a new hash."""
-    facts = {
+    (the job's brief), the commit the work starts from, and what an engine gate pins
+    (`pinned`: a head commit, files, a diff). Any change gives a new hash."""
+    facts: dict[str, object] = {
         "kind": kind,
         "question": question,
         "options": list(options),
@@ -80,7 +125,27 @@ def content_hash(
         "brief": brief,
         "base": base,
     }
+    if pinned:
+        facts["pinned"] = dict(pinned)
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+# A job that recorded no policy (started on the engine alone, or before jobs kept one) has
+# no gates of the engine's own: only its agents' questions.
+UNRECORDED_MODES: Mapping[str, GateMode] = {
+    kind: "always" if kind == "question" else "never" for kind in DEFAULT_MODES
+}
+
+
+def modes(tx: Tx, job_id: int | None) -> Mapping[str, GateMode]:
+    """The gate modes a job runs under: its project's when it started (the office records
+    them, kinds it left out at their defaults); without a record, `UNRECORDED_MODES`."""
+    row = None
+    if job_id is not None:
+        row = tx.execute("SELECT gate_modes FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    if row is None or not row[0]:
+        return UNRECORDED_MODES
+    return {**DEFAULT_MODES, **json.loads(row[0])}
 
 
 def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
@@ -101,7 +166,37 @@ def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
 
 def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
     """Record a gate and park its conversation until it is answered; returns the gate id."""
-    title, brief, base = _job_content(tx, row.job_id)
+    return _insert(tx, row.job_id, row.conversation_id, intent, asked_by=row.agent)
+
+
+def ask_engine(
+    tx: Tx,
+    *,
+    job_id: int,
+    conversation_id: str,
+    intent: AskIntent,
+    payload: Mapping[str, Any] | None = None,
+    pinned: Mapping[str, Any] | None = None,
+) -> int:
+    """A gate the engine asks: it parks `conversation_id` like an agent's question, but its
+    answer is acted on by the engine (orchestrator/bus/answers.py), with `payload`; what it
+    approves includes `pinned`. Returns the gate id."""
+    return _insert(
+        tx, job_id, conversation_id, intent, asked_by=ENGINE, payload=payload, pinned=pinned
+    )
+
+
+def _insert(
+    tx: Tx,
+    job_id: int | None,
+    conversation_id: str,
+    intent: AskIntent,
+    *,
+    asked_by: str,
+    payload: Mapping[str, Any] | None = None,
+    pinned: Mapping[str, Any] | None = None,
+) -> int:
+    title, brief, base = _job_content(tx, job_id)
     digest = content_hash(
         kind=intent.kind,
         question=intent.question,
@@ -109,28 +204,30 @@ def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
         title=title,
         brief=brief,
         base=base,
+        pinned=pinned,
     )
     at = now()
     (gate_id,) = tx.execute(
         "INSERT INTO gates (job_id, conversation_id, call_id, kind, question, options, asked_by,"
-        " asked_at, content_hash, hashed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " asked_at, content_hash, hashed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " RETURNING gate_id",
         (
-            row.job_id,
-            row.conversation_id,
+            job_id,
+            conversation_id,
             intent.call_id,
             intent.kind,
             intent.question,
             json.dumps(list(intent.options)),
-            row.agent,
+            asked_by,
             at,
             digest,
             at,
+            json.dumps(dict(payload)) if payload else None,
         ),
     ).fetchone()
     tx.execute(
         "UPDATE conversations SET awaiting_input = awaiting_input + 1 WHERE conversation_id = ?",
-        (row.conversation_id,),
+        (conversation_id,),
     )
     return int(gate_id)
 
@@ -166,6 +263,8 @@ def answer(
         " WHERE conversation_id = ?",
         (gate.conversation_id,),
     )
+    if gate.engine_made:  # what it does is the kind's (orchestrator/bus/answers.py)
+        return get(tx, gate_id)
     label = "the proxy for the decider" if via == "proxy" else answered_by
     deliver(
         tx,
@@ -223,14 +322,14 @@ def get(tx: Tx, gate_id: int) -> Gate:
         "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
         " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at,"
         " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider, answered_at,"
-        " closed_at, closed_idle_at FROM gates WHERE gate_id = ?",
+        " closed_at, closed_idle_at, payload FROM gates WHERE gate_id = ?",
         (gate_id,),
     ).fetchone()
     if row is None:
         raise BusError(f"no gate {gate_id}")
     gate_id, job_id, conversation_id, call_id, kind, question, options, *answered = row
     asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, *times = answered
-    asked_at, digest, hashed_at, decider, answered_at, closed_at, closed_idle_at = times
+    asked_at, digest, hashed_at, decider, answered_at, closed_at, closed_idle_at, payload = times
     return Gate(
         gate_id,
         job_id,
@@ -252,6 +351,7 @@ def get(tx: Tx, gate_id: int) -> Gate:
         answered_at,
         closed_at,
         closed_idle_at,
+        json.loads(payload) if payload else {},
     )
 
 

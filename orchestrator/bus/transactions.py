@@ -75,7 +75,7 @@ class Outcome:
     woken: list[str] = field(default_factory=list)
     replied_to: str | None = None
     closed: bool = False
-    gates: list[int] = field(default_factory=list)
+    gates: list[tuple[int, str, str]] = field(default_factory=list)  # (id, kind, question)
 
 
 _CONVERSATION_SQL = """

@@ -211,7 +211,7 @@ def _fields_at(model: type[BaseModel], loc: KeyPath) -> tuple[str, ...]:
         if inner is None:
             return ()
         current = inner
-    return tuple(current.model_fields)
+    return tuple(f.alias or name for name, f in current.model_fields.items())
 
 
 def _model_in(annotation: object) -> type[BaseModel] | None:

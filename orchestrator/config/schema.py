@@ -24,7 +24,7 @@ KNOWN_TOOLS: frozenset[str] = frozenset(
         "dispatch",
     }
 )
-GateKind = Literal["plan", "question", "escalation", "pull_request"]
+GateKind = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]
 GateMode = Literal["always", "when_unsure", "never"]
 ORG_FILE = "teaparty.yaml"
 PROJECT_FILE = ".teaparty/project.yaml"
@@ -289,20 +289,28 @@ class WorkgroupRef(_Model):
 
 
 class GatesFile(_Model):
-    """Gate policy as written; every kind has a default."""
+    """Gate policy as written; every kind has a default. `always`: a person answers (the
+    proxy only suggests); `when_unsure`: the proxy may answer once it has earned that;
+    `never`: no gate (see docs/configuration.md for what each kind then does)."""
 
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    intent: GateMode = "never"
     plan: GateMode = "when_unsure"
     question: GateMode = "always"
-    escalation: GateMode = "always"
-    pull_request: GateMode = "never"
+    budget: GateMode = "always"
+    merge_conflict: Annotated[GateMode, Field(alias="merge-conflict")] = "always"
+    protected_path: Annotated[GateMode, Field(alias="protected-path")] = "always"
 
     def as_mapping(self) -> dict[GateKind, GateMode]:
         """Every gate kind with its mode."""
         return {
+            "intent": self.intent,
             "plan": self.plan,
             "question": self.question,
-            "escalation": self.escalation,
-            "pull_request": self.pull_request,
+            "budget": self.budget,
+            "merge-conflict": self.merge_conflict,
+            "protected-path": self.protected_path,
         }
 
 

@@ -66,7 +66,7 @@ class LocalForge:
     ) -> None:
         """Ask the gate at the terminal and record the answer as the decider's (with `auto`,
         answer it so on their behalf, and say so); the proxy's suggestion is shown first."""
-        self.say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
+        self.say(f"gate {gate.gate_id} ({_who(gate)}): {gate.question}")
         if suggestion is not None:
             self.say(f"  the proxy suggests: {suggestion.answer} ({proxy_figures(suggestion)})")
         if self.auto is not None:
@@ -81,7 +81,7 @@ class LocalForge:
 
     async def proxy_answered(self, status: JobStatus, gate: Gate, decision: ProxyDecision) -> None:
         """Print the answer the proxy gave alone, and why."""
-        self.say(f"gate {gate.gate_id} ({gate.asked_by}): {gate.question}")
+        self.say(f"gate {gate.gate_id} ({_who(gate)}): {gate.question}")
         self.say(
             f"  the proxy answered for {decision.decider}: {decision.answer} "
             f"({proxy_figures(decision)})"
@@ -120,3 +120,8 @@ def proxy_figures(decision: ProxyDecision) -> str:
         f"{decision.decider} {decision.agreement:.2f} over {decision.comparable} comparable "
         f"{decision.kind} decision(s); {decision.why}"
     )
+
+
+def _who(gate: Gate) -> str:
+    """Who asks: the agent, or for the engine's own gates their kind (`plan`, `budget`)."""
+    return f"{gate.kind}, {gate.short_hash}" if gate.engine_made else gate.asked_by

@@ -9,6 +9,7 @@ the App and the tests drive.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -266,6 +267,8 @@ class Office:
                     source.slug,
                 ),
             )
+            modes = json.dumps(dict(self.projects[project].gates))  # the policy it started under
+            tx.execute("UPDATE jobs SET gate_modes = ? WHERE job_id = ?", (modes, job_id))
 
         async with self.learnings.lock:  # `prepare` may be storing the job's learnings
             return await self.engine.bus.start_job(

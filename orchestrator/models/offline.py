@@ -1,11 +1,11 @@
 """The scripted organisation `teaparty run` uses with no ANTHROPIC_API_KEY.
 
 It plays every role deterministically, and everything it does is real: the office
-manager hands the job to the project lead; the lead asks the decider to approve its plan
-(a gate), puts one task on the board and dispatches it (a one-task job flattens to one
-mini-team); the worker writes a file in its task worktree, which the engine commits; the
-reviewer reads the file and approves; the engine merges; the proxy predicts the first
-option at each gate. None of it needs a shell, so it
+manager hands the job to the project lead; the lead puts one task on the board and
+dispatches it, which the engine first puts to the decider as the plan (a gate); the task
+then runs (a one-task job flattens to one mini-team); the worker writes a file in its task
+worktree, which the engine commits; the reviewer reads the file and approves; the engine
+merges; the proxy predicts the first option at each gate. None of it needs a shell, so it
 runs where agents' shells cannot be sandboxed. It says in the file and in its replies
 that it is the scripted stand-in for a model.
 """
@@ -72,33 +72,26 @@ class DemoModel:
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
         # Where the lead is comes from its newest tool result: a person's direction
-        # (`/steer`) or an advisor's words may come between, and are carried into the task.
+        # (`/steer`) or an advisor's words may come between, and are carried along.
         results = [m for m in request.messages if m.role == "tool"]
         last = results[-1] if results else request.messages[-1]
         title, body, path = self._job(request)
+        heard = [
+            m.text for m in request.messages if m.role == "user" and m is not request.messages[0]
+        ]
         if not any(m.role == "assistant" for m in request.messages):
-            question = (
-                f"Plan for {title!r}: one task, reviewed: record the request in "
-                f"{path} and commit it on the job branch. Proceed?"
-            )
-            return _call("plan", "ask_human", question=question, options=["yes", "no"])
-        if last.call_id == "plan":
-            if not last.text.lower().rstrip(".").endswith("yes"):
-                return AssistantTurn(text=f"Plan rejected, so nothing was changed: {last.text}")
             spec = (
                 f"Record this request in {path} and commit it.\nTitle: {title}\n\n"
                 f"<issue>\n{body}\n</issue>\n\nAcceptance: {path} exists and quotes the request."
             )
-            heard = [
-                m.text
-                for m in request.messages
-                if m.role == "user" and m is not request.messages[0]
-            ]
             spec += "".join(f"\n\nHeard: {text}" for text in heard)
             return _call("task", "task_create", title=title[:70], spec=spec, review="spec-only")
-        if last.call_id == "task":
+        if last.call_id == "task":  # the engine puts the plan to the decider before it runs
             return _call("run", "dispatch", task=1, brief=f"Write {path}.")
-        return AssistantTurn(text=f"Done. {last.text}")
+        if last.call_id == "run" and "plan was not approved" in last.text:
+            return AssistantTurn(text=f"Plan rejected, so nothing was changed: {last.text}")
+        said = "".join(f"\nHeard: {text}" for text in heard)
+        return AssistantTurn(text=f"Done. {last.text}{said}")
 
     def _worker(self, request: ModelRequest) -> AssistantTurn:
         done = {m.call_id for m in request.messages if m.role == "tool"}

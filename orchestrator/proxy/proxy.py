@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from orchestrator.bus import gates
+from orchestrator.bus import answers, gates
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import GateAnswered
 from orchestrator.bus.messages import Message, Usage
@@ -93,7 +93,9 @@ class Proxy:
             self.bus.events.publish(
                 GateAnswered(gate.gate_id, gate.conversation_id, self.agent.name, "proxy")
             )
-            self.bus.on_wake([gate.conversation_id])
+            # what the answer set going (a plan's dispatches, say) is found in the store
+            more = await self.bus.runnable(gate.job_id) if gate.job_id is not None else []
+            self.bus.on_wake([gate.conversation_id, *more])
         return decided
 
     def _look(self, tx: Tx, gate: gates.Gate, project: Project) -> tuple[Group, list[PastGate]]:
@@ -205,7 +207,7 @@ class Proxy:
             why, alone = "the gate was closed (its job cancelled) before the proxy was done", False
         if alone:
             by = self.agent.name
-            gates.answer(tx, gate.gate_id, text=prediction.answer, answered_by=by, via="proxy")
+            answers.answer(tx, gate.gate_id, text=prediction.answer, answered_by=by, via="proxy")
         return replace(
             decision,
             answer=prediction.answer,

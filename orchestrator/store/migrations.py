@@ -406,6 +406,51 @@ CREATE TABLE proxy_settings (
 INSERT INTO proxy_settings (name, value) VALUES ('seed', lower(hex(randomblob(16))));
 """
 
+# Gates the engine itself asks (intent, plan, budget, merge-conflict, protected-path) beside
+# an agent's questions: the kind's CHECK widens (SQLite rebuilds the table for that, with
+# foreign keys off while it runs), and `payload` keeps what the engine acts on once the gate
+# is answered (the dispatches a plan gate holds, the head a protected-path gate pins). A job
+# keeps the gate modes its project had when it started (`gate_modes`, JSON; NULL: defaults).
+GATE_KINDS = """
+CREATE TABLE gates_new (
+    gate_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER REFERENCES jobs (job_id),
+    conversation_id TEXT NOT NULL REFERENCES conversations (conversation_id),
+    call_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('intent', 'plan', 'question', 'budget', 'merge-conflict',
+                                    'protected-path', 'escalation', 'pull_request')),
+    question        TEXT NOT NULL,
+    options         TEXT,
+    asked_by        TEXT NOT NULL,
+    decider         TEXT,
+    comment_ref     TEXT,
+    answer          TEXT,
+    answered_by     TEXT,
+    answered_via    TEXT CHECK (answered_via IN ('human', 'proxy')),
+    asked_at        REAL NOT NULL,
+    answered_at     REAL,
+    answer_ref      TEXT,
+    content_hash    TEXT,
+    hashed_at       REAL,
+    closed_at       REAL,
+    closed_idle_at  REAL,
+    payload         TEXT,
+    UNIQUE (conversation_id, call_id)
+);
+INSERT INTO gates_new (gate_id, job_id, conversation_id, call_id, kind, question, options,
+    asked_by, decider, comment_ref, answer, answered_by, answered_via, asked_at, answered_at,
+    answer_ref, content_hash, hashed_at, closed_at, closed_idle_at)
+SELECT gate_id, job_id, conversation_id, call_id, kind, question, options,
+    asked_by, decider, comment_ref, answer, answered_by, answered_via, asked_at, answered_at,
+    answer_ref, content_hash, hashed_at, closed_at, closed_idle_at FROM gates;
+DROP TABLE gates;
+ALTER TABLE gates_new RENAME TO gates;
+CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
+CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
+ALTER TABLE jobs ADD COLUMN gate_modes TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -421,4 +466,5 @@ MIGRATIONS: tuple[str, ...] = (
     GATES_CLOSED_IDLE,
     PREFERENCES_AND_JOB_BUDGETS,
     PROXY_DECISIONS,
+    GATE_KINDS,
 )

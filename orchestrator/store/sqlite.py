@@ -158,17 +158,15 @@ class Store:
                     f"{self.path}: schema version {version} is newer than this teaparty "
                     f"({len(MIGRATIONS)}); upgrade teaparty"
                 )
-            for number in range(version + 1, len(MIGRATIONS) + 1):
-                try:
-                    tx.executescript(
-                        f"BEGIN IMMEDIATE;{MIGRATIONS[number - 1]};"
-                        f"PRAGMA user_version={number};COMMIT;"
-                    )
-                except sqlite3.Error as exc:
-                    if tx.in_transaction:
-                        tx.execute("ROLLBACK")
-                    raise StoreError(f"{self.path}: migration {number} failed: {exc}") from exc
-                log.info("store %s migrated to version %d", self.path, number)
+            # A migration may rebuild a table others refer to (SQLite's way to change a
+            # CHECK): foreign keys are off while it runs and checked before it commits.
+            tx.execute("PRAGMA foreign_keys=OFF")
+            try:
+                for number in range(version + 1, len(MIGRATIONS) + 1):
+                    _apply(tx, self.path, number)
+                    log.info("store %s migrated to version %d", self.path, number)
+            finally:
+                tx.execute("PRAGMA foreign_keys=ON")
 
         await _in_thread(self._conn, migrate)
 
@@ -319,3 +317,21 @@ def _lock(path: Path) -> int:
 def now() -> float:
     """Wall-clock seconds for created_at columns."""
     return time.time()
+
+
+def _apply(tx: Tx, path: Path | str, number: int) -> None:
+    """Run migration `number` in one transaction; nothing of it stays if it fails or leaves
+    a row referring to one that is not there."""
+    try:
+        tx.executescript(f"BEGIN IMMEDIATE;{MIGRATIONS[number - 1]};PRAGMA user_version={number};")
+        broken = tx.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            table, rowid, parent, _ = broken[0]
+            raise sqlite3.IntegrityError(
+                f"{len(broken)} row(s) refer to missing rows: {table} rowid {rowid} -> {parent}"
+            )
+        tx.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if tx.in_transaction:
+            tx.execute("ROLLBACK")
+        raise StoreError(f"{path}: migration {number} failed: {exc}") from exc

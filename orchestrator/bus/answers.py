@@ -1,0 +1,37 @@
+"""Answering a gate, and what the answer does: one transaction.
+
+An agent's question is answered by delivering the answer as its call's result
+(`gates.answer`). A gate the engine asked is acted on here, by its kind: the plan gate
+dispatches the plan it approved or hands the decider's words back to the lead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from orchestrator.bus import gates
+from orchestrator.bus.gates import AnsweredVia, Gate
+from orchestrator.store.sqlite import Tx
+from orchestrator.teams import plan_gate
+
+Settle = Callable[[Tx, Gate], tuple[str, ...]]
+SETTLERS: Mapping[str, Settle] = {"plan": plan_gate.settle}
+
+
+def answer(
+    tx: Tx,
+    gate_id: int,
+    *,
+    text: str,
+    answered_by: str,
+    via: AnsweredVia,
+    ref: str | None = None,
+) -> Gate:
+    """Record the answer (see `gates.answer`) and carry it out; the gate as answered, with
+    `woken` naming the conversations that now have work."""
+    gate = gates.answer(tx, gate_id, text=text, answered_by=answered_by, via=via, ref=ref)
+    woken: tuple[str, ...] = (gate.conversation_id,)
+    if gate.engine_made and (settle := SETTLERS.get(gate.kind)) is not None:
+        woken = tuple(dict.fromkeys((*settle(tx, gate), gate.conversation_id)))
+    return replace(gate, woken=woken)

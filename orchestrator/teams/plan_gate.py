@@ -1,0 +1,113 @@
+"""The plan gate: a job's board put to its decider before any task runs.
+
+A lead's first dispatch of a job (while the job's `plan` mode is not `never`) does not start
+a mini-team: the engine asks the decider about the whole board as it stands, holding the
+dispatches, and the lead parks. What is approved is pinned: the gate's hash covers the plan's
+text, the base commit and the issue's title and text, and approving dispatches exactly the
+held calls. Any other answer comes back to the lead as each dispatch's error, with the
+decider's words, so it revises the board and dispatches again (a new plan gate). Once a plan
+of the job is approved, later dispatches run at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from orchestrator.bus import gates
+from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.bus.messages import InboxKind
+from orchestrator.bus.transactions import ConversationRow, Outcome, conversation, deliver
+from orchestrator.store.sqlite import Tx
+from orchestrator.teams.board import Task, list_tasks
+from orchestrator.teams.transactions import DispatchIntent, dispatch_task
+
+OPTIONS = ("yes", "no")
+SPEC_SHOWN = 1500  # characters of each task's spec the gate shows
+
+
+def plan_text(tasks: list[Task]) -> str:
+    """The board as the decider reads it: each task's number, title, workgroup, review,
+    what it waits for, and its spec."""
+    lines = [f"The plan: {len(tasks)} task{'s' if len(tasks) != 1 else ''}."]
+    for task in tasks:
+        after = f", after {', '.join(f'#{n}' for n in task.blocked_by)}" if task.blocked_by else ""
+        lines.append(
+            f"\n#{task.number} {task.title} ({task.workgroup or 'no workgroup'}, "
+            f"review: {task.review}{after})"
+        )
+        spec = task.spec.strip()
+        if len(spec) > SPEC_SHOWN:
+            spec = spec[:SPEC_SHOWN].rstrip() + " …"
+        lines += [f"    {line}" if line else "" for line in spec.splitlines()]
+    return "\n".join(lines)
+
+
+def approved(tx: Tx, job_id: int) -> bool:
+    """Whether a plan of the job was approved."""
+    rows = tx.execute(
+        "SELECT answer FROM gates WHERE job_id = ? AND kind = 'plan' AND answer IS NOT NULL"
+        " AND asked_by = ?",
+        (job_id, gates.ENGINE),
+    ).fetchall()
+    return any(gates.approves(answer) for (answer,) in rows)
+
+
+def hold(tx: Tx, row: ConversationRow, dispatches: list[DispatchIntent]) -> int | None:
+    """Open the plan gate holding `dispatches` if the job's plan still needs approval;
+    the gate's id, or None when they may run now."""
+    if row.job_id is None or not dispatches:
+        return None
+    if gates.modes(tx, row.job_id)["plan"] == "never" or approved(tx, row.job_id):
+        return None
+    question = plan_text(list_tasks(tx, row.job_id))
+    intent = AskIntent(f"plan:{dispatches[0].call_id}", question, OPTIONS, kind="plan")
+    return gates.ask_engine(
+        tx,
+        job_id=row.job_id,
+        conversation_id=row.conversation_id,
+        intent=intent,
+        payload={"dispatches": [asdict(d) for d in dispatches]},
+    )
+
+
+def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
+    """Act on the plan gate's answer: approved, the held dispatches run; otherwise each
+    comes back to the lead as an error with the decider's words. Who now has work."""
+    row = conversation(tx, gate.conversation_id)
+    intents = [DispatchIntent(**held) for held in gate.payload.get("dispatches", [])]
+    if not gate.approved:
+        said = f"{gate.answered_by} answered {gate.answer!r}"
+        for intent in intents:
+            _error(
+                tx,
+                row,
+                intent.call_id,
+                f"dispatch: the plan was not approved ({said}). Change the board as asked "
+                "(task_update, task_create), then dispatch again; the new plan is put to them.",
+            )
+        return (row.conversation_id,)
+    outcome = Outcome()
+    opened = 0
+    for intent in intents:
+        refusal = dispatch_task(tx, row, intent, outcome)
+        if refusal is None:
+            opened += 1
+        else:
+            _error(tx, row, intent.call_id, refusal.output)
+    if opened:
+        tx.execute(
+            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
+            (opened, row.conversation_id),
+        )
+    return (*outcome.woken, row.conversation_id)
+
+
+def _error(tx: Tx, row: ConversationRow, call_id: str, text: str) -> None:
+    deliver(
+        tx,
+        row.conversation_id,
+        kind=InboxKind.HUMAN,
+        sender=gates.ENGINE,
+        content={"text": text, "is_error": True},
+        call_id=call_id,
+    )
