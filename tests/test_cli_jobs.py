@@ -98,7 +98,7 @@ def test_show_is_each_jobs_tracking_view(store: Store) -> None:
     assert "  state       waiting: waiting for an answer to 1 question(s)\n" in parked
     assert "  #3 open  plan, asked by the engine" in parked
     assert "The plan: 1 task." in parked
-    assert "#1 Park it" in parked
+    assert "1. Park it (workgroup coding" in parked
     assert "[yes/no]" in parked
 
     cancelled = here("show", str(CANCELLED), home=store.home).stdout

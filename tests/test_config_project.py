@@ -28,8 +28,14 @@ def test_project_defaults(org: Organisation) -> None:
     assert project.name == "w"
     assert project.lead.name == "project-lead"
     assert project.trigger_label == "teaparty"
-    assert list(project.gates) == ["plan", "question", "escalation", "pull_request"]
-    assert list(project.gates.values()) == ["when_unsure", "always", "always", "never"]
+    assert project.gates == {
+        "intent": "never",
+        "plan": "when_unsure",
+        "question": "always",
+        "budget": "always",
+        "merge-conflict": "always",
+        "protected-path": "always",
+    }
     assert (project.budget.max_usd, project.budget.max_tokens) == (10.0, None)
     assert [group.name for group in project.workgroups] == ["coding"]
 
@@ -60,7 +66,7 @@ def test_project_with_a_ref_and_an_inline_workgroup(org: Organisation) -> None:
             prompt: Implement carefully.
             max_turns: 5
         trigger_label: agents
-        gates: {plan: always, pull_request: when_unsure}
+        gates: {plan: always, merge-conflict: when_unsure}
         budget: {max_usd: 2.5, max_tokens: 100000}
         """
     project = load_project(dedent(text), org=org, source=SOURCE, default_name="ignored")
@@ -78,7 +84,8 @@ def test_project_with_a_ref_and_an_inline_workgroup(org: Organisation) -> None:
     assert docs.members[0].model == "claude-haiku-4-5"
     assert docs.members[0].max_turns == 40
     assert (docs.review_rounds, docs.description, docs.humans) == (3, "", None)
-    assert list(project.gates.values()) == ["always", "always", "always", "when_unsure"]
+    assert (project.gates["plan"], project.gates["merge-conflict"]) == ("always", "when_unsure")
+    assert project.gates["intent"] == "never"  # kinds left out keep their default
     assert (project.budget.max_usd, project.budget.max_tokens) == (2.5, 100000)
 
 

@@ -43,7 +43,7 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
     out = capsys.readouterr().out
     assert "job 1 started: branch teaparty/job-1-add-a-verbose-flag" in out
     assert "gate 1 (plan, " in out
-    assert "The plan: 1 task.\n\n#1 Add a --verbose flag" in out
+    assert "The plan: 1 task.\n\n1. Add a --verbose flag" in out
     assert f"result: Done. Task #1 merged into {BRANCH}" in out
     assert "task #1 [done] Add a --verbose flag" in out
     log = git(repo, "log", "--format=%an|%s|%P", BRANCH, "--not", "main").splitlines()

@@ -116,3 +116,65 @@ async def _version(path: Path) -> int:
         return int(await store.read(lambda tx: tx.execute("PRAGMA user_version").fetchone()[0]))
     finally:
         await store.close()
+
+
+async def test_gates_widen_their_kinds_keeping_rows_and_what_refers_to_them(
+    tmp_path: Path,
+) -> None:
+    """Migration 15 rebuilds the gates table (SQLite's way to change a CHECK) while the
+    proxy's decisions refer to its rows: every row and column survives, and the old CHECK
+    is gone."""
+    path = tmp_path / "store.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA foreign_keys=ON")
+    for number, script in enumerate(MIGRATIONS[:14], start=1):
+        db.executescript(f"BEGIN;{script};PRAGMA user_version={number};COMMIT;")
+    db.execute(
+        "INSERT INTO jobs (job_id, job_key, project, title, created_at, updated_at)"
+        " VALUES (1, 'k', 'widgets', 't', 0, 0)"
+    )
+    db.execute(
+        "INSERT INTO conversations (conversation_id, kind, agent, initiator, job_id, created_at)"
+        " VALUES ('job:1', 'job', 'office-manager', 'engine', 1, 0)"
+    )
+    db.execute(
+        "INSERT INTO gates (gate_id, job_id, conversation_id, call_id, kind, question, options,"
+        " asked_by, asked_at, answer, answered_by, answered_via, answer_ref, content_hash,"
+        " hashed_at) VALUES (7, 1, 'job:1', 'q', 'question', 'Ship?', '[\"yes\"]', 'lead', 1,"
+        " 'yes', 'alice', 'human', 'comment:9', 'abc', 1)"
+    )
+    db.execute(
+        "INSERT INTO proxy_decisions (gate_id, job_id, project, decider, kind, agreement,"
+        " policy, why, predicted_at) VALUES (7, 1, 'widgets', 'alice', 'question', 0.5,"
+        " 'always', 'asked', 1)"
+    )
+    db.close()
+
+    store = await Store.open(path)
+    try:
+        row = await store.read(
+            lambda tx: tx.execute(
+                "SELECT gate_id, kind, question, answer, answer_ref, content_hash, payload"
+                " FROM gates"
+            ).fetchall()
+        )
+        assert row == [(7, "question", "Ship?", "yes", "comment:9", "abc", None)]
+
+        def plan_gate(tx: sqlite3.Connection) -> None:
+            tx.execute(
+                "INSERT INTO gates (job_id, conversation_id, call_id, kind, question, asked_by,"
+                " asked_at) VALUES (1, 'job:1', 'p', 'protected-path', 'Push?', 'engine', 2)"
+            )
+
+        await store.write(plan_gate)
+        refs = await store.read(lambda tx: tx.execute("PRAGMA foreign_key_check").fetchall())
+        assert refs == []
+        indexes = await store.read(
+            lambda tx: tx.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'gates'"
+                " AND sql IS NOT NULL ORDER BY name"
+            ).fetchall()
+        )
+        assert indexes == [("gates_by_answer_ref",), ("gates_open",)]
+    finally:
+        await store.close()

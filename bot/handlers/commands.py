@@ -26,10 +26,10 @@ JOB_COMMANDS = (
 )
 ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS
-GATE_KINDS = ("intent", "plan", "question", "budget", "escalation", "pull_request")
+GATE_KINDS = ("intent", "plan", "question", "budget", "merge-conflict", "protected-path")
 _COMMAND = re.compile(r"/([A-Za-z][A-Za-z-]*)(?:\s+(.*))?")
 _QUESTION = re.compile(r"\bquestion (\d+)\b", re.IGNORECASE)
-_HASH = re.compile(rf"\b(?:{'|'.join(GATE_KINDS)})\s+`?([0-9a-f]{{7,40}})\b")
+_HASH = re.compile(rf"\b(?:{'|'.join(map(re.escape, GATE_KINDS))})\s+`?([0-9a-f]{{7,40}})\b")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 _DOLLARS = re.compile(r"\$?(\d{1,6}(?:\.\d{1,2})?)\s*(?:USD)?", re.IGNORECASE)
 _LOGIN = re.compile(r"@?([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))")

@@ -58,6 +58,12 @@ class MessageIntent:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+NOBODY_ASKED = (
+    "ask_human: this project asks nobody questions (its gates.question is never): decide "
+    "yourself, and say in your result what you assumed and why."
+)
+
+
 def record_turn(
     tx: Tx,
     conversation_id: str,
@@ -92,6 +98,10 @@ def record_turn(
     pending = opened.count(None)  # each Send or dispatch that opened awaits one reply
     for message in messages:
         results.append(_message(tx, row, message, outcome))
+    asks = list(asks)
+    if asks and gates.modes(tx, row.job_id)["question"] == "never":
+        results += [ToolResult(i.call_id, NOBODY_ASKED, is_error=True) for i in asks]
+        asks = []
     outcome.gates += [(gates.ask(tx, row, i), i.kind, i.question) for i in asks]
     order = {c.call_id: n for n, c in enumerate(turn.tool_calls)}
     results.sort(key=lambda r: order.get(r.call_id, len(order)))

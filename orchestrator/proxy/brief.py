@@ -31,11 +31,9 @@ _NUMBER = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(%?)")
 _KINDS = {
     "plan": "a plan of tasks, to approve before any task runs",
     "question": "a question an agent asked",
-    "escalation": "an escalation from the team",
-    "pull_request": "a pull request, to approve",
-    "intent": "the lead's restatement of the issue, before planning",
+    "intent": "the office manager's restatement of the issue, before planning",
     "budget": "the job would pass its budget",
-    "merge-conflict": "a merge conflict the lead could not settle",
+    "merge-conflict": "a task's approved work conflicts with the job's",
     "protected-path": "a change touching protected paths",
 }
 

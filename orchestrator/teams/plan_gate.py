@@ -26,19 +26,19 @@ SPEC_SHOWN = 1500  # characters of each task's spec the gate shows
 
 
 def plan_text(tasks: list[Task]) -> str:
-    """The board as the decider reads it: each task's number, title, workgroup, review,
-    what it waits for, and its spec."""
-    lines = [f"The plan: {len(tasks)} task{'s' if len(tasks) != 1 else ''}."]
+    """The board as the decider reads it, a numbered list (Markdown, and plain at a
+    terminal): each task's title, workgroup, review, what it waits for, and its spec."""
+    lines = [f"The plan: {len(tasks)} task{'s' if len(tasks) != 1 else ''}.", ""]
     for task in tasks:
-        after = f", after {', '.join(f'#{n}' for n in task.blocked_by)}" if task.blocked_by else ""
+        after = f", after {', '.join(map(str, task.blocked_by))}" if task.blocked_by else ""
         lines.append(
-            f"\n#{task.number} {task.title} ({task.workgroup or 'no workgroup'}, "
+            f"{task.number}. {task.title} (workgroup {task.workgroup or 'none'}, "
             f"review: {task.review}{after})"
         )
         spec = task.spec.strip()
         if len(spec) > SPEC_SHOWN:
             spec = spec[:SPEC_SHOWN].rstrip() + " …"
-        lines += [f"    {line}" if line else "" for line in spec.splitlines()]
+        lines += [f"   {line}" if line.strip() else "" for line in spec.splitlines()]
     return "\n".join(lines)
 
 
