@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import re
 import secrets
 import shutil
 import socket
@@ -208,8 +209,10 @@ async def _thread(hub: FakeGitHub, number: int, say: Callable[[str], None]) -> i
     while not hub.pulls(OWNER, REPO) or not thread.finished():
         for comment_id, author, body in thread.new():
             if MARKER_PREFIX + "gate:" in body:
-                await hub.comment_as(OWNER, REPO, number, DECIDER, "yes")
-                say(f"  @{DECIDER} (the demo decider) replied: yes")
+                shown = re.search(r"`/approve ([0-9a-f]{7,40})`", body)
+                reply = f"/approve {shown.group(1)}" if shown else "yes"  # pinned to what it saw
+                await hub.comment_as(OWNER, REPO, number, DECIDER, reply)
+                say(f"  @{DECIDER} (the demo decider) replied: {reply}")
             del comment_id, author
         await asyncio.sleep(0.05)
     thread.new()
