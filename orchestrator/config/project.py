@@ -45,6 +45,7 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         parallel=raw.parallel,
         sandbox=raw.sandbox,
         proxy=raw.proxy,
+        protected_paths=raw.protected_paths,
     )
 
 

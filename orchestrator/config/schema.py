@@ -17,6 +17,8 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.workspace.protected import check_pattern
+
 KNOWN_TOOLS: frozenset[str] = frozenset(
     {
         *("read_file", "list_files", "search", "write_file", "edit_file", "shell"),
@@ -51,6 +53,8 @@ Slug = Annotated[str, AfterValidator(_slug)]
 Text = Annotated[str, Field(min_length=1)]
 Tool = Annotated[str, AfterValidator(_known_tool)]
 Count = Annotated[int, Field(strict=True, ge=1)]
+# A glob of paths a change to which waits for the decider (orchestrator/workspace/protected.py).
+PathPattern = Annotated[str, AfterValidator(check_pattern)]
 
 
 class _Model(BaseModel):
@@ -227,6 +231,7 @@ class Project(_Model):
     sandbox: SandboxSettings = SandboxSettings()
     waiting: Waiting = Waiting()
     proxy: ProxySettings = ProxySettings()
+    protected_paths: tuple[str, ...] = ()  # the project's own, beside the built-in ones
 
 
 class AgentFile(_Model):
@@ -339,3 +344,4 @@ class ProjectFile(_Model):
     parallel: Count = 3
     sandbox: SandboxSettings = SandboxSettings()
     proxy: ProxySettings = ProxySettings()
+    protected_paths: tuple[PathPattern, ...] = Field(default=(), max_length=200)

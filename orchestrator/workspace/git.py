@@ -114,6 +114,22 @@ async def git(
     environment (a scoped credential travels this way). Raises GitError when `check` and
     the command fails or runs past `timeout_s`.
     """
+    code, out = await git_bytes(
+        git_dir, *args, work_tree=work_tree, env=env, check=check, timeout_s=timeout_s
+    )
+    return code, out.decode()
+
+
+async def git_bytes(
+    git_dir: Path | None,
+    *args: str,
+    work_tree: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    timeout_s: float = GIT_TIMEOUT_S,
+) -> tuple[int, bytes]:
+    """`git`, with stdout as git wrote it: for output an agent's files shape (a diff, file
+    names), which need not be UTF-8."""
     cwd = work_tree or git_dir or Path("/")
     process = await asyncio.create_subprocess_exec(
         *hardened(git_dir, work_tree, *args),
@@ -138,8 +154,9 @@ async def git(
             await process.wait()
     code = process.returncode if process.returncode is not None else -1
     if check and code != 0:
-        raise GitError(f"git {' '.join(args)} failed in {git_dir}: {err.decode().strip()}")
-    return code, out.decode()
+        said = err.decode(errors="replace").strip()
+        raise GitError(f"git {' '.join(args)} failed in {git_dir}: {said}")
+    return code, out
 
 
 def slug(text: str, *, limit: int = 40) -> str:
