@@ -14,7 +14,14 @@ engine's modules can move and change behind it. What is here:
 
 from __future__ import annotations
 
-from orchestrator.bus.events import Event, GateAsked, JobStarted, StateChanged, UsageRecorded
+from orchestrator.bus.events import (
+    Event,
+    GateAnswered,
+    GateAsked,
+    JobStarted,
+    StateChanged,
+    UsageRecorded,
+)
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import AssistantTurn
@@ -122,6 +129,7 @@ __all__ = [
     "progress",
     "UnansweredGateError",
     "GateClosedError",
+    "GateAnswered",
     "GateAsked",
     "GitError",
     "JobCancelledError",

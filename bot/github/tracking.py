@@ -8,6 +8,8 @@ the App's own words (the decider's mention, `Closes #N`) are composed around it.
 
 from __future__ import annotations
 
+import re
+
 from bot.github.outbound import Outbound, code_span
 from orchestrator.api import Gate, JobStatus, ProxyDecision, Task
 
@@ -103,6 +105,7 @@ def _tokens(status: JobStatus) -> str:
     )
 
 
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 ENGINE_GATE_TITLES = {
     "intent": "is this what the issue asks for?",
     "plan": "the plan, before any task runs",
@@ -134,9 +137,21 @@ def gate_body(
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
         f"**Question {gate.gate_id}** {heading} (`{gate.kind} {gate.short_hash}`):\n\n"
-        f"{quote_block(agent.block(gate.question))}{options}{suggested}\n\n"
+        f"{quote_block(agent.block(gate.question))}{options}{suggested}{_pinned_head(gate)}\n\n"
         f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
         f"`/revise <what>` {how}"
+    )
+
+
+def _pinned_head(gate: Gate) -> str:
+    """For a protected-path gate: what its approval pushes, and when it goes stale."""
+    head = str(gate.payload.get("head", ""))
+    if gate.kind != "protected-path" or not gate.engine_made or not _SHA.fullmatch(head):
+        return ""
+    return (
+        f"\n\n`/approve {gate.short_hash}` approves exactly commit `{head[:12]}` ({head}): "
+        "the branch is pushed at that commit and nothing later. A new commit makes the "
+        "approval stale and is asked about again; anything but an approval publishes nothing."
     )
 
 

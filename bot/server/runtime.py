@@ -36,6 +36,7 @@ from orchestrator.api import (
     AgentDef,
     ConfigError,
     Event,
+    GateAnswered,
     GateAsked,
     JobStarted,
     Model,
@@ -167,7 +168,9 @@ class Runtime:
         if isinstance(event, JobStarted):
             self.kick(event.job_id)
             return
-        if isinstance(event, GateAsked | StateChanged | UsageRecorded):
+        # An answer to an engine gate (a protected-path approval) may wake no conversation:
+        # the job's sync acts on it.
+        if isinstance(event, GateAsked | GateAnswered | StateChanged | UsageRecorded):
             job_id = await self._job(event.conversation_id)
             if job_id is not None:
                 self.kick(job_id)

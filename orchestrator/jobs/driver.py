@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
@@ -25,7 +26,9 @@ from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.waits import Wait
 from orchestrator.config.schema import Waiting
 from orchestrator.errors import ForgeWaitError, OrchestratorError
+from orchestrator.jobs import protection
 from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.protected_gate import Held, Refused, refusal
 from orchestrator.ports import Clock, Forge, JobState, JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
@@ -124,12 +127,15 @@ class JobDriver:
             return await self._failed(job_id, forge)
         await self._announce(status, forge)
         if status.state == "waiting":
-            for gate in await self.office.open_gates(job_id):
-                if await self._gate(status, forge, gate):  # asked: it may wait too long
-                    await self._wait_well(status, forge, gate)
+            await self._ask_open(status, forge)
         if status.state != "delivering":
             return status.state
         return await self._deliver(status, forge, space)
+
+    async def _ask_open(self, status: JobStatus, forge: Forge) -> None:
+        for gate in await self.office.open_gates(status.job_id):
+            if await self._gate(status, forge, gate):  # asked: it may wait too long
+                await self._wait_well(status, forge, gate)
 
     async def _gate(self, status: JobStatus, forge: Forge, gate: Gate) -> bool:
         """Consult the proxy on a gate first: it answers alone, or its prediction goes with
@@ -170,20 +176,33 @@ class JobDriver:
             await self.office.proxy.announced(decision.gate_id)
 
     async def _deliver(self, status: JobStatus, forge: Forge, space: JobSpace) -> JobState:
-        """Publish the job's work, or with nothing changed publish nothing, and finish it."""
+        """Publish the job's work, or with nothing changed publish nothing, and finish it.
+
+        A change to protected paths waits for the decider's approval of exactly it (asked
+        here, in this sync); refused, nothing is published and the job ends saying so.
+        """
         job_id = status.job_id
         job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
-        link = None
+        link, result = None, status.result
         try:
             if await self.office.has_work(job):
-                link = await forge.deliver(status, job)
+                verdict = await protection.check(self.office, job)
+                if isinstance(verdict, Held):
+                    waiting = await self.status(job_id)
+                    await forge.show(waiting)
+                    await self._ask_open(waiting, forge)
+                    return waiting.state
+                if isinstance(verdict, Refused):
+                    result = refusal(verdict.gate)
+                else:
+                    link = await forge.deliver(status, replace(job, head=verdict.head))
         except ForgeWaitError:
             raise
         except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request
             log.warning("job %d: delivery failed: %s", job_id, exc)
             await self.office.delivery_failed(job_id, f"delivering the work failed: {exc}")
             return await self._failed(job_id, forge)
-        await self.office.finish_job(job, status.result)
+        await self.office.finish_job(job, result)
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
@@ -263,9 +282,10 @@ def _job_facts(
             (job_id,),
         )
     ]
-    (result,) = tx.execute(
-        "SELECT result FROM conversations WHERE conversation_id = ?",
-        (job_conversation_id(job_id),),
+    (result,) = tx.execute(  # the job's own once it ended (a refusal says so), else the reply
+        "SELECT coalesce(j.result, c.result) FROM conversations c, jobs j"
+        " WHERE c.conversation_id = ? AND j.job_id = ?",
+        (job_conversation_id(job_id), job_id),
     ).fetchone()
     return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), gates, result
 

@@ -51,12 +51,14 @@ Approver = Callable[[Gate], Awaitable[str]]
 
 @dataclass(frozen=True)
 class JobHandle:
-    """A started (or found) job and its workspace."""
+    """A started (or found) job and its workspace; `head`, once delivery checked it, the
+    commit to push (else the job branch as it is)."""
 
     job_id: int
     conversation_id: str
     space: JobSpace
     created: bool
+    head: str | None = None
 
 
 class JobFailedError(RuntimeError):
@@ -498,8 +500,9 @@ class Office:
         return snapshot.conversation.result
 
     async def publish(self, job: JobHandle, remote: str, *, auth: str | None = None) -> None:
-        """Push the job branch to `remote` (`auth`: an HTTP header git sends to it alone)."""
-        await self.workspace.publish(job.space, remote, auth=auth)
+        """Push the job branch to `remote`, at `job.head` when set (`auth`: an HTTP header
+        git sends to it alone)."""
+        await self.workspace.publish(job.space, remote, auth=auth, commit=job.head)
 
     async def has_work(self, job: JobHandle) -> bool:
         """Whether the job branch holds commits beyond the one it started from."""

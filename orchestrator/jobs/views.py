@@ -221,7 +221,7 @@ class _JobFact:
 
 _JOBS = (
     "SELECT j.job_id, j.job_key, j.project, j.title, j.state, j.created_at, j.updated_at,"
-    " j.project_text, c.result FROM jobs j LEFT JOIN conversations c"
+    " j.project_text, coalesce(j.result, c.result) FROM jobs j LEFT JOIN conversations c"
     " ON c.conversation_id = 'job:' || j.job_id"
 )
 _SPENT = (

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from orchestrator.workspace.git import (
     rev,
 )
 
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 HUNK_CONTEXT = 3
 HUNKS_MAX_CHARS = 6_000
 ORIGIN_REFS = ("+refs/heads/*:refs/remotes/origin/*", "+HEAD:refs/remotes/origin/HEAD")
@@ -313,16 +315,21 @@ class Workspace:
             joined = joined[:HUNKS_MAX_CHARS] + "\n… (more conflicts; see the files)"
         return joined
 
-    async def publish(self, job: JobSpace, remote: str, *, auth: str | None = None) -> None:
-        """Push the job branch to `remote` (a URL or path) under the same name.
+    async def publish(
+        self, job: JobSpace, remote: str, *, auth: str | None = None, commit: str | None = None
+    ) -> None:
+        """Push the job branch to `remote` (a URL or path) under the same name: exactly
+        `commit` when given (what was approved), else the branch as it is.
 
         `auth` is an HTTP header git sends to `remote` alone (never in an argument).
         """
         ref = f"refs/heads/{job.branch}"
+        if commit is not None and not _COMMIT.fullmatch(commit):
+            raise GitError(f"{commit!r} is not a commit id")
         reset_config(job.repo)
         await git(
             job.repo,
-            *("push", "--quiet", _refuse_option(remote, "remote"), f"{ref}:{ref}"),
+            *("push", "--quiet", _refuse_option(remote, "remote"), f"{commit or ref}:{ref}"),
             env=auth_env(remote, auth),
             timeout_s=NETWORK_TIMEOUT_S,
         )

@@ -1,0 +1,57 @@
+"""Delivery's check of protected paths: what the job branch changes, and whether it may go.
+
+Unless the job's `protected-path` mode is `never`, the driver asks `check` before it
+pushes: the job branch's head is read once, its change against the job's base is read
+from commits (never from a worktree an agent wrote), and when a changed file is protected
+(a rename by its old or new path) the push waits for the decider's approval of exactly
+that change (jobs/protected_gate.py). What is pushed is the head that was checked, so a
+commit that lands in between is never published unseen.
+"""
+
+from __future__ import annotations
+
+from orchestrator.bus.events import GateAsked
+from orchestrator.bus.gates import modes
+from orchestrator.jobs import protected_gate
+from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.protected_gate import KIND, Cleared, Held, Verdict
+from orchestrator.workspace.changes import branch_change, diff_excerpt
+from orchestrator.workspace.git import GitError, rev
+from orchestrator.workspace.protected import Matcher
+
+
+async def check(office: Office, job: JobHandle) -> Verdict:
+    """Push (exactly which head), wait at a gate (opened here when new), or refuse.
+
+    Raises GitError when the branch cannot be read.
+    """
+    store = office.engine.store
+    mode = (await store.read(lambda tx: modes(tx, job.job_id)))[KIND]
+    if mode == "never":
+        return Cleared(None)
+    space = job.space
+    head = await rev(space.repo, f"refs/heads/{space.branch}")
+    if head is None:
+        raise GitError(f"job {job.job_id} has no branch {space.branch!r} to deliver")
+    change = await branch_change(space.repo, base=space.base, head=head)
+    matcher = await _matcher(office, job.job_id)
+    protected = [f for f in change.files if matcher.protects(*f.paths)]
+    if not protected:
+        return Cleared(head)
+    paths = list(dict.fromkeys(p for f in protected for p in f.paths))
+    diff = await diff_excerpt(space.repo, change, paths, limit=protected_gate.DIFF_SHOWN)
+    verdict = await store.write(
+        lambda tx: protected_gate.decide(tx, job.job_id, change, protected, diff)
+    )
+    if isinstance(verdict, Held) and verdict.opened:
+        office.engine.events.publish(
+            GateAsked(verdict.gate_id, job.conversation_id, KIND, verdict.question)
+        )
+    return verdict
+
+
+async def _matcher(office: Office, job_id: int) -> Matcher:
+    """The built-in patterns and those of the job's project (as the office serves it)."""
+    record = await office.records.job(job_id)
+    project = office.projects.get(record.project) if record is not None else None
+    return Matcher.of(project.protected_paths if project is not None else ())
