@@ -25,7 +25,9 @@ from orchestrator.bus.messages import AssistantTurn
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.jobs import protection
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
 from orchestrator.jobs.office import JobHandle, JobSource, Office
+from orchestrator.jobs.protected_gate import Held
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState, ModelRequest
 from orchestrator.sandbox.confine import Sandbox
@@ -271,7 +273,7 @@ async def test_a_projects_own_patterns_are_protected_too(tmp_path: Path) -> None
         assert "db/schema.sql" in gate.question
         handle = JobHandle(s.job_id, f"job:{s.job_id}", await _space(s), created=False)
         again = await protection.check(s.office, handle)  # idempotent: the same open gate
-        assert isinstance(again, protection.Held)
+        assert isinstance(again, Held)
         assert (again.gate_id, again.opened) == (gate.gate_id, False)
         await s.office.answer_gate(gate.gate_id, text="yes", answered_by="carol")
         assert await s.drive() == "done"
@@ -352,3 +354,41 @@ async def test_publish_pushes_exactly_the_given_head_not_the_branch_tip(tmp_path
             await s.office.publish(replace(job, head="--upload-pack=touch x"), str(s.repo))
     finally:
         await s.office.close()
+
+
+async def test_at_the_terminal_nobody_to_ask_leaves_the_job_waiting_not_failed(
+    tmp_path: Path,
+) -> None:
+    s = await setup(tmp_path, project="gates: {plan: never}\n")
+    said: list[str] = []
+    try:
+        nobody = LocalForge(s.office, s.repo, decider="carol", approve=None, say=said.append)
+        driver = JobDriver(s.office, lambda _: _ready(nobody))
+        with pytest.raises(UnansweredGateError) as parked:
+            await _until_done(s.office, driver, s.job_id)
+        assert parked.value.gate.kind == "protected-path"
+        assert (await driver.status(s.job_id)).state == "waiting"
+        assert await s.office.failures(s.job_id) == []
+        assert any(CI in line for line in said)
+
+        async def approve(gate: Gate) -> str:
+            return "yes"
+
+        decider = LocalForge(s.office, s.repo, decider="carol", approve=approve, say=said.append)
+        await _until_done(s.office, JobDriver(s.office, lambda _: _ready(decider)), s.job_id)
+        record = await s.office.records.job(s.job_id)
+        assert record is not None
+        assert record.state == "complete"
+        assert s.remote_head() == parked.value.gate.payload["head"]
+    finally:
+        await s.office.close()
+
+
+async def _ready(forge: Forge) -> Forge:
+    return forge
+
+
+async def _until_done(office: Office, driver: JobDriver, job_id: int) -> None:
+    """What `teaparty run` does: sync and run until the job is done (or failed)."""
+    while await driver.sync(job_id) not in ("done", "failed"):
+        await office.run_until_idle(job_id)

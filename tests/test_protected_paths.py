@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from local_repo import git, make_repo
 
+from orchestrator.bus.gates import Gate
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.errors import ConfigError
-from orchestrator.jobs.protected_gate import question
-from orchestrator.workspace.changes import branch_change, diff_excerpt
+from orchestrator.jobs.protected_gate import question, refusal
+from orchestrator.workspace.changes import BranchChange, ChangedFile, branch_change, diff_excerpt
 from orchestrator.workspace.protected import BUILT_IN, Matcher, PatternError, compile_pattern
 
 BUILT_INS = Matcher.of()
@@ -119,12 +120,14 @@ def test_double_star_spans_any_number_of_folders() -> None:
     assert not regex.fullmatch("docs/a/b/public.md")
     assert compile_pattern("a?c").fullmatch("x/abc")
     assert not compile_pattern("a?c").fullmatch("a/c")
+    assert compile_pattern("a**b.txt").fullmatch("x/a-and-b.txt"), "** inside a name is *"
+    assert not compile_pattern("a**b.txt").fullmatch("a/b.txt")
     assert compile_pattern("\\*.md").fullmatch("*.md")
     assert not compile_pattern("\\*.md").fullmatch("x.md")
 
 
 @pytest.mark.parametrize(
-    "pattern", ["", "  ", "/", "../x", "a//b", "a/./b", "a/[bc", "x\ny", "a\\"]
+    "pattern", ["", "  ", "/", "../x", "a//b", "a/./b", "a/[bc", "x\ny", "a\\", "a" * 301]
 )
 def test_a_pattern_that_cannot_be_read_is_refused(pattern: str) -> None:
     with pytest.raises(PatternError):
@@ -222,3 +225,49 @@ async def test_a_branch_change_read_from_commits_renames_binary_and_hostile_name
         f"Head commit: {head} (the job started from {base}). Approving pushes "
         "exactly this commit; anything committed later is asked about again."
     ]
+
+
+def test_the_refusal_names_the_protected_files_and_quotes_the_answer() -> None:
+    files = [f"f{n}.lock" for n in range(7)]
+    gate = Gate(
+        gate_id=3,
+        job_id=1,
+        conversation_id="job:1",
+        call_id="protected-path:x",
+        kind="protected-path",
+        question="q",
+        options=("yes", "no"),
+        asked_by="engine",
+        answer="no (not now)",
+        answered_by="proxy",
+        answered_via="proxy",
+        payload={"protected": files},
+    )
+    said = refusal(gate)
+    assert "(f0.lock, f1.lock, f2.lock, f3.lock, f4.lock ...)" in said
+    assert "the proxy for the decider answered 'no (not now)'" in said
+
+
+def test_a_deletion_is_counted_in_the_stat() -> None:
+    change = BranchChange(
+        "b" * 40,
+        "h" * 40,
+        (ChangedFile("D", "go.sum", None, 0, 3), ChangedFile("M", "a.py", None, 1, 1)),
+        "0" * 64,
+    )
+    assert change.stat() == "2 files changed, 1 insertion(+), 4 deletions(-)"
+    assert change.files[0].label == "go.sum"
+    assert ChangedFile("R", "new.txt", "old.txt").label == "old.txt -> new.txt"
+
+
+def test_a_long_list_is_cut_and_nothing_in_the_diff_closes_its_fence() -> None:
+    many = tuple(ChangedFile("A", f"pkg{n}/package.json", None, 1, 0) for n in range(33))
+    gone = ChangedFile("D", "uv.lock", None, 0, 2)
+    change = BranchChange("b" * 40, "h" * 40, (*many, gone), "0" * 64)
+    text = question(change, [*many, gone], ("+````\n+x", True))
+    assert "pkg29/package.json" in text
+    assert "pkg30/package.json" not in text
+    assert "... and 4 more protected files" in text
+    assert "(cut at 3000 characters; there is more)" in text
+    assert "`````diff\n+````\n+x\n`````" in text
+    assert BranchChange("b", "h", (gone,), "0").stat() == "1 file changed, 2 deletions(-)"

@@ -28,7 +28,7 @@ from orchestrator.config.schema import Waiting
 from orchestrator.errors import ForgeWaitError, OrchestratorError
 from orchestrator.jobs import protection
 from orchestrator.jobs.office import JobHandle, Office
-from orchestrator.jobs.protected_gate import Held, Refused, refusal
+from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
 from orchestrator.ports import Clock, Forge, JobState, JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
@@ -184,17 +184,13 @@ class JobDriver:
         job_id = status.job_id
         job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
         link, result = None, status.result
+        verdict: Verdict = Cleared(None)
         try:
             if await self.office.has_work(job):
                 verdict = await protection.check(self.office, job)
-                if isinstance(verdict, Held):
-                    waiting = await self.status(job_id)
-                    await forge.show(waiting)
-                    await self._ask_open(waiting, forge)
-                    return waiting.state
                 if isinstance(verdict, Refused):
                     result = refusal(verdict.gate)
-                else:
+                elif isinstance(verdict, Cleared):
                     link = await forge.deliver(status, replace(job, head=verdict.head))
         except ForgeWaitError:
             raise
@@ -202,6 +198,11 @@ class JobDriver:
             log.warning("job %d: delivery failed: %s", job_id, exc)
             await self.office.delivery_failed(job_id, f"delivering the work failed: {exc}")
             return await self._failed(job_id, forge)
+        if isinstance(verdict, Held):  # asked now, outside: nobody to ask is no failure
+            waiting = await self.status(job_id)
+            await forge.show(waiting)
+            await self._ask_open(waiting, forge)
+            return waiting.state
         await self.office.finish_job(job, result)
         done = await self.status(job_id, link=link)
         await forge.show(done)

@@ -45,13 +45,10 @@ class Pins:
         return cls(change.base, change.head, files, change.diff_sha256)
 
     @classmethod
-    def stored(cls, payload: Mapping[str, Any]) -> Pins | None:
-        """The pins a gate's payload keeps (None if it keeps none)."""
-        try:
-            files = tuple(str(f) for f in payload["files"])
-            return cls(str(payload["base"]), str(payload["head"]), files, str(payload["diff"]))
-        except (KeyError, TypeError):
-            return None
+    def stored(cls, payload: Mapping[str, Any]) -> Pins:
+        """The pins a protected-path gate's payload keeps (`as_dict`)."""
+        files = tuple(str(f) for f in payload["files"])
+        return cls(str(payload["base"]), str(payload["head"]), files, str(payload["diff"]))
 
     def as_dict(self) -> dict[str, Any]:
         """As pinned and kept in the payload."""

@@ -16,14 +16,14 @@ from orchestrator.jobs import protected_gate
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.jobs.protected_gate import KIND, Cleared, Held, Verdict
 from orchestrator.workspace.changes import branch_change, diff_excerpt
-from orchestrator.workspace.git import GitError, rev
+from orchestrator.workspace.git import rev
 from orchestrator.workspace.protected import Matcher
 
 
 async def check(office: Office, job: JobHandle) -> Verdict:
     """Push (exactly which head), wait at a gate (opened here when new), or refuse.
 
-    Raises GitError when the branch cannot be read.
+    Raises GitError when git cannot read the branch.
     """
     store = office.engine.store
     mode = (await store.read(lambda tx: modes(tx, job.job_id)))[KIND]
@@ -31,8 +31,7 @@ async def check(office: Office, job: JobHandle) -> Verdict:
         return Cleared(None)
     space = job.space
     head = await rev(space.repo, f"refs/heads/{space.branch}")
-    if head is None:
-        raise GitError(f"job {job.job_id} has no branch {space.branch!r} to deliver")
+    assert head is not None  # the driver checked the job has work on it
     change = await branch_change(space.repo, base=space.base, head=head)
     matcher = await _matcher(office, job.job_id)
     protected = [f for f in change.files if matcher.protects(*f.paths)]

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.workspace.git import GitError, git_bytes, reset_config
+from orchestrator.workspace.git import git_bytes, reset_config
 
 # The same diff for the same commits, whatever any configuration says.
 DIFF = (
@@ -71,14 +71,11 @@ async def branch_change(repo: Path, *, base: str, head: str) -> BranchChange:
     _, names = await git_bytes(repo, *DIFF, "--name-status", "-z", base, head)
     _, counts = await git_bytes(repo, *DIFF, "--numstat", "-z", base, head)
     _, whole = await git_bytes(repo, *DIFF, "--binary", "--full-index", base, head)
-    files = _name_status(names)
-    numbers = _numstat(counts)
-    if len(numbers) == len(files):
-        files = [
-            ChangedFile(f.status, f.path, f.old_path, added, deleted)
-            for f, (added, deleted) in zip(files, numbers, strict=True)
-        ]
-    return BranchChange(base, head, tuple(files), hashlib.sha256(whole).hexdigest())
+    files = tuple(  # one diff, two views of it: the same files in the same order
+        ChangedFile(f.status, f.path, f.old_path, added, deleted)
+        for f, (added, deleted) in zip(_name_status(names), _numstat(counts), strict=True)
+    )
+    return BranchChange(base, head, files, hashlib.sha256(whole).hexdigest())
 
 
 async def diff_excerpt(
@@ -86,8 +83,6 @@ async def diff_excerpt(
 ) -> tuple[str, bool]:
     """The diff of `paths` alone (as literal paths, never pathspec magic), cut at `limit`
     characters; and whether it was cut."""
-    if not paths:
-        return "", False
     shown = paths[:EXCERPT_FILES]
     _, out = await git_bytes(
         repo,
@@ -116,8 +111,6 @@ def _name_status(raw: bytes) -> list[ChangedFile]:
     while index < len(fields) - 1:
         status = _decode(fields[index])[:1]
         if status in ("R", "C"):
-            if index + 2 >= len(fields):
-                raise GitError("git diff --name-status ended inside a rename")
             old, new = _decode(fields[index + 1]), _decode(fields[index + 2])
             files.append(ChangedFile(status, new, old))
             index += 3
