@@ -43,7 +43,14 @@ async def test_a_slow_model_costs_no_more_github_calls_than_an_instant_one(
 ) -> None:
     instant = await calls(tmp_path / "instant", 0.0)
     slow = await calls(tmp_path / "slow", 60.0)
-    assert slow == instant
+    # Whether a sync sees the short step between two phases (a task in progress) is a race
+    # in either run; what must not happen is edits growing with the model's 20 minutes.
+    edits = "PATCH issues/update-comment"
+    assert abs(slow[edits] - instant[edits]) <= 1, (slow, instant)
+    assert slow[edits] <= 5, slow
+    assert slow - collections.Counter({edits: slow[edits]}) == instant - collections.Counter(
+        {edits: instant[edits]}
+    )
     gate = instant["POST issues/create-comment"] - 1  # one lookup and one comment per gate
     # identity, and catching up on start (+ the label scan's read of the project file)
     per_process = sum(instant[f"GET {op}"] for op in PER_PROCESS_CALLS)
