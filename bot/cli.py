@@ -245,7 +245,9 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
     )
     run.add_argument(
-        "--yes", action="store_true", help="answer yes to every question, on the decider's behalf"
+        "--yes",
+        action="store_true",
+        help="answer yes to every question, on the decider's behalf (no to raising the budget)",
     )
     run.add_argument(
         "--no-input",

@@ -70,11 +70,20 @@ class Agents(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a job may not make a model call now: `held` while a person decides (the turn
+    waits, as a paused job's does), else for good (the turn stops with `reason`)."""
+
+    reason: str
+    held: bool = False
+
+
 class Budget(Protocol):
     """Says when a job has spent what it may."""
 
-    async def exhausted(self, job_id: int) -> str | None:
-        """Why the job may not make another model call, or None."""
+    async def admit(self, job_id: int) -> Refusal | None:
+        """Whether the job may make another model call: None, or why not."""
         ...
 
 

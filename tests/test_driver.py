@@ -282,7 +282,7 @@ async def test_a_jobs_budget_and_the_projects_remembered_preferences_last(tmp_pa
     try:
         job_id = await start(office, repo)
         assert await office.budget.limits(job_id) == (10.0, None)  # the project's default
-        await office.control.set_budget(job_id, 0.5)
+        await office.control.set_budget(job_id, 0.5, by="carol")
         assert await office.budget.limits(job_id) == (0.5, None)
         assert await office.remember(job_id, "we use pytest", by="carol", ref="c:1")
         assert not await office.remember(job_id, "we use pytest", by="carol", ref="c:1")

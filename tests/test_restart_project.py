@@ -1,9 +1,10 @@
 """A restarted App runs each job under the project file it started with, not the defaults.
 
 The repository's `.teaparty/project.yaml` replaces the shipped project lead with its own,
-adds a workgroup of its own and sets a token budget; `.teaparty/learnings.md` holds the
-project's standing learnings. The job is stopped mid-turn; a new runtime over the same
-state directory must put all four back in force.
+adds a workgroup of its own and sets a token budget (with no budget gate: a turn past it
+stops); `.teaparty/learnings.md` holds the project's standing learnings. The job is
+stopped mid-turn; a new runtime over the same state directory must put all four back in
+force.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from orchestrator.sandbox.confine import Sandbox
 PROJECT_YAML = """\
 humans: {decider: alice}
 budget: {max_usd: null, max_tokens: 150}
+gates: {budget: never}
 agents:
   - name: project-lead
     description: Leads the widgets project.

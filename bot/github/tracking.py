@@ -109,7 +109,7 @@ _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 ENGINE_GATE_TITLES = {
     "intent": "is this what the issue asks for?",
     "plan": "the plan, before any task runs",
-    "budget": "the job would pass its budget",
+    "budget": "the job has reached its budget",
     "merge-conflict": "a task's work conflicts with the job's",
     "protected-path": "the change touches protected paths",
 }
@@ -134,12 +134,20 @@ def gate_body(
             f"({proxy_figures(suggestion)}). It does not answer this one itself: "
             f"{agent.inline(suggestion.why)}.{_reasons(suggestion, agent)}"
         )
+    ask = (
+        f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
+        f"`/revise <what>` {how}"
+    )
+    if gate.engine_made and gate.kind == "budget":
+        ask = (
+            f"@{decider}, `/approve {gate.short_hash}` raises the cap as proposed, "
+            "`/budget <dollars>` sets another, `/reject` stops the job here (on a line of "
+            "its own)."
+        )
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
         f"**Question {gate.gate_id}** {heading} (`{gate.kind} {gate.short_hash}`):\n\n"
-        f"{quote_block(agent.block(gate.question))}{options}{suggested}{_pinned_head(gate)}\n\n"
-        f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
-        f"`/revise <what>` {how}"
+        f"{quote_block(agent.block(gate.question))}{options}{suggested}{_pinned_head(gate)}\n\n{ask}"
     )
 
 

@@ -165,8 +165,9 @@ class AppContext:
                 done = await self._withdraw(job_id, by=action.by)
             elif action.order == "budget":
                 usd = float(action.text)  # the amount, as the decision read it
-                await control.set_budget(job_id, usd)
+                gate = await control.set_budget(job_id, usd, by=action.by, ref=action.ref)
                 done = f"budget set to ${usd:.2f}"
+                done += f", approving question {gate.gate_id}" if gate is not None else ""
             elif action.order == "remember":
                 kept = await self.office.remember(job_id, action.text, by=action.by, ref=action.ref)
                 done = "preference kept" if kept else "preference already kept"

@@ -201,16 +201,16 @@ class Runner:
     async def _limits(
         self, spec: AgentSpec, job_id: int | None, started: float
     ) -> Stop | Idle | None:
-        """Idle while its job is paused (no new model call); a Stop when this turn ran too
-        long or its job spent its budget."""
+        """Idle while its job is paused or waits at its budget gate (no new model call); a
+        Stop when this turn ran too long or its job spent its budget for good."""
         if await self.bus.held(job_id):
             return Idle()
         if self.clock() - started > spec.wall_time_s:
             return Stop(f"wall_time: over {spec.wall_time_s:.0f} s in one turn")
         if self.budget is not None and job_id is not None:
-            reason = await self.budget.exhausted(job_id)
-            if reason is not None:
-                return Stop(reason)
+            refused = await self.budget.admit(job_id)
+            if refused is not None:
+                return Idle() if refused.held else Stop(refused.reason)
         return None
 
     async def _call_model(

@@ -2,8 +2,9 @@
 
 An agent's question is answered by delivering the answer as its call's result
 (`gates.answer`). A gate the engine asked is acted on here, by its kind: the plan gate
-dispatches the plan it approved or hands the decider's words back to the lead; the
-protected-path gate's answer is the job driver's to act on, at the job's next sync.
+dispatches the plan it approved or hands the decider's words back to the lead; the budget
+gate raises the job's caps, or lets its turns stop; the protected-path gate's answer is the
+job driver's to act on, at the job's next sync.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from dataclasses import replace
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AnsweredVia, Gate
-from orchestrator.jobs import protected_gate
+from orchestrator.jobs import budget_gate, protected_gate
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams import plan_gate
 
 Settle = Callable[[Tx, Gate], tuple[str, ...]]
 SETTLERS: Mapping[str, Settle] = {
     "plan": plan_gate.settle,
+    "budget": budget_gate.settle,
     "protected-path": protected_gate.settle,
 }
 

@@ -1,4 +1,9 @@
-"""A job's token and cost budget: once spent, every turn of the job stops with an error reply."""
+"""A job's token and cost budget: what it spent, its caps, and whether it may go on.
+
+A job spends through its agents' turns and through the proxy's predictions at its gates
+(priced at the proxy agent's model). Once a cap is reached, its budget gate
+(jobs/budget_gate.py) holds the job for its decider, or every turn stops with an error reply.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,39 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.bus.messages import Usage
-from orchestrator.store.sqlite import Store
+from orchestrator.jobs import budget_gate
+from orchestrator.jobs.budget_gate import Overrun
+from orchestrator.ports import Refusal
+from orchestrator.store.sqlite import Store, Tx
 
+# Per job and agent: the tokens of its conversations' turns, then the proxy's at its gates.
 _SPENT_SQL = """
-SELECT c.agent, coalesce(sum(m.input_tokens), 0), coalesce(sum(m.output_tokens), 0),
-       coalesce(sum(m.cache_read_tokens), 0), coalesce(sum(m.cache_write_tokens), 0)
+SELECT c.job_id, c.agent, sum(m.input_tokens), sum(m.output_tokens),
+       sum(m.cache_read_tokens), sum(m.cache_write_tokens)
 FROM messages m JOIN conversations c USING (conversation_id)
-WHERE c.job_id = ? GROUP BY c.agent
+WHERE m.input_tokens IS NOT NULL AND {conversations} GROUP BY c.job_id, c.agent
+UNION ALL
+SELECT d.job_id, :proxy, sum(d.input_tokens), sum(d.output_tokens), 0, 0
+FROM proxy_decisions d WHERE {decisions} GROUP BY d.job_id
 """
+_ONE_JOB = _SPENT_SQL.format(conversations="c.job_id = :job_id", decisions="d.job_id = :job_id")
+_EVERY_JOB = _SPENT_SQL.format(
+    conversations="c.job_id IS NOT NULL", decisions="d.job_id IS NOT NULL"
+)
 
 Limits = tuple[float | None, int | None]
+
+
+def spent_by_agent(tx: Tx, *, proxy: str, job_id: int | None = None) -> dict[int, dict[str, Usage]]:
+    """The tokens each job (or only `job_id`) was billed for, by agent address; the
+    proxy's predictions at a job's gates count under `proxy`, its agent's name."""
+    query = _EVERY_JOB if job_id is None else _ONE_JOB
+    rows = tx.execute(query, {"proxy": proxy, "job_id": job_id}).fetchall()
+    spent: dict[int, dict[str, Usage]] = {}
+    for job, agent, *tokens in rows:
+        by_agent = spent.setdefault(int(job), {})
+        by_agent[agent] = by_agent.get(agent, Usage()) + Usage(*(int(t or 0) for t in tokens))
+    return spent
 
 
 @dataclass(frozen=True)
@@ -43,44 +71,72 @@ class JobBudget:
         max_tokens: int | None,
         price: Callable[[str, Usage], float],
         per_project: Mapping[str, Limits] | None = None,
+        proxy: str = "proxy",
     ) -> None:
         self.store = store
         self.max_usd = max_usd
         self.max_tokens = max_tokens
         self.price = price
         self.per_project = per_project if per_project is not None else {}
+        self.proxy = proxy  # the proxy agent's name, whose model prices its predictions
 
     async def spent(self, job_id: int) -> Spent:
-        """Tokens and dollars the job's conversations have used."""
-        rows = await self.store.read(lambda tx: tx.execute(_SPENT_SQL, (job_id,)).fetchall())
+        """Tokens and dollars the job's conversations, and the proxy at its gates, have used."""
+        return await self.store.read(lambda tx: self.spent_in(tx, job_id))
+
+    def spent_in(self, tx: Tx, job_id: int) -> Spent:
+        """`spent`, in a transaction."""
         usage, usd = Usage(), 0.0
-        for agent, *tokens in rows:
-            used = Usage(*tokens)
+        for agent, used in (
+            spent_by_agent(tx, proxy=self.proxy, job_id=job_id).get(job_id, {}).items()
+        ):
             usage += used
             usd += self.price(agent, used) if used != Usage() else 0.0
         return Spent(usage, usd)
 
     async def exhausted(self, job_id: int) -> str | None:
         """Why the job may not make another model call, or None."""
-        max_usd, max_tokens = await self.limits(job_id)
-        spent = await self.spent(job_id)
-        if max_usd is not None and spent.usd >= max_usd:
-            return f"budget: the job spent ${spent.usd:.2f} of its ${max_usd:.2f}"
-        if max_tokens is not None and spent.tokens >= max_tokens:
-            return f"budget: the job used {spent.tokens:,} of its {max_tokens:,} tokens"
-        return None
+        over = await self.store.read(lambda tx: self.overrun(tx, job_id))
+        return None if over is None else over.reason
+
+    def overrun(self, tx: Tx, job_id: int) -> Overrun | None:
+        """What the job used and its caps, if it has reached one; else None."""
+        max_usd, max_tokens = self.limits_in(tx, job_id)
+        spent = self.spent_in(tx, job_id)
+        over = Overrun(spent.usd, spent.tokens, max_usd, max_tokens)
+        return over if over.usd_hit or over.tokens_hit else None
+
+    async def admit(self, job_id: int) -> Refusal | None:
+        """Whether the job may make another model call: None while it is within its caps
+        and has no budget gate open; else held at its budget gate, or stopped."""
+        look = await self.store.read(
+            lambda tx: budget_gate.open_gate(tx, job_id) or self.overrun(tx, job_id)
+        )
+        if look is None:
+            return None
+        # Looked at again in one write: of turns reaching the cap at once, one asks.
+        return await self.store.write(
+            lambda tx: budget_gate.refuse(tx, job_id, self.overrun(tx, job_id))
+        )
 
     async def limits(self, job_id: int) -> Limits:
-        """The job's (max_usd, max_tokens): its project's, else the defaults; a cap set
-        for the job itself (`/budget`) in place of the dollars."""
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT project, budget_usd FROM jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
+        """The job's (max_usd, max_tokens): its project's, else the defaults; each in turn
+        replaced by a cap set for the job itself (`/budget`, an approved budget gate)."""
+        return await self.store.read(lambda tx: self.limits_in(tx, job_id))
+
+    def limits_in(self, tx: Tx, job_id: int) -> Limits:
+        """`limits`, in a transaction."""
+        row = tx.execute(
+            "SELECT project, budget_usd, budget_tokens FROM jobs WHERE job_id = ?", (job_id,)
+        ).fetchone()
         max_usd, max_tokens = self.max_usd, self.max_tokens
-        if row is not None and row[0] in self.per_project:
-            max_usd, max_tokens = self.per_project[row[0]]
-        if row is not None and row[1] is not None:
-            max_usd = float(row[1])
+        if row is None:
+            return max_usd, max_tokens
+        project, own_usd, own_tokens = row
+        if project in self.per_project:
+            max_usd, max_tokens = self.per_project[project]
+        if own_usd is not None:
+            max_usd = float(own_usd)
+        if own_tokens is not None:
+            max_tokens = int(own_tokens)
         return max_usd, max_tokens

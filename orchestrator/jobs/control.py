@@ -1,5 +1,6 @@
 """A decider's direct hold on a running job: pause it, resume it, steer its lead, set its
-budget, and have the project remember a preference.
+budget (answering its budget gate, if one is open), and have the project remember a
+preference.
 
 Pausing writes who paused the job; from then on none of its conversations starts a model
 call (a call already under way finishes and is kept), and none is resumed after a restart
@@ -13,9 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.agents.scheduler import Scheduler
+from orchestrator.bus import answers, gates
+from orchestrator.bus.events import GateAnswered
+from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import ConversationKind, InboxKind
 from orchestrator.bus.transactions import deliver, runnable
 from orchestrator.errors import OrchestratorError
+from orchestrator.jobs import budget_gate
 from orchestrator.store.sqlite import Store, Tx, now
 
 LEAD_ROLE = "project-lead"
@@ -73,19 +78,23 @@ class JobControl:
         self.scheduler.wake(woken)
         return delivered
 
-    async def set_budget(self, job_id: int, usd: float) -> None:
-        """The job's own spending cap, in place of its project's (from the next model call)."""
+    async def set_budget(
+        self, job_id: int, usd: float, *, by: str, ref: str | None = None
+    ) -> Gate | None:
+        """The job's own spending cap, in place of its project's (from the next model call).
+
+        With the job's budget gate open, `by` also approves it with this cap in place of the
+        one proposed, and what has work is woken; the gate so answered, else None.
+        """
         if not usd > 0:
             raise ControlError(f"a budget is a positive amount of dollars, not {usd}")
-
-        def write(tx: Tx) -> None:
-            _active(tx, job_id)
-            tx.execute(
-                "UPDATE jobs SET budget_usd = ?, updated_at = ? WHERE job_id = ?",
-                (usd, now(), job_id),
+        answered = await self.store.write(lambda tx: _set_budget(tx, job_id, usd, by, ref))
+        if answered is not None:
+            self.scheduler.bus.events.publish(
+                GateAnswered(answered.gate_id, answered.conversation_id, by, "human")
             )
-
-        await self.store.write(write)
+            self.scheduler.wake(answered.woken)
+        return answered
 
     async def remember(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
         """Keep a preference for the job's project, read by its agents from now on. False
@@ -139,6 +148,21 @@ def _remember(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> bool:
         (row[0], text, by, ref, now()),
     )
     return True
+
+
+def _set_budget(tx: Tx, job_id: int, usd: float, by: str, ref: str | None) -> Gate | None:
+    _active(tx, job_id)
+    gate = budget_gate.open_gate(tx, job_id)
+    answered = None
+    if gate is not None and (ref is None or gates.answered_from(tx, ref) is None):
+        # Approved first (the settler raises every cap it proposed), then the dollars the
+        # decider named replace the proposed ones.
+        text = f"yes, with a cap of ${usd:.2f} (/budget)"
+        answered = answers.answer(tx, gate.gate_id, text=text, answered_by=by, via="human", ref=ref)
+    tx.execute(
+        "UPDATE jobs SET budget_usd = ?, updated_at = ? WHERE job_id = ?", (usd, now(), job_id)
+    )
+    return answered
 
 
 def _pause(tx: Tx, job_id: int, by: str) -> bool:

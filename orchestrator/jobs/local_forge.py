@@ -2,10 +2,10 @@
 
 The same `JobDriver` that keeps a GitHub issue in line with the store drives a local job
 through it: `show` prints the status when it changes, `ask` puts a gate to the person at
-the terminal (through `approve`; `--yes` answers for them, and says so; with nobody to
-ask, the job stays parked: UnansweredGateError) and records the answer, `deliver` pushes
-the job branch into the local repository (the user's checkout is never touched), `fail`
-says what failed and how to resume the job to retry it.
+the terminal (through `approve`; `--yes` answers for them, and says so, but never raises a
+job's budget; with nobody to ask, the job stays parked: UnansweredGateError) and records
+the answer, `deliver` pushes the job branch into the local repository (the user's checkout
+is never touched), `fail` says what failed and how to resume the job to retry it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,11 @@ class LocalForge:
         self.say(f"gate {gate.gate_id} ({_who(gate)}): {gate.question}")
         if suggestion is not None:
             self.say(f"  the proxy suggests: {suggestion.answer} ({proxy_figures(suggestion)})")
-        if self.auto is not None:
+        if self.auto is not None and gate.engine_made and gate.kind == "budget":
+            # `--yes` spends no more than the budget: the job stops at it, as it says.
+            answer, by = "no", f"{self.decider} (--yes)"
+            self.say("  answered 'no' automatically: --yes does not raise a job's budget")
+        elif self.auto is not None:
             answer, by = self.auto, f"{self.decider} (--yes)"
             self.say(f"  answered {answer!r} automatically (--yes)")
         elif self.approve is None:

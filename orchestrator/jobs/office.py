@@ -169,7 +169,8 @@ class Office:
         )
         toolbox = Toolbox.of((files, worktree_tools.SPECS), (board, board_tools.SPECS))
         toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, TeamTools(store, workspace, served)))
-        budget = wiring.budget(store, configured, served, org_prices(org.directory))
+        prices = org_prices(org.directory)
+        budget = wiring.budget(store, configured, served, prices, proxy=org.proxy.name)
         engine = Engine.over(
             store,
             agents=TeamAgents(configured),

@@ -38,6 +38,11 @@ class JobPricing:
         except ConfigError:
             return cls(None, None)
 
+    @property
+    def proxy(self) -> str:
+        """The proxy agent's name, under which its tokens are counted (as the budget does)."""
+        return "proxy" if self.org is None else self.org.proxy.name
+
     def cost(
         self, project: str, project_text: str | None, spent: Mapping[str, Usage]
     ) -> float | None:

@@ -4,8 +4,9 @@ Read from the store opened read-only beside whichever process holds it (`Store.a
 a look neither waits for `teaparty serve` or a `teaparty run` nor disturbs them. A job's
 state is the one its requester sees (`JobDriver.status`): planning, working, waiting (at
 a question), delivering, done, failed or cancelled, and what it waits out (a model outage,
-a forge's rate limit) with when that ends. Cost is priced as the budget prices it: each
-agent's model, found in the project the job runs under, at the organisation's prices.
+a forge's rate limit) with when that ends. Cost is counted and priced as the budget does it:
+each agent's tokens (the proxy's at the job's gates included) at its model, found in the
+project the job runs under, at the organisation's prices.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from orchestrator.bus.messages import Message, Usage
 from orchestrator.bus.waits import Wait
 from orchestrator.errors import JobNotFoundError, StoreLockedError, StoreVersionError
 from orchestrator.jobs import commands
+from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
 from orchestrator.jobs.pricing import JobPricing
@@ -147,7 +149,7 @@ class JobViews:
         """Every job, newest first; only those in `state` (see STATE_FILTERS) or of `repo`."""
         if self.store is None:
             return []
-        facts = await self.store.read(_every_job)
+        facts = await self.store.read(lambda tx: _every_job(tx, self.pricing.proxy))
         found = [self._summary(fact) for fact in facts]
         return [
             s for s in found if _in_state(s, state) and (repo is None or s.origin.matches(repo))
@@ -157,7 +159,7 @@ class JobViews:
         """The job's tracking view (JobNotFoundError: no such job)."""
         if self.store is None:
             raise JobNotFoundError(job_id)
-        fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id))
+        fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id, self.pricing.proxy))
         branch, worktree, present, gates, failed, done = detail
         kept = await self.store.read(lambda tx: _preferences(tx, job_id))
         return JobView(
@@ -224,24 +226,16 @@ _JOBS = (
     " j.project_text, coalesce(j.result, c.result) FROM jobs j LEFT JOIN conversations c"
     " ON c.conversation_id = 'job:' || j.job_id"
 )
-_SPENT = (
-    "SELECT c.job_id, c.agent, coalesce(sum(m.input_tokens), 0), coalesce(sum(m.output_tokens),"
-    " 0), coalesce(sum(m.cache_read_tokens), 0), coalesce(sum(m.cache_write_tokens), 0)"
-    " FROM messages m JOIN conversations c USING (conversation_id)"
-    " WHERE m.input_tokens IS NOT NULL AND (? IS NULL OR c.job_id = ?) GROUP BY c.job_id, c.agent"
-)
 _OPEN_GATES = (
     "SELECT job_id, count(*) FROM gates WHERE answer IS NULL AND closed_at IS NULL"
     " AND (? IS NULL OR job_id = ?) GROUP BY job_id"
 )
 
 
-def _facts(tx: Tx, job_id: int | None) -> list[_JobFact]:
+def _facts(tx: Tx, job_id: int | None, proxy: str) -> list[_JobFact]:
     where = " WHERE j.job_id = ?" if job_id is not None else ""
     rows = tx.execute(f"{_JOBS}{where} ORDER BY j.job_id DESC", (job_id,) if where else ())
-    spent: dict[int, dict[str, Usage]] = {}
-    for job, agent, *tokens in tx.execute(_SPENT, (job_id, job_id)):
-        spent.setdefault(job, {})[agent] = Usage(*tokens)
+    spent = spent_by_agent(tx, proxy=proxy, job_id=job_id)  # as the budget counts it
     gates = dict(tx.execute(_OPEN_GATES, (job_id, job_id)).fetchall())
     if job_id is None:
         failed = _by_job(failure_rows.every(tx))
@@ -272,8 +266,8 @@ def _facts(tx: Tx, job_id: int | None) -> list[_JobFact]:
     return facts
 
 
-def _every_job(tx: Tx) -> list[_JobFact]:
-    return _facts(tx, None)
+def _every_job(tx: Tx, proxy: str) -> list[_JobFact]:
+    return _facts(tx, None, proxy)
 
 
 def _preferences(tx: Tx, job_id: int) -> tuple[str, ...]:
@@ -287,12 +281,12 @@ def _preferences(tx: Tx, job_id: int) -> tuple[str, ...]:
 
 
 def _one_job(
-    tx: Tx, job_id: int
+    tx: Tx, job_id: int, proxy: str
 ) -> tuple[
     _JobFact,
     tuple[str | None, str | None, bool, list[Gate], list[Failure], list[JobCommand]],
 ]:
-    found = _facts(tx, job_id)
+    found = _facts(tx, job_id, proxy)
     if not found:
         raise JobNotFoundError(job_id)
     source = tx.execute("SELECT branch FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()

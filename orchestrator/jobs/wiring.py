@@ -58,17 +58,27 @@ async def checkpoint(store: Store, conversation_id: str, spec: AgentSpec) -> str
 
 
 def budget(
-    store: Store, agents: ConfigAgents, projects: Mapping[str, Project], prices: PriceTable
+    store: Store,
+    agents: ConfigAgents,
+    projects: Mapping[str, Project],
+    prices: PriceTable,
+    *,
+    proxy: str,
 ) -> JobBudget:
     """Each project's limits, read when asked (a project added later has its own); costs at
-    the organisation's prices."""
+    the organisation's prices, the proxy's (agent `proxy`) at its model's."""
 
     def price(address: str, usage: Usage) -> float:
         definition = agents.definition(address)
         return 0.0 if definition is None else prices.cost_usd(definition.model, usage)
 
     return JobBudget(
-        store, max_usd=None, max_tokens=None, price=price, per_project=_Limits(projects)
+        store,
+        max_usd=None,
+        max_tokens=None,
+        price=price,
+        per_project=_Limits(projects),
+        proxy=proxy,
     )
 
 

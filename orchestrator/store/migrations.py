@@ -451,6 +451,13 @@ CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref I
 ALTER TABLE jobs ADD COLUMN gate_modes TEXT;
 """
 
+# A job's own token cap (an approved budget gate raises it, as `/budget` sets budget_usd);
+# the proxy's tokens are read per job, for the job's budget.
+JOB_TOKEN_BUDGETS = """
+ALTER TABLE jobs ADD COLUMN budget_tokens INTEGER;
+CREATE INDEX proxy_decisions_by_job ON proxy_decisions (job_id);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -467,4 +474,5 @@ MIGRATIONS: tuple[str, ...] = (
     PREFERENCES_AND_JOB_BUDGETS,
     PROXY_DECISIONS,
     GATE_KINDS,
+    JOB_TOKEN_BUDGETS,
 )
