@@ -106,14 +106,14 @@ def refuse(tx: Tx, job_id: int, over: Overrun | None) -> Refusal | None:
 
 def _declined(tx: Tx, job_id: int, over: Overrun) -> Gate | None:
     """The job's last budget gate, if it was answered other than yes at the caps it has now."""
-    row = tx.execute(
+    (last,) = tx.execute(
         "SELECT max(gate_id) FROM gates WHERE job_id = ? AND kind = 'budget' AND asked_by = ?"
         " AND answer IS NOT NULL",
         (job_id, gates.ENGINE),
     ).fetchone()
-    if row is None or row[0] is None:
+    if last is None:
         return None
-    gate = gates.get(tx, int(row[0]))
+    gate = gates.get(tx, int(last))
     same_caps = gate.payload.get("caps") == [over.max_usd, over.max_tokens]
     return gate if same_caps and not gate.approved else None
 
