@@ -95,9 +95,16 @@ class JobBudget:
         return Spent(usage, usd)
 
     async def exhausted(self, job_id: int) -> str | None:
-        """Why the job may not make another model call, or None."""
-        over = await self.store.read(lambda tx: self.overrun(tx, job_id))
-        return None if over is None else over.reason
+        """Why the job may not make another model call (a cap reached, its budget gate
+        open), or None. Asks nothing: `admit` opens the gate."""
+        return await self.store.read(lambda tx: self._exhausted(tx, job_id))
+
+    def _exhausted(self, tx: Tx, job_id: int) -> str | None:
+        over = self.overrun(tx, job_id)
+        if over is not None:
+            return over.reason
+        waiting = budget_gate.open_gate(tx, job_id)
+        return None if waiting is None else f"budget: the job waits at question {waiting.gate_id}"
 
     def overrun(self, tx: Tx, job_id: int) -> Overrun | None:
         """What the job used and its caps, if it has reached one; else None."""
@@ -109,10 +116,7 @@ class JobBudget:
     async def admit(self, job_id: int) -> Refusal | None:
         """Whether the job may make another model call: None while it is within its caps
         and has no budget gate open; else held at its budget gate, or stopped."""
-        look = await self.store.read(
-            lambda tx: budget_gate.open_gate(tx, job_id) or self.overrun(tx, job_id)
-        )
-        if look is None:
+        if await self.exhausted(job_id) is None:
             return None
         # Looked at again in one write: of turns reaching the cap at once, one asks.
         return await self.store.write(
