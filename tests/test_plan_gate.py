@@ -160,3 +160,39 @@ async def task_conversations(office: object) -> int:
         lambda tx: tx.execute("SELECT count(*) FROM conversations WHERE kind = 'task'").fetchone()
     )
     return int(count)
+
+
+async def test_advice_on_a_gate_no_agent_waits_on_wakes_nobody(tmp_path: Path) -> None:
+    """A budget or protected-path gate parks the job's own conversation: an advisor's reply
+    to it is not handed to the office manager (which would spend a model call on it)."""
+    from orchestrator.bus.gates import AskIntent
+
+    engine = await Engine.open(
+        tmp_path / "store.db",
+        agents=StaticAgents(FunctionModel(lambda _: say("ok"))),
+        router=org_router(),
+    )
+    try:
+        started = await engine.bus.start_job(
+            job_key="widgets#1", project="widgets", title="t", agent=CODING_LEAD, brief="go"
+        )
+        await engine.scheduler.run_until_idle()
+        root = started.conversation_id
+
+        def ask(tx: object, kind: str) -> int:
+            intent = AskIntent(f"{kind}:1", "Go on?", ("yes", "no"), kind=kind)  # type: ignore[arg-type]
+            return gates.ask_engine(tx, job_id=started.job_id, conversation_id=root, intent=intent)  # type: ignore[arg-type]
+
+        for kind in ("budget", "protected-path", "plan"):
+            gate_id = await engine.store.write(lambda tx, kind=kind: ask(tx, kind))
+            await engine.bus.advise(gate_id, text="careful", advisor="bob")
+        inbox = await engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT content FROM inbox WHERE conversation_id = ?", (root,)
+            ).fetchall()
+        )
+        assert [json.loads(c)["text"] for (c,) in inbox] == [
+            "bob (an advisor, not the decider) on question 3: careful"
+        ], "only the plan gate's advice reaches its conversation"
+    finally:
+        await engine.close()

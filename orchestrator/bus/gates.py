@@ -37,6 +37,9 @@ DEFAULT_MODES: Mapping[str, GateMode] = {
     "merge-conflict": "always",
     "protected-path": "always",
 }
+# Engine gates no agent waits on (they park the job's own conversation): advice to them
+# would wake the office manager to spend a model call on it.
+NO_ASKING_AGENT = frozenset({"budget", "protected-path"})
 _YES = ("yes", "approve", "approved", "proceed", "ok", "go ahead")
 
 
@@ -283,6 +286,8 @@ def advise(tx: Tx, gate_id: int, *, text: str, advisor: str) -> Gate:
     gate = get(tx, gate_id)
     if gate.answer is not None:
         raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
+    if gate.engine_made and gate.kind in NO_ASKING_AGENT:
+        return gate  # nobody to hand it to: the decider reads it on the issue, beside the gate
     deliver(
         tx,
         gate.conversation_id,
