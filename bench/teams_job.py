@@ -249,7 +249,7 @@ class JobRun:
 async def run_job(home: Path, repo: Path, *, tasks: int, review: str, parallel: int) -> JobRun:
     """Run the scripted job in a fresh state directory `home`; check every task is merged."""
     org = load_organisation(shipped_org_dir())
-    text = f"humans: {{decider: alice}}\nparallel: {parallel}\n"
+    text = f"humans: {{decider: alice}}\nparallel: {parallel}\ngates: {{plan: never}}\n"
     project = load_project(text, org=org, source="project.yaml", default_name=PROJECT)
     measured = JobRun(tasks, Script(tasks, review))
     model = FunctionModel(measured.script.reply)
