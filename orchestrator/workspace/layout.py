@@ -239,7 +239,11 @@ class Workspace:
             await checkout.git("merge", "--abort")
         await checkout.git("clean", "-q", "-ffdx")  # checkout -f below discards tracked changes
         if await rev(job.repo, f"refs/heads/{branch}") is None:
-            await checkout.git("checkout", "--quiet", "-f", "-b", branch, job.branch)
+            # From the commit, not the branch name: `checkout -b` reads the name twice (for
+            # the files, then for the new branch), so a merge between the two reads would
+            # leave the task's files a commit behind its branch, and its commit reverting it.
+            start = await rev(job.repo, f"refs/heads/{job.branch}")
+            await checkout.git("checkout", "--quiet", "-f", "-b", branch, start or job.branch)
         else:
             await checkout.git("checkout", "--quiet", "-f", branch)
         await self.hand_over(path)
