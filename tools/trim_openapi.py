@@ -45,6 +45,13 @@ OPERATIONS = frozenset(
         "pulls/create",
         "pulls/update",
         "pulls/get",
+        "pulls/list-reviews",
+        "pulls/get-review",
+        "pulls/list-review-comments",
+        "pulls/list-comments-for-review",
+        "pulls/create-reply-for-review-comment",
+        "pulls/request-reviewers",
+        "pulls/list-requested-reviewers",
     }
 )
 # The description inlines the items of `apps/list-installations` with `account` as allOf
@@ -54,6 +61,12 @@ _ANY_OF_FIXES = {
         *("responses", "200", "content", "application/json", "schema"),
         *("items", "properties", "account"),
     ),
+}
+# Review comments whose line is no longer in the diff (outdated) have `position` and `line`
+# null; the description says integer (github/rest-api-description issues #1901 and #5568).
+_NULLABLE_FIXES = {
+    "pull-request-review-comment": ("position", "line"),
+    "review-comment": ("line",),
 }
 # Keywords whose values are documentation only; dropped wherever they act as keywords.
 _DROPPED = frozenset({"description", "example", "examples", "x-github-breaking-changes"})
@@ -98,6 +111,13 @@ def fix(operation: dict[str, Any]) -> dict[str, Any]:
     return operation
 
 
+def nullable(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema`, with the properties `_NULLABLE_FIXES` names for it marked nullable."""
+    for key in _NULLABLE_FIXES.get(name, ()):
+        schema["properties"][key]["nullable"] = True
+    return schema
+
+
 def trim(spec: dict[str, Any], *, source_name: str) -> dict[str, Any]:
     """Build the trimmed description from the full one."""
     paths: dict[str, dict[str, Any]] = {}
@@ -115,7 +135,7 @@ def trim(spec: dict[str, Any], *, source_name: str) -> dict[str, Any]:
         ref = pending.pop()
         seen.add(ref)
         _, _, section, name = ref.split("/", 3)
-        entry = strip(spec["components"][section][name])
+        entry = nullable(name, strip(spec["components"][section][name]))
         components.setdefault(section, {})[name] = entry
         pending |= refs_in(entry) - seen
     return {
