@@ -1,10 +1,13 @@
-"""Bare git repositories behind the local GitHub stand-in: create them, read refs and files."""
+"""Bare git repositories behind the local GitHub stand-in: create them, read refs, files and
+diffs, and make the commits, merges and branch deletions people make on GitHub."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import subprocess
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,10 +54,16 @@ class DiffStats:
     changed_files: int
 
 
-def _run(path: Path | None, *args: str, stdin: bytes = b"") -> str:
+def _run(
+    path: Path | None, *args: str, stdin: bytes = b"", env: Mapping[str, str] | None = None
+) -> str:
     argv = ("git", *(("-C", str(path)) if path else ()), *args)
     done = subprocess.run(
-        argv, input=stdin, capture_output=True, env={**os.environ, **_IDENTITY}, check=False
+        argv,
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, **_IDENTITY, **(env or {})},
+        check=False,
     )
     if done.returncode != 0:
         raise HubGitError(args, done.stderr.decode(errors="replace"))
@@ -150,3 +159,69 @@ async def diff_stats(path: Path, base: str, head: str) -> DiffStats:
         additions += int(added) if added.isdigit() else 0
         deletions += int(deleted) if deleted.isdigit() else 0
     return DiffStats(int(count.decode().strip() or 0), additions, deletions, files)
+
+
+async def diff(
+    path: Path, base: str, head: str, *, context: int = 3, from_merge_base: bool = True
+) -> str:
+    """`git diff base...head` (or `base head`) with `context` lines; a rename is a delete
+    and an add."""
+    _, out = await git(
+        path,
+        *("-c", "core.quotePath=false", "diff", "--no-color", "--no-ext-diff", "--no-renames"),
+        f"-U{context}",
+        *((f"{base}...{head}",) if from_merge_base else (base, head)),
+    )
+    return out.decode(errors="replace")
+
+
+def person(login: str) -> dict[str, str]:
+    """Author and committer variables for a commit a person makes on GitHub."""
+    email = f"{login}@users.noreply.github.com"
+    return {
+        "GIT_AUTHOR_NAME": login,
+        "GIT_AUTHOR_EMAIL": email,
+        "GIT_COMMITTER_NAME": login,
+        "GIT_COMMITTER_EMAIL": email,
+    }
+
+
+def commit_files(
+    path: Path, branch: str, files: Mapping[str, str | None], *, message: str, login: str
+) -> tuple[str, str]:
+    """Commit `files` (None deletes one) on top of `branch` as `login`; `(before, after)`."""
+    before = _run(path, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}")
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), **person(login)}
+        _run(path, "read-tree", before, env=env)
+        entries = []
+        for name, text in files.items():
+            if text is None:  # mode 0 removes the entry; `--force-remove` needs a work tree
+                entries.append(f"0 {'0' * 40}\t{name}\n")
+                continue
+            blob = _run(path, "hash-object", "-w", "--stdin", stdin=text.encode())
+            entries.append(f"100644 {blob}\t{name}\n")
+        _run(path, "update-index", "--index-info", stdin="".join(entries).encode(), env=env)
+        tree = _run(path, "write-tree", env=env)
+        after = _run(path, "commit-tree", tree, "-p", before, "-m", message, env=env)
+    _run(path, "update-ref", f"refs/heads/{branch}", after, before)
+    return before, after
+
+
+def merge(path: Path, base: str, head: str, *, message: str, login: str) -> str:
+    """Merge branch `head` into branch `base` with a merge commit by `login`; its sha.
+
+    Raises HubGitError when they conflict (GitHub's "merge conflict" 405).
+    """
+    base_sha = _run(path, "rev-parse", "--verify", f"refs/heads/{base}^{{commit}}")
+    head_sha = _run(path, "rev-parse", "--verify", f"refs/heads/{head}^{{commit}}")
+    tree = _run(path, "merge-tree", "--write-tree", base_sha, head_sha).splitlines()[0]
+    env = person(login)
+    sha = _run(path, "commit-tree", tree, "-p", base_sha, "-p", head_sha, "-m", message, env=env)
+    _run(path, "update-ref", f"refs/heads/{base}", sha, base_sha)
+    return sha
+
+
+def delete_branch(path: Path, branch: str) -> None:
+    """Delete `refs/heads/<branch>`."""
+    _run(path, "update-ref", "-d", f"refs/heads/{branch}")

@@ -6,8 +6,10 @@ codes and idempotency quirks, and it checks every request and response body agai
 OpenAPI description (violations land in `FakeGitHub.violations`).
 
 Module map: state (the world), git (bare remotes), shapes (response objects), routes / pulls /
-catchup (one handler per operationId; catchup: the delivery log and listings an App reads to
-catch up after downtime), webhooks.
+reviews / catchup (one handler per operationId; catchup: the delivery log and listings an App
+reads to catch up after downtime), graphql (the App's known GraphQL documents), webhooks,
+people (helpers that review, reply, push, merge as people do); review_state, review_actions,
+review_shapes, anchors and diffs hold pull request reviews.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +32,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bot.fakehub import webhooks
+from bot.fakehub import graphql, webhooks
 from bot.fakehub.auth import AuthKind, authenticate, credential
 from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
+from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
 from bot.fakehub.git import create_bare
 from bot.fakehub.openapi import OpenAPI, Operation
+from bot.fakehub.people import PullRequestPeople
 from bot.fakehub.pulls import PULL_ROUTES, open_pull
+from bot.fakehub.reviews import REVIEW_ROUTES
 from bot.fakehub.routes import ROUTES, Call, Reply, repo_for
 from bot.fakehub.serve import ThreadRunner, serve_local
 from bot.fakehub.shapes import Json, Urls
@@ -56,31 +61,7 @@ from bot.fakehub.state import (
 _METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request the hub answered."""
-
-    method: str
-    path: str
-    query: Mapping[str, str]
-    status: int
-    operation_id: str | None
-    auth: AuthKind
-    body: Any = None
-
-
-@dataclass
-class _Fault:
-    method: str
-    pattern: re.Pattern[str]
-    status: int
-    headers: dict[str, str]
-    body: Any
-    remaining: int
-    apply: bool = False
-
-
-class FakeGitHub:
+class FakeGitHub(PullRequestPeople):
     """GitHub for one App: serve `asgi` (or `serve()`), arrange state, inspect what happened."""
 
     def __init__(
@@ -120,8 +101,10 @@ class FakeGitHub:
         self.violations: list[str] = []
         self.deliveries: list[webhooks.SentDelivery] = []
         self.api_url = "http://127.0.0.1/"
-        self._faults: list[_Fault] = []
-        self._routes = ROUTES | PULL_ROUTES | CATCHUP_ROUTES | DeliveryLog(self.deliveries).routes()
+        self._faults = Faults(self.state.lock)
+        self._used = {"core": 0, "graphql": 0}  # rate-limit points spent, per resource
+        routes = ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES
+        self._routes = routes | DeliveryLog(self.deliveries).routes()
         self.asgi = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=_METHODS)])
 
     @property
@@ -224,7 +207,7 @@ class FakeGitHub:
         With `apply`, the request is carried out first (its webhooks sent too) and only its
         answer is replaced: GitHub's 502 after a write that did happen.
         """
-        fault = _Fault(
+        fault = Fault(
             method.upper(),
             re.compile(path_regex),
             status,
@@ -233,16 +216,7 @@ class FakeGitHub:
             times,
             apply,
         )
-        with self.state.lock:
-            self._faults.append(fault)
-
-    def _take_fault(self, method: str, path: str) -> _Fault | None:
-        with self.state.lock:
-            for fault in self._faults:
-                if fault.remaining and fault.method in (method, "*") and fault.pattern.search(path):
-                    fault.remaining -= 1
-                    return fault
-            return None
+        self._faults.add(fault)
 
     # -- webhooks -------------------------------------------------------------------------
 
@@ -327,9 +301,11 @@ class FakeGitHub:
         method, path = request.method, request.url.path
         kind, value = credential(request.headers.get("authorization", ""))
         self.api_url = str(request.base_url)
+        fault = self._faults.take(method, path)
+        if method == "POST" and path == graphql.PATH:
+            return await self._graphql(request, raw, fault, kind, value)
         matched = self.spec.match(method, path)
         operation = matched[0] if matched else None
-        fault = self._take_fault(method, path)
         if fault is not None and not (fault.apply and matched is not None):
             reply = Reply(fault.status, fault.body, dict(fault.headers))
         elif matched is None:
@@ -352,13 +328,51 @@ class FakeGitHub:
             reply.status,
             operation.operation_id if operation else None,
             kind,
-            _decoded(raw),
+            decoded(raw),
         )
         with self.state.lock:
             self.requests.append(record)
+            self._used["core"] += 1
             if operation is None:
                 self.unexpected.append(record)
         return self._response(reply)
+
+    async def _graphql(
+        self, request: Request, raw: bytes, fault: Fault | None, kind: AuthKind, value: str
+    ) -> Response:
+        """`POST /graphql`: installation tokens only; its own `graphql` rate limit."""
+        operation, cost = None, 1
+        if fault is not None and not fault.apply:
+            reply = Reply(fault.status, fault.body, dict(fault.headers))
+        else:
+            reply, operation, cost = await self._run_graphql(raw, kind, value)
+            if fault is not None:  # applied; the caller hears only the fault
+                reply = Reply(
+                    fault.status, fault.body, dict(fault.headers), deliveries=reply.deliveries
+                )
+        name = "graphql" if operation is None else f"graphql/{operation}"
+        query = dict(request.query_params)
+        record = RecordedRequest(
+            "POST", graphql.PATH, query, reply.status, name, kind, decoded(raw)
+        )
+        with self.state.lock:
+            self.requests.append(record)
+            self._used["graphql"] += cost
+        return self._response(reply, resource="graphql")
+
+    async def _run_graphql(
+        self, raw: bytes, kind: AuthKind, value: str
+    ) -> tuple[Reply, str | None, int]:
+        """The reply to a GraphQL call, the operation it ran and its cost in points."""
+        try:
+            token = authenticate(self.state, self._public_key, "graphql", kind=kind, value=value)
+            assert token is not None  # "graphql" is not an App (JWT) operation
+            answer = await graphql.answer(self.state, token, decoded(raw), self.urls)
+        except HubError as exc:
+            return Reply(exc.status, exc.body | {"documentation_url": graphql.DOCS}), None, 1
+        if answer.violation:
+            self._violation(answer.violation)
+        return Reply(200, answer.body, deliveries=answer.deliveries), answer.operation, answer.cost
 
     async def _operate(
         self,
@@ -424,9 +438,9 @@ class FakeGitHub:
         with self.state.lock:
             self.violations.append(message)
 
-    def _response(self, reply: Reply) -> Response:
+    def _response(self, reply: Reply, *, resource: str = "core") -> Response:
         with self.state.lock:
-            used = len(self.requests)
+            used = self._used[resource]
         headers = (
             {  # lower-case keys, so an injected header replaces the default
                 "x-github-request-id": uuid.uuid4().hex[:20].upper(),
@@ -435,7 +449,7 @@ class FakeGitHub:
                 "x-ratelimit-remaining": str(max(5000 - used, 0)),
                 "x-ratelimit-used": str(used),
                 "x-ratelimit-reset": str(int(self.state.clock()) + 3600),
-                "x-ratelimit-resource": "core",
+                "x-ratelimit-resource": resource,
             }
             | {name.lower(): value for name, value in reply.headers.items()}
         )
@@ -451,10 +465,3 @@ class FakeGitHub:
 
 def _docs(operation: Operation) -> str:
     return operation.docs_url or DOCS
-
-
-def _decoded(raw: bytes) -> Any:
-    try:
-        return json.loads(raw) if raw.strip() else None
-    except ValueError:
-        return raw.decode(errors="replace")

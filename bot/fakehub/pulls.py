@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.fakehub import git
 from bot.fakehub.routes import Call, Reply, Routes, paginate, path_number, repo_for
-from bot.fakehub.shapes import Json, pull_json
+from bot.fakehub.shapes import Json, Urls, pull_json
 from bot.fakehub.state import HubIssue, HubRepo, HubState, PullInfo, not_found, validation_failed
 
 PULL_ROUTES = Routes()
@@ -26,7 +26,8 @@ def _custom(message: str) -> dict[str, Any]:
     return {"resource": "PullRequest", "code": "custom", "message": message}
 
 
-def _pull(state: HubState, repo: HubRepo, number: int) -> HubIssue:
+def pull_issue(state: HubState, repo: HubRepo, number: int) -> HubIssue:
+    """Pull request `number` (its issue half), or 404 for an issue or nothing."""
     issue = state.issue(repo, number)
     if issue.pull is None:
         raise not_found()
@@ -44,19 +45,26 @@ def _duplicate(repo: HubRepo, pull: PullInfo, *, ignore: int = 0) -> None:
             raise validation_failed(_custom(message))
 
 
-async def _refresh(repo: HubRepo, issue: HubIssue) -> git.DiffStats:
-    """Follow the branches (they move when the bot pushes) and count the changes."""
+async def refresh(repo: HubRepo, issue: HubIssue) -> git.DiffStats:
+    """Follow the branches of an open pull request (they move when anyone pushes; a closed
+    one keeps the commits it was closed at) and count the changes."""
     assert issue.pull is not None
     pull = issue.pull
-    pull.head_sha = await git.branch_sha(repo.path, pull.head_ref) or pull.head_sha
-    pull.base_sha = await git.branch_sha(repo.path, pull.base_ref) or pull.base_sha
+    if issue.state == "open":
+        pull.head_sha = await git.branch_sha(repo.path, pull.head_ref) or pull.head_sha
+        pull.base_sha = await git.branch_sha(repo.path, pull.base_ref) or pull.base_sha
     return await git.diff_stats(repo.path, pull.base_sha, pull.head_sha)
 
 
-async def _full(state: HubState, repo: HubRepo, issue: HubIssue, call: Call) -> Json:
-    stats = await _refresh(repo, issue)
+async def full_pull_json(state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls) -> Json:
+    """The `pull-request` GitHub answers `pulls/get` with, after following the branches."""
+    stats = await refresh(repo, issue)
     with state.lock:
-        return pull_json(state, repo, issue, call.urls, stats=stats)
+        return pull_json(state, repo, issue, urls, stats=stats)
+
+
+async def _full(state: HubState, repo: HubRepo, issue: HubIssue, call: Call) -> Json:
+    return await full_pull_json(state, repo, issue, call.urls)
 
 
 @PULL_ROUTES.on("pulls/list", needs=("pull_requests",))
@@ -83,7 +91,7 @@ async def list_pulls(state: HubState, call: Call) -> Reply:
     if call.query.get("direction", default_direction) == "desc":
         pulls.reverse()
     for issue in pulls:
-        await _refresh(repo, issue)
+        await refresh(repo, issue)
     with state.lock:
         items = [pull_json(state, repo, issue, call.urls, stats=None) for issue in pulls]
     page, headers = paginate(items, call, f"repos/{repo.full_name}/pulls")
@@ -98,7 +106,7 @@ def _head_key(pull: PullInfo) -> tuple[str, str]:
 async def get_pull(state: HubState, call: Call) -> Reply:
     """GET /repos/{owner}/{repo}/pulls/{pull_number}."""
     repo = repo_for(state, call)
-    issue = _pull(state, repo, path_number(call, "pull_number"))
+    issue = pull_issue(state, repo, path_number(call, "pull_number"))
     return Reply(200, await _full(state, repo, issue, call))
 
 
@@ -161,15 +169,30 @@ def _issue_for(state: HubState, repo: HubRepo, body: Json, *, author: str) -> Hu
     return issue
 
 
+async def _reopenable(repo: HubRepo, pull: PullInfo) -> None:
+    """422 unless a closed pull request may be opened again: not merged, its head still there."""
+    if pull.merged_at is not None:
+        raise validation_failed(_custom("state cannot be changed. The pull request is merged."))
+    if await git.branch_sha(repo.path, pull.head_ref) is None:
+        raise validation_failed(
+            _custom(f"state cannot be changed. The {pull.head_ref} branch has been deleted.")
+        )
+
+
 @PULL_ROUTES.on("pulls/update", needs=("pull_requests",), level="write")
 async def update_pull(state: HubState, call: Call) -> Reply:
-    """PATCH /repos/{owner}/{repo}/pulls/{pull_number}: title, body, state, base."""
+    """PATCH /repos/{owner}/{repo}/pulls/{pull_number}: title, body, state, base.
+
+    Like GitHub's, it cannot change `draft` (only the GraphQL mutations can) and ignores it.
+    """
     repo = repo_for(state, call)
-    issue = _pull(state, repo, path_number(call, "pull_number"))
+    issue = pull_issue(state, repo, path_number(call, "pull_number"))
     assert issue.pull is not None
     body = call.body or {}
     if "base" in body and await git.branch_sha(repo.path, body["base"]) is None:
         raise validation_failed(_invalid("base"))
+    if body.get("state") == "open" and issue.state == "closed":
+        await _reopenable(repo, issue.pull)
     with state.lock:
         now = state.clock()
         if body.get("state") == "open" and issue.state == "closed":

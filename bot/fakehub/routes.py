@@ -102,14 +102,18 @@ def grants(granted: str | None, wanted: str) -> bool:
 
 
 def repo_for(state: HubState, call: Call) -> HubRepo:
+    """The repository the call's path names, or 404 when it is not there for its token."""
     repo = state.repo(call.params["owner"], call.params["repo"])
-    token = call.token
-    if token is not None and (
-        token.installation_id != repo.installation_id
-        or (token.repositories is not None and repo.full_name.lower() not in token.repositories)
-    ):
+    if call.token is not None and not sees(call.token, repo):
         raise not_found()  # GitHub hides what an installation cannot see
     return repo
+
+
+def sees(token: Token, repo: HubRepo) -> bool:
+    """Whether an installation token reaches `repo`."""
+    return token.installation_id == repo.installation_id and (
+        token.repositories is None or repo.full_name.lower() in token.repositories
+    )
 
 
 def path_number(call: Call, name: str) -> int:

@@ -292,7 +292,7 @@ def issue_json(state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls) -> J
             "html_url": html,
             "diff_url": f"{html}.diff",
             "patch_url": f"{html}.patch",
-            "merged_at": None,
+            "merged_at": timestamp(issue.pull.merged_at),
         }
     return body
 
@@ -402,9 +402,9 @@ def pull_json(
         "review_comments_url": links["review_comments"],
         "review_comment_url": links["review_comment"],
         "statuses_url": links["statuses"],
-        "merged_at": None,
-        "merge_commit_sha": None,
-        "requested_reviewers": [],
+        "merged_at": timestamp(pull.merged_at),
+        "merge_commit_sha": pull.merge_commit_sha,
+        "requested_reviewers": [user_json(state.user(r), urls) for r in pull.reviews.requested],
         "requested_teams": [],
         "head": _branch_json(state, repo, urls, pull.head_ref, pull.head_sha, pull.head_owner),
         "base": _branch_json(state, repo, urls, pull.base_ref, pull.base_sha, repo.owner),
@@ -414,14 +414,15 @@ def pull_json(
     }
     if stats is None:
         return body
+    is_open = issue.state == "open"
     return body | {
-        "merged": False,
-        "mergeable": True,
-        "rebaseable": True,
-        "mergeable_state": "clean",
-        "merged_by": None,
+        "merged": pull.merged_at is not None,
+        "mergeable": True if is_open else None,
+        "rebaseable": True if is_open else None,
+        "mergeable_state": "clean" if is_open else "unknown",
+        "merged_by": user_json(state.user(pull.merged_by), urls) if pull.merged_by else None,
         "comments": len(issue.comments),
-        "review_comments": 0,
+        "review_comments": len(pull.reviews.comments),
         "maintainer_can_modify": pull.maintainer_can_modify,
         "commits": stats.commits,
         "additions": stats.additions,

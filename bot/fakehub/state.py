@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.fakehub.review_state import PullReviews
+
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 UserKind = Literal["User", "Bot", "Organization"]
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
@@ -110,7 +112,7 @@ class IssueEvent:
 
 @dataclass
 class PullInfo:
-    """What makes an issue a pull request: its branches and merge settings."""
+    """What makes an issue a pull request: its branches, merge settings and state, reviews."""
 
     head_owner: str
     head_ref: str
@@ -119,6 +121,10 @@ class PullInfo:
     base_sha: str
     draft: bool
     maintainer_can_modify: bool
+    merged_at: float | None = None
+    merged_by: str | None = None
+    merge_commit_sha: str | None = None
+    reviews: PullReviews = field(default_factory=PullReviews)
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Webhook deliveries the local GitHub stand-in sends to the App, built from real payloads.
 
 The templates in bot/fakehub/data/payloads/ are octokit/webhooks examples (MIT, see
-bot/fakehub/data/LICENSE.octokit-webhooks); each delivery replaces their repository, issue, label,
-comment and sender with the hub's own objects and adds the App's `installation`. Each attempt
-is kept as GitHub keeps it for the App's delivery log (`hook_delivery_json`): GitHub does not
-retry a failed delivery by itself, so it stays failed unless someone redelivers it.
+bot/fakehub/data/LICENSE.octokit-webhooks), except `issues.closed`: octokit has none, so it is
+a real App delivery kept by codinasion-archive/codinasion-bot (MIT, LICENSE.codinasion-bot).
+Each delivery replaces their repository, issue, label, comment, pull request, review and
+sender with the hub's own objects and adds the App's `installation`. Each attempt is kept as
+GitHub keeps it for the App's delivery log (`hook_delivery_json`): GitHub does not retry a
+failed delivery by itself, so it stays failed unless someone redelivers it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from typing import Any
 
 import httpx
 
+from bot.fakehub.anchors import Anchor
+from bot.fakehub.review_shapes import review_comment_json, review_json
+from bot.fakehub.review_state import Review, ReviewComment
 from bot.fakehub.shapes import (
     Json,
     Urls,
@@ -27,6 +32,7 @@ from bot.fakehub.shapes import (
     issue_json,
     label_json,
     node_id,
+    pull_json,
     repo_json,
     timestamp,
     user_json,
@@ -59,7 +65,8 @@ def build_payload(event: str, action: str, *, objects: Json, installation_id: in
     template = _template(event, action)
     payload: Json = {"action": action}
     for key, value in template.items():
-        if key != "action":
+        # The hub's repositories belong to users: an org template's `organization` is foreign.
+        if key not in ("action", "organization"):
             payload[key] = _overlay(value, objects[key]) if key in objects else value
     payload["installation"] = {
         "id": installation_id,
@@ -213,3 +220,82 @@ def issue_labeled(
         objects = issue_objects(state, repo, issue, urls, sender=sender)
         objects["label"] = label_json(repo, label, urls)
     return build_payload("issues", "labeled", objects=objects, installation_id=repo.installation_id)
+
+
+def issue_closed(
+    state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls, *, sender: str
+) -> Json:
+    """The payload of an `issues.closed` delivery."""
+    with state.lock:
+        objects = issue_objects(state, repo, issue, urls, sender=sender)
+    return build_payload("issues", "closed", objects=objects, installation_id=repo.installation_id)
+
+
+def pull_request_event(
+    state: HubState,
+    repo: HubRepo,
+    issue: HubIssue,
+    pull: Json,
+    urls: Urls,
+    *,
+    action: str,
+    sender: str,
+    extra: Json | None = None,
+) -> Json:
+    """The payload of a `pull_request.<action>` delivery; `pull` is the full `pull-request`.
+
+    `extra` carries what one action adds (`before` and `after` of a `synchronize`).
+    """
+    with state.lock:
+        objects: Json = {
+            "number": issue.number,
+            "pull_request": pull,
+            "repository": repo_json(state, repo, urls),
+            "sender": user_json(state.user(sender), urls),
+        }
+    return build_payload(
+        "pull_request",
+        action,
+        objects=objects | (extra or {}),
+        installation_id=repo.installation_id,
+    )
+
+
+def review_submitted(
+    state: HubState, repo: HubRepo, issue: HubIssue, review: Review, urls: Urls
+) -> Json:
+    """The payload of a `pull_request_review.submitted` delivery."""
+    with state.lock:
+        objects = {
+            "review": review_json(state, repo, issue, review, urls, webhook=True),
+            "pull_request": pull_json(state, repo, issue, urls, stats=None),
+            "repository": repo_json(state, repo, urls),
+            "sender": user_json(state.user(review.author), urls),
+        }
+    return build_payload(
+        "pull_request_review", "submitted", objects=objects, installation_id=repo.installation_id
+    )
+
+
+def review_comment_created(
+    state: HubState,
+    repo: HubRepo,
+    issue: HubIssue,
+    comment: ReviewComment,
+    anchor: Anchor,
+    urls: Urls,
+) -> Json:
+    """The payload of a `pull_request_review_comment.created` delivery."""
+    with state.lock:
+        objects = {
+            "comment": review_comment_json(state, repo, issue, comment, anchor, urls),
+            "pull_request": pull_json(state, repo, issue, urls, stats=None),
+            "repository": repo_json(state, repo, urls),
+            "sender": user_json(state.user(comment.author), urls),
+        }
+    return build_payload(
+        "pull_request_review_comment",
+        "created",
+        objects=objects,
+        installation_id=repo.installation_id,
+    )

@@ -1,0 +1,29 @@
+"""A pull request with a file to review, on the GitHub stand-in (shared by the review tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakehub_support import NAME, OWNER, push_branch
+
+from bot.fakehub.hub import FakeGitHub
+
+FILE = "app.py"
+LINES = 30
+
+
+def numbered(count: int = LINES, *, changed: dict[int, str] | None = None) -> str:
+    """`line 1` … `line <count>`, one per line, with `changed` lines replaced."""
+    changed = changed or {}
+    return "".join(changed.get(n, f"line {n}") + "\n" for n in range(1, count + 1))
+
+
+async def open_review_pull(hub: FakeGitHub, work: Path, *, author: str = "alice") -> int:
+    """Users alice, bob and carol (writers); `app.py` added on `feature`; the pull request's
+    number, opened by `author`."""
+    for login in ("alice", "bob", "carol"):
+        hub.add_user(login, "write")
+    push_branch(hub, work, "feature", {FILE: numbered()})
+    return await hub.open_pull_as(
+        OWNER, NAME, author=author, head="feature", base="main", title="Add the app"
+    )
