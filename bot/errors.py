@@ -6,7 +6,8 @@ BotError
  ├── NotYetError        a delivery that cannot be decided yet: handled again at `retry_at`
  ├── PayloadError       (bot.handlers.payloads) a payload lacks or mistypes a field we need
  └── GitHubError        a GitHub API call failed for good
-      └── RateLimitedError   GitHub asked us to wait longer than we wait in one call
+      ├── RateLimitedError   GitHub asked us to wait longer than we wait in one call
+      └── GraphQLError       GitHub answered a GraphQL call with errors (carries them)
 """
 
 from __future__ import annotations
@@ -56,3 +57,11 @@ class RateLimitedError(GitHubError):
     def __init__(self, message: str, *, retry_at: float, status: int | None = None) -> None:
         super().__init__(message, status=status)
         self.retry_at = retry_at
+
+
+class GraphQLError(GitHubError):
+    """A GraphQL answer with `errors` (each a dict with `message`, often `type` and `path`)."""
+
+    def __init__(self, message: str, *, errors: list[dict[str, object]]) -> None:
+        super().__init__(message, status=200)
+        self.errors = errors
