@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from fakehub_support import INSTALLATION, NAME, OWNER, SECRET
+from fakehub_support import INSTALLATION, NAME, OWNER, SECRET, git
 from review_support import FILE, numbered, open_review_pull
 from webhook_schemas import webhook_errors
 
@@ -191,3 +192,19 @@ async def test_the_schema_check_catches_a_payload_that_lacks_or_mistypes_a_field
         " 'dismissed']",
         "review: 'commit_id' is a required property",
     ]
+
+
+async def test_a_protected_remote_refuses_a_forced_push_over_a_persons_commit(
+    tmp_path: Path, pem: str
+) -> None:
+    hub = FakeGitHub(tmp_path / "remotes", private_key_pem=pem)
+    hub.add_repo(OWNER, NAME, refuse_force_pushes=True)
+    number = await open_review_pull(hub, tmp_path / "work")
+    theirs = await hub.push_to_head(OWNER, NAME, number, "carol", {"theirs.txt": "mine\n"})
+    work = tmp_path / "work"
+    git(work, "commit", "-q", "--allow-empty", "-m", "ours, not on top of carol's")
+    with pytest.raises(subprocess.CalledProcessError):
+        git(work, "push", "-q", "--force", "origin", "feature")
+    assert hub.issue(OWNER, NAME, number).pull.head_sha == theirs  # type: ignore[union-attr]
+    git(work, "pull", "-q", "--no-rebase", "--no-edit", "origin", "feature")
+    git(work, "push", "-q", "origin", "feature")  # merged in: a fast-forward

@@ -85,6 +85,11 @@ def create_bare(path: Path, *, source: Path | None, default_branch: str, title: 
     _run(path, "update-ref", f"refs/heads/{default_branch}", commit)
 
 
+def refuse_non_fast_forward(path: Path) -> None:
+    """Make the bare remote refuse pushes that are not fast-forwards, forced or not."""
+    _run(path, "config", "receive.denyNonFastForwards", "true")
+
+
 async def git(path: Path, *args: str) -> tuple[int, bytes]:
     """Run git in `path`; return its exit status and stdout."""
     proc = await asyncio.create_subprocess_exec(

@@ -36,7 +36,7 @@ from bot.fakehub import graphql, webhooks
 from bot.fakehub.auth import AuthKind, authenticate, credential
 from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
 from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
-from bot.fakehub.git import create_bare
+from bot.fakehub.git import create_bare, refuse_non_fast_forward
 from bot.fakehub.openapi import OpenAPI, Operation
 from bot.fakehub.people import PullRequestPeople
 from bot.fakehub.pulls import PULL_ROUTES, open_pull
@@ -128,10 +128,17 @@ class FakeGitHub(PullRequestPeople):
         default_branch: str = "main",
         installation_id: int = 1,
         private: bool = False,
+        refuse_force_pushes: bool = False,
     ) -> Path:
-        """Create the bare remote `{root}/{owner}/{name}.git` and install the App on it."""
+        """Create the bare remote `{root}/{owner}/{name}.git` and install the App on it.
+
+        With `refuse_force_pushes`, a push that is not a fast-forward is refused even when
+        forced, as GitHub's branch protection does (GitHub's default accepts it).
+        """
         path = self.root / owner / f"{name}.git"
         create_bare(path, source=source, default_branch=default_branch, title=name)
+        if refuse_force_pushes:
+            refuse_non_fast_forward(path)
         state = self.state
         repo = HubRepo(
             owner,
