@@ -238,4 +238,4 @@ def test_ctrl_c_stops_the_demo_at_once_without_a_traceback(tmp_path: Path) -> No
         code = term.wait(limit=3.0)
     assert code == 130, term.output
     assert "interrupted: the demo stopped." in term.output
-    assert "Traceback" not in term.output
+    assert "Traceback" not in term.output, term.output

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -304,7 +304,10 @@ class FakeGitHub(PullRequestPeople):
     # -- the request pipeline -------------------------------------------------------------
 
     async def _endpoint(self, request: Request) -> Response:
-        raw = await request.body()
+        try:
+            raw = await request.body()
+        except ClientDisconnect:  # the caller went away mid-request (a Ctrl-C): nothing to do
+            return Response(status_code=499)
         method, path = request.method, request.url.path
         kind, value = credential(request.headers.get("authorization", ""))
         self.api_url = str(request.base_url)
