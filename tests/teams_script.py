@@ -31,8 +31,9 @@ ENV = {
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
     "PATH": "/usr/bin:/bin",
 }
-# These tests are about teams; the plan gate has its own (test_plan_gate.py).
-PROJECT = "humans: {decider: alice}\nparallel: 3\ngates: {plan: never}\n"
+# These tests are about teams; the plan and merge-conflict gates have their own tests
+# (test_conflict_gate.py for the merge conflict this job makes).
+PROJECT = "humans: {decider: alice}\nparallel: 3\ngates: {plan: never, merge-conflict: never}\n"
 TASKS = [
     (
         "Retitle the README for alpha",

@@ -3,8 +3,9 @@
 An agent's question is answered by delivering the answer as its call's result
 (`gates.answer`). A gate the engine asked is acted on here, by its kind: the plan gate
 dispatches the plan it approved or hands the decider's words back to the lead; the budget
-gate raises the job's caps, or lets its turns stop; the protected-path gate's answer is the
-job driver's to act on, at the job's next sync.
+gate raises the job's caps, or lets its turns stop; the merge-conflict gate hands the lead
+the conflict it held, with the decision; the protected-path gate's answer is the job
+driver's to act on, at the job's next sync.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from orchestrator.bus import gates
 from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.jobs import budget_gate, protected_gate
 from orchestrator.store.sqlite import Tx
-from orchestrator.teams import plan_gate
+from orchestrator.teams import conflict_gate, plan_gate
 
 Settle = Callable[[Tx, Gate], tuple[str, ...]]
 SETTLERS: Mapping[str, Settle] = {
     "plan": plan_gate.settle,
     "budget": budget_gate.settle,
+    "merge-conflict": conflict_gate.settle,
     "protected-path": protected_gate.settle,
 }
 

@@ -336,6 +336,8 @@ class ConversationBus:
         self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
         if outcome.replied_to is not None:
             self.events.publish(DispatchCompleted(outcome.replied_to, conversation_id, agent))
+            for gate_id, kind, question in outcome.gates:  # the reply is held at a gate
+                self.events.publish(GateAsked(gate_id, outcome.replied_to, kind, question))
         self.events.publish(StateChanged(conversation_id, "closed" if outcome.closed else "idle"))
         self.on_wake(outcome.woken)
         return Step(tuple(outcome.appended), tail)

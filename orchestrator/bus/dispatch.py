@@ -33,7 +33,7 @@ from orchestrator.bus.transactions import (
 )
 from orchestrator.errors import BusError
 from orchestrator.store.sqlite import Tx, now
-from orchestrator.teams import plan_gate
+from orchestrator.teams import conflict_gate, plan_gate
 from orchestrator.teams.transactions import DispatchIntent, dispatch_task, waiting_teams
 
 
@@ -237,7 +237,10 @@ def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = F
     )
     tx.execute("UPDATE conversations SET in_turn = 0 WHERE conversation_id = ?", (conversation_id,))
     if row.serving_call_id is not None:
-        _reply(tx, row, turn.text, outcome, error=error)
+        held = None if error else conflict_gate.hold(tx, row)  # the decider hears it first
+        _reply(tx, row, turn.text, outcome, error=error, held=held is not None)
+        if held is not None:
+            outcome.gates.append((held, conflict_gate.KIND, gates.get(tx, held).question))
     elif row.parent_id is None:
         tx.execute(
             "UPDATE conversations SET result = ? WHERE conversation_id = ?",
@@ -264,20 +267,29 @@ def _end_team(tx: Tx, row: ConversationRow, outcome: Outcome) -> None:
 
 
 def _reply(
-    tx: Tx, row: ConversationRow, text: str, outcome: Outcome, *, error: bool = False
+    tx: Tx,
+    row: ConversationRow,
+    text: str,
+    outcome: Outcome,
+    *,
+    error: bool = False,
+    held: bool = False,
 ) -> None:
+    """Answer the request this conversation served; `held`: a gate holds the reply (it
+    delivers it once answered), so the parent stops waiting on this one but is not woken."""
     call_id = row.serving_call_id or row.request_call_id
     if row.parent_id is None or call_id is None:
         raise BusError(f"{row.conversation_id!r} has no request to answer")
-    deliver(
-        tx,
-        row.parent_id,
-        kind=InboxKind.REPLY,
-        sender=row.agent,
-        content={"text": text, "is_error": error},
-        call_id=call_id,
-        source_conversation=row.conversation_id,
-    )
+    if not held:
+        deliver(
+            tx,
+            row.parent_id,
+            kind=InboxKind.REPLY,
+            sender=row.agent,
+            content={"text": text, "is_error": error},
+            call_id=call_id,
+            source_conversation=row.conversation_id,
+        )
     tx.execute(
         "UPDATE agent_contexts SET status = 'closed', serving_call_id = NULL,"
         " request_call_id = NULL WHERE context_id = ?",
@@ -289,7 +301,7 @@ def _reply(
         (row.parent_id,),
     ).fetchone()
     outcome.replied_to = row.parent_id
-    if left == 0:
+    if left == 0 and not held:
         outcome.woken.append(row.parent_id)
 
 

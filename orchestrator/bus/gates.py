@@ -235,6 +235,35 @@ def _insert(
     return int(gate_id)
 
 
+def rehash(
+    tx: Tx,
+    gate_id: int,
+    *,
+    question: str,
+    payload: Mapping[str, Any],
+    pinned: Mapping[str, Any],
+) -> Gate:
+    """What an open engine gate asks about changed: its new question, payload and pins, and
+    so a new hash (since now: an approval written before it is stale)."""
+    gate = get(tx, gate_id)
+    title, brief, base = _job_content(tx, gate.job_id)
+    digest = content_hash(
+        kind=gate.kind,
+        question=question,
+        options=gate.options,
+        title=title,
+        brief=brief,
+        base=base,
+        pinned=pinned,
+    )
+    tx.execute(
+        "UPDATE gates SET question = ?, payload = ?, content_hash = ?,"
+        " hashed_at = CASE WHEN content_hash IS ? THEN hashed_at ELSE ? END WHERE gate_id = ?",
+        (question, json.dumps(dict(payload)), digest, digest, now(), gate_id),
+    )
+    return get(tx, gate_id)
+
+
 def answer(
     tx: Tx,
     gate_id: int,

@@ -21,7 +21,13 @@ from orchestrator.agents.tools import SEND
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import Agents, AgentSpec, ModelRequest
 from orchestrator.teams.board import RESULT_MAX
+from orchestrator.teams.conflict_gate import report
 from orchestrator.teams.protocol import (
+    FINISH,
+    MERGE,
+    PHASE,
+    PREPARE,
+    REVIEW,
     Merged,
     PhaseTasks,
     Prepared,
@@ -29,7 +35,6 @@ from orchestrator.teams.protocol import (
     StepFailed,
     decode,
 )
-from orchestrator.teams.tools import FINISH, MERGE, PHASE, PREPARE, REVIEW
 from orchestrator.teams.transactions import MINI_TEAM
 
 T = TypeVar("T")
@@ -367,12 +372,17 @@ def _final_reply(info: Prepared, turns: list[list[Step]]) -> str:
         )
     if outcome == "conflict":
         merge = _last(Merged, turns, MERGE)
+        files = merge.conflicts or ()
+        text = report(
+            task=n,
+            job_branch=info.job_branch,
+            branch=info.branch,
+            files=files,
+            hunks=merge.hunks or "",
+        )
         return (
-            f"Task #{n} was approved but conflicts with the job branch {info.job_branch} "
-            f"in: {', '.join(merge.conflicts or ())}. It is marked blocked; its branch "
-            f"{info.branch} is kept. The conflicting hunks:\n{merge.hunks or ''}\n"
-            f"Create a resolution task (task_create with resolves={n}) and dispatch it, or "
-            "re-plan."
+            f"{text}Create a resolution task (task_create with resolves={n}) and dispatch it, "
+            "or re-plan."
         )
     return f"Task #{n} blocked: {reason}"
 

@@ -15,6 +15,13 @@ from typing import TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 T = TypeVar("T")
+PREPARE, REVIEW, MERGE, PHASE, FINISH = (  # the steps, as the coordinator calls them
+    "team_prepare",
+    "team_review",
+    "team_merge",
+    "team_phase",
+    "team_finish",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,8 @@ class Merged:
     last: bool = False
     conflicts: tuple[str, ...] | None = None
     hunks: str | None = None
+    job_head: str | None = None  # on a conflict: the job branch's and the task's commits
+    task_head: str | None = None
     base: str | None = None
     request: str = ""
     board: str = ""

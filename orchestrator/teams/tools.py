@@ -8,18 +8,27 @@ merging what is merged is a no-op, board updates set what is already set.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.config import Project, Workgroup
 from orchestrator.errors import ToolError
 from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.teams import conflict_gate
 from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event
 from orchestrator.teams.protocol import (
+    FINISH,
+    MERGE,
+    PHASE,
+    PREPARE,
+    REVIEW,
     Finished,
     Merged,
     PhaseTasks,
@@ -27,19 +36,13 @@ from orchestrator.teams.protocol import (
     Reviewed,
     encode,
 )
-from orchestrator.workspace.git import IDENTITY, git, rev
+from orchestrator.workspace.git import IDENTITY, GitError, git, merge_tree, rev
 from orchestrator.workspace.layout import JobSpace, TaskSpace, Workspace, task_branch
 
-PREPARE, REVIEW, MERGE, PHASE, FINISH = (
-    "team_prepare",
-    "team_review",
-    "team_merge",
-    "team_phase",
-    "team_finish",
-)
 TEAM_TOOLS = frozenset({PREPARE, REVIEW, MERGE, PHASE, FINISH})
 REQUEST_MAX = 4_000
 PHASE_EVENT = "phase review"
+log = logging.getLogger(__name__)
 _POINT = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
 
 
@@ -65,6 +68,7 @@ class TeamTools:
         self.board = TaskBoard(store)
         self.workspace = workspace
         self.projects = projects
+        self._restating: dict[int, asyncio.Lock] = {}
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
         """Run one step; a failure comes back as an error result the coordinator acts on."""
@@ -172,9 +176,15 @@ class TeamTools:
         merged = await self.workspace.merge_task(job, ref.number, task.title)
         if merged.commit is None:
             hunks = await self.workspace.conflict_hunks(job, merged)
-            return Merged(conflicts=tuple(merged.conflicts), hunks=hunks)
+            return Merged(
+                conflicts=tuple(merged.conflicts),
+                hunks=hunks,
+                job_head=merged.target,
+                task_head=merged.source,
+            )
         summary = _clip(" ".join(result.split()) or "done", RESULT_MAX)
         last = await self.store.write(lambda tx: _mark_merged(tx, ref, summary, merged.commit))
+        await self._restate_conflicts(job)
         if not last:
             return Merged(merged=merged.commit)
         space = await self.workspace.task(job, ref.number)
@@ -188,6 +198,31 @@ class TeamTools:
             board=await self.board.summary(ref.job_id),
             phase_reviews=await self._count(ref, PHASE_EVENT),
         )
+
+    async def _restate_conflicts(self, job: JobSpace) -> None:
+        """The job branch moved: each open merge-conflict gate of the job is restated with
+        its conflict as it now stands (one job at a time, so the newest head is kept)."""
+        async with self._restating.setdefault(job.job_id, asyncio.Lock()):
+            head = await rev(job.repo, f"refs/heads/{job.branch}")
+            found = await self.store.read(lambda tx: conflict_gate.open_conflicts(tx, job.job_id))
+            for gate in found:
+                task_head = str(gate.payload.get("task_head", ""))
+                if head is None or not task_head or gate.payload.get("job_head") == head:
+                    continue
+                try:
+                    now = await merge_tree(job.repo, head, task_head)
+                except GitError as exc:  # the gate keeps what it showed; this merge stands
+                    log.warning("gate %d: the conflict was not restated: %s", gate.gate_id, exc)
+                    continue
+                hunks = await self.workspace.conflict_hunks(job, now)
+                restate = partial(
+                    conflict_gate.restate,
+                    gate_id=gate.gate_id,
+                    job_head=head,
+                    files=now.conflicts,
+                    hunks=hunks,
+                )
+                await self.store.write(restate)
 
     async def _phase(self, ref: TeamRef, verdict: str) -> PhaseTasks:
         reviewer = f"{ref.project}/{ref.workgroup}/{self._workgroup(ref).phase_reviewer}"

@@ -340,6 +340,8 @@ class Merge:
     commit: str | None
     conflicts: tuple[str, ...] = ()
     tree: str | None = None  # on a conflict: the merged tree, with conflict markers in files
+    target: str | None = None  # on a conflict: the commits it was between (into, source)
+    source: str | None = None
 
 
 IDENTITY = ("teaparty", "teaparty@users.noreply.localhost")
@@ -366,7 +368,7 @@ async def merge(
     )
     lines = out.splitlines()
     if code == 1:
-        return Merge(None, tuple(line for line in lines[1:] if line), lines[0])
+        return Merge(None, tuple(line for line in lines[1:] if line), lines[0], target, head)
     if code != 0:
         raise GitError(f"git merge-tree failed for {source!r} into {into!r}")
     name, email = identity
@@ -377,3 +379,18 @@ async def merge(
     )
     await git(repo, "update-ref", f"refs/heads/{into}", commit.strip(), target)
     return Merge(commit.strip())
+
+
+async def merge_tree(repo: Path, target: str, source: str) -> Merge:
+    """What merging commit `source` into commit `target` would give, moving nothing: the
+    merged tree and the files that conflict (none: it merges cleanly); `commit` is None."""
+    code, out = await git(
+        repo,
+        *("merge-tree", "--write-tree", "--name-only", "--no-messages", target, source),
+        check=False,
+    )
+    lines = out.splitlines()
+    if code not in (0, 1) or not lines:
+        raise GitError(f"git merge-tree failed for {source!r} into {target!r}")
+    files = tuple(line for line in lines[1:] if line) if code == 1 else ()
+    return Merge(None, files, lines[0], target, source)
