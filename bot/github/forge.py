@@ -151,13 +151,18 @@ class GitHubForge:
     async def _ask(self, status: JobStatus, gate: Gate, suggestion: ProxyDecision | None) -> None:
         key = f"gate:{gate.gate_id}"
         known = await self._known(status.job_id, key)
-        if known is not None:
-            comment_id = known[0]
-        else:
-            body = gate_body(
-                gate, decider=self.subject.decider, agent=self.agent, suggestion=suggestion
-            )
+        body = gate_body(
+            gate, decider=self.subject.decider, agent=self.agent, suggestion=suggestion
+        )
+        if known is None:
             comment_id = await self._post_once(status.job_id, key, key, body)
+        else:
+            comment_id = known[0]
+            if known[1] != _digest(body):  # what it asks changed: the engine restated it
+                gh = await self._gh()
+                s = self.subject
+                await gh.edit_comment(s.owner, s.repo, int(comment_id), body)
+                await self._record(status.job_id, key, comment_id, _digest(body))
         if gate.comment_ref != comment_id:  # a crash may have come between post and record
             await self.office.gate_posted(
                 gate.gate_id, comment_ref=comment_id, decider=self.subject.decider

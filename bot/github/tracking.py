@@ -134,6 +134,7 @@ def gate_body(
             f"({proxy_figures(suggestion)}). It does not answer this one itself: "
             f"{agent.inline(suggestion.why)}.{_reasons(suggestion, agent)}"
         )
+    asked = quote_block(agent.block(gate.question))
     ask = (
         f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
         f"`/revise <what>` {how}"
@@ -144,10 +145,13 @@ def gate_body(
             "`/budget <dollars>` sets another, `/reject` stops the job here (on a line of "
             "its own)."
         )
+    if gate.engine_made and gate.kind == "merge-conflict":
+        asked, answers = _merge_conflict(gate, agent)
+        ask = f"@{decider}, please answer with {answers}"
     return (
         f"{marker(f'gate:{gate.gate_id}')}\n"
         f"**Question {gate.gate_id}** {heading} (`{gate.kind} {gate.short_hash}`):\n\n"
-        f"{quote_block(agent.block(gate.question))}{options}{suggested}{_pinned_head(gate)}\n\n{ask}"
+        f"{asked}{options}{suggested}{_pinned_head(gate)}\n\n{ask}"
     )
 
 
@@ -161,6 +165,40 @@ def _pinned_head(gate: Gate) -> str:
         "the branch is pushed at that commit and nothing later. A new commit makes the "
         "approval stale and is asked about again; anything but an approval publishes nothing."
     )
+
+
+CONFLICT_HUNKS_SHOWN = 1500  # characters of the hunks a merge-conflict gate shows
+
+
+def _merge_conflict(gate: Gate, agent: Outbound) -> tuple[str, str]:
+    """A merge-conflict gate, short: the task and its files, the hunks folded away; and what
+    each answer does."""
+    held = gate.payload
+    task = held.get("task", "?")
+    files = (
+        ", ".join(code_span(str(f)) for f in held.get("files", ()))
+        or "no file any more (it would merge cleanly now)"
+    )
+    hunks = str(held.get("hunks", "")).strip()
+    if len(hunks) > CONFLICT_HUNKS_SHOWN:
+        hunks = hunks[:CONFLICT_HUNKS_SHOWN].rstrip() + "\n… (trimmed)"
+    fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", hunks)), default=0))
+    asked = (
+        f"Task #{task} ({agent.inline(str(held.get('title', '')), limit=120)}) was approved "
+        f"by its review, but its branch conflicts with the job branch in {files}."
+    )
+    if hunks:
+        folded = f"{fence}\n{hunks}\n{fence}"
+        asked += (
+            f"\n\n<details><summary>The conflicting hunks</summary>\n\n"
+            f"{agent.block(folded)}\n\n</details>"
+        )
+    answers = (
+        f"`/approve {gate.short_hash}` to have it resolved (the lead makes a task that merges "
+        f"both sides), `/reject <why>` to drop task #{task}, or `/revise <what>` to tell the "
+        "lead what to do instead, on a line of its own."
+    )
+    return asked, answers
 
 
 def clarify_body(key: str, text: str) -> str:
