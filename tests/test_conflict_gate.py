@@ -62,16 +62,32 @@ def worker(request: ModelRequest) -> AssistantTurn:
     return AssistantTurn(text=f"Task {number}: README retitled.")
 
 
+def side_by_side() -> Callable[[ModelRequest], Awaitable[AssistantTurn]]:
+    """`worker`, where tasks #1 and #2 start writing only once both have their worktrees
+    (made from the same job branch), so however the two are scheduled, they conflict."""
+    both, started = asyncio.Event(), set()
+
+    async def work(request: ModelRequest) -> AssistantTurn:
+        number = script.task_number(request.messages[0].text)
+        if number in (1, 2):
+            started.add(number)
+            if started == {1, 2}:
+                both.set()
+            await both.wait()
+        return worker(request)
+
+    return work
+
+
 ROLES: dict[str, Callable[[ModelRequest], Any]] = {
     **script.ROLES,
     "project-lead": lead,
-    "implementer": worker,
     "phase-reviewer": lambda r: AssistantTurn(text="approve"),
 }
 
 
 def the_model(**roles: Callable[[ModelRequest], Any]) -> FunctionModel:
-    table = {**ROLES, **roles}
+    table = {**ROLES, "implementer": side_by_side(), **roles}
     return FunctionModel(lambda r: table[r.agent.rsplit("/", 1)[-1]](r))
 
 
@@ -267,11 +283,13 @@ async def test_the_job_branch_moving_restates_the_open_gate(tmp_path: Path) -> N
             asked.extend(await office.open_gates())  # as first asked
             opened.set()
 
+    first_two = side_by_side()
+
     async def late_worker(request: ModelRequest) -> AssistantTurn:
         """Task #3 writes another file, once the conflict's gate is open."""
         number = script.task_number(request.messages[0].text)
         if number != 3:
-            return worker(request)
+            return await first_two(request)
         _, after = script.last_request(request.messages)
         if after == 0:
             await opened.wait()

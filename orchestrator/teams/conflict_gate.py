@@ -115,7 +115,8 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     else:
         decision = (
             "That is their direction: act on it, by a resolution task (task_create with "
-            f"resolves={conflict.task}, then dispatch it), a re-plan, or dropping the task."
+            f"resolves={conflict.task}, then dispatch it), a re-plan, or dropping the task "
+            "(task_update with state cancelled)."
         )
     text = report(
         task=conflict.task,
