@@ -25,6 +25,7 @@ from orchestrator.bus.events import (
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import AssistantTurn
+from orchestrator.bus.revisions import Edited, IssueText
 from orchestrator.config import (
     AgentDef,
     Organisation,
@@ -105,6 +106,7 @@ __all__ = [
     "DeliveryQueue",
     "DeliveryRecord",
     "DemoModel",
+    "Edited",
     "Event",
     "Failure",
     "Forge",
@@ -130,6 +132,7 @@ __all__ = [
     "UnansweredGateError",
     "GateClosedError",
     "GateAnswered",
+    "IssueText",
     "GateAsked",
     "GitError",
     "JobCancelledError",

@@ -201,8 +201,9 @@ class Runner:
     async def _limits(
         self, spec: AgentSpec, job_id: int | None, started: float
     ) -> Stop | Idle | None:
-        """Idle while its job is paused or waits at its budget gate (no new model call); a
-        Stop when this turn ran too long or its job spent its budget for good."""
+        """Idle while its job is held (paused, or its issue's edit awaits an answer) or waits
+        at its budget gate (no new model call); a Stop when this turn ran too long or its job
+        spent its budget for good."""
         if await self.bus.held(job_id):
             return Idle()
         if self.clock() - started > spec.wall_time_s:

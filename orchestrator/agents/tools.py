@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bus.dispatch import MessageIntent, SendIntent
+from orchestrator.bus.dispatch import MessageIntent
 from orchestrator.bus.gates import AskIntent
 from orchestrator.bus.messages import InboxKind, ToolCall, ToolResult
 from orchestrator.bus.routing import Router
+from orchestrator.bus.sends import SendIntent
 from orchestrator.errors import RoutingError, ToolError
 from orchestrator.teams.transactions import DispatchIntent
 

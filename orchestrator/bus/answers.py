@@ -5,7 +5,9 @@ An agent's question is answered by delivering the answer as its call's result
 dispatches the plan it approved or hands the decider's words back to the lead; the budget
 gate raises the job's caps, or lets its turns stop; the merge-conflict gate hands the lead
 the conflict it held, with the decision; the protected-path gate's answer is the job
-driver's to act on, at the job's next sync.
+driver's to act on, at the job's next sync; the intent gate sends the restatement it
+approved (or hands the words back to the office manager), or for an edit of the issue, has
+the job work to the new text or keep the old.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from orchestrator.bus import gates
+from orchestrator.bus import gates, intent_gate
 from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.jobs import budget_gate, protected_gate
 from orchestrator.store.sqlite import Tx
@@ -22,6 +24,7 @@ from orchestrator.teams import conflict_gate, plan_gate
 Settle = Callable[[Tx, Gate], tuple[str, ...]]
 SETTLERS: Mapping[str, Settle] = {
     "plan": plan_gate.settle,
+    "intent": intent_gate.settle,
     "budget": budget_gate.settle,
     "merge-conflict": conflict_gate.settle,
     "protected-path": protected_gate.settle,

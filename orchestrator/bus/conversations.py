@@ -233,15 +233,11 @@ class ConversationBus:
         return await self.store.read(lambda tx: txn.inbox(tx, conversation_id))
 
     async def held(self, job_id: int | None) -> bool:
-        """Whether the job is paused: its conversations make no new model call."""
+        """Whether the job is held (paused, or its issue's edit awaits an answer): its
+        conversations make no new model call."""
         if job_id is None:
             return False
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT paused_by FROM jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
-        return row is not None and row[0] is not None
+        return await self.store.read(lambda tx: txn.held(tx, job_id))
 
     async def runnable(self, job_id: int | None = None) -> list[str]:
         """Every conversation with work to do (of one job, if given), as the store has it."""

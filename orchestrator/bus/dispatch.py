@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bus import gates
+from orchestrator.bus import gates, intent_gate
 from orchestrator.bus.gates import AskIntent
 from orchestrator.bus.messages import (
     AssistantTurn,
@@ -19,32 +19,20 @@ from orchestrator.bus.messages import (
     ToolResult,
     Usage,
     assistant_content,
-    dispatch_id,
     tool_content,
 )
+from orchestrator.bus.sends import SendIntent, send
 from orchestrator.bus.transactions import (
     ConversationRow,
-    Opened,
     Outcome,
     append,
     conversation,
-    create_conversation,
     deliver,
 )
 from orchestrator.errors import BusError
 from orchestrator.store.sqlite import Tx, now
 from orchestrator.teams import conflict_gate, plan_gate
 from orchestrator.teams.transactions import DispatchIntent, dispatch_task, waiting_teams
-
-
-@dataclass(frozen=True)
-class SendIntent:
-    """A routed Send: open a new conversation with `recipient`, or continue `context_id`."""
-
-    call_id: str
-    recipient: str
-    brief: str
-    context_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +76,12 @@ def record_turn(
     entries: list[tuple[str, Role, dict[str, Any], Usage | None]] = [
         (row.agent, "assistant", assistant_content(turn), turn.usage)
     ]
-    opened = [_send(tx, row, send, outcome) for send in sends]
+    sends = list(sends)
+    intended = intent_gate.hold(tx, row, sends)  # the restatement goes to its decider first
+    if intended is not None:
+        outcome.gates.append((intended, "intent", gates.get(tx, intended).question))
+        sends = []
+    opened = [send(tx, row, intent, outcome) for intent in sends]
     held = plan_gate.hold(tx, row, list(dispatches))  # the plan goes to its decider first
     if held is not None:
         outcome.gates.append((held, "plan", gates.get(tx, held).question))
@@ -113,77 +106,6 @@ def record_turn(
             (pending, conversation_id),
         )
     return outcome
-
-
-def _send(tx: Tx, row: ConversationRow, send: SendIntent, outcome: Outcome) -> ToolResult | None:
-    brief = {"text": send.brief}
-    if send.context_id is None:
-        child = dispatch_id(row.agent, send.recipient)
-        create_conversation(
-            tx,
-            conversation_id=child,
-            kind=ConversationKind.DISPATCH,
-            agent=send.recipient,
-            initiator=row.agent,
-            parent_id=row.conversation_id,
-            job_id=row.job_id,
-            request_call_id=send.call_id,
-        )
-        deliver(
-            tx,
-            child,
-            kind=InboxKind.REQUEST,
-            sender=row.agent,
-            content=brief,
-            call_id=send.call_id,
-            source_conversation=row.conversation_id,
-        )
-        outcome.opened.append(Opened(child, send.recipient, queued=False))
-        outcome.woken.append(child)
-        return None
-    target = tx.execute(
-        "SELECT c.state, c.initiator, c.parent_id, c.in_turn, a.status, a.pending_count,"
-        " EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id)"
-        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
-        " WHERE c.conversation_id = ?",
-        (send.context_id,),
-    ).fetchone()
-    problem = _continuation_problem(row, send, target)
-    if problem:
-        return ToolResult(send.call_id, problem, is_error=True)
-    state, _, _, in_turn, _, pending_count, has_inbox = target
-    tx.execute(
-        "UPDATE agent_contexts SET status = 'open', request_call_id = ? WHERE context_id = ?",
-        (send.call_id, send.context_id),
-    )
-    deliver(
-        tx,
-        send.context_id,
-        kind=InboxKind.REQUEST,
-        sender=row.agent,
-        content=brief,
-        call_id=send.call_id,
-        source_conversation=row.conversation_id,
-    )
-    busy = bool(in_turn or pending_count or has_inbox)
-    outcome.opened.append(Opened(send.context_id, send.recipient, queued=busy))
-    outcome.woken.append(send.context_id)
-    return None
-
-
-def _continuation_problem(row: ConversationRow, send: SendIntent, target: Any) -> str | None:
-    if target is None:
-        return f"no conversation {send.context_id!r}; omit context_id to open a new one"
-    state, initiator, parent_id, _, status, _, _ = target
-    if initiator != row.agent or parent_id != row.conversation_id:
-        return (
-            f"conversation {send.context_id!r} was not opened by you here; you cannot continue it"
-        )
-    if state != "active":
-        return f"conversation {send.context_id!r} is closed; omit context_id to open a new one"
-    if status == "open":
-        return f"conversation {send.context_id!r} has not answered your last Send yet"
-    return None
 
 
 def _message(tx: Tx, row: ConversationRow, intent: MessageIntent, outcome: Outcome) -> ToolResult:

@@ -8,7 +8,9 @@ recorded on the gate and, for a question, delivered as the ask_human call's resu
 wakes it. What an answer to an engine gate does is the kind's (orchestrator/bus/answers.py).
 Who may answer is the edge's decision (the decider of the project or workgroup); the
 engine records who did, and whether a human or the proxy. A gate of a cancelled job is
-closed unanswered (`closed_at`), and answers nothing after.
+closed unanswered (`closed_at`), and answers nothing after; so is one a later edit of the
+issue replaced (bus/revisions.py). When the text a job works to changes, its open gates are
+hashed again (`rehash_job`): an approval written before then is stale.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class Gate:
     hashed_at: float = 0.0  # since when the content has that hash
     decider: str | None = None  # who may answer, once the forge has asked it
     answered_at: float | None = None
-    closed_at: float | None = None  # closed unanswered: its job was cancelled
+    closed_at: float | None = None  # closed unanswered (payload `closed` says why)
     closed_idle_at: float | None = None  # when waiting for it closed the job, if it did
     payload: Mapping[str, Any] = field(default_factory=dict)  # what an engine gate acts on
     woken: tuple[str, ...] = ()  # not stored: conversations its answer gave work to
@@ -152,7 +154,8 @@ def modes(tx: Tx, job_id: int | None) -> Mapping[str, GateMode]:
 
 
 def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
-    """The job's title, brief (its first message) and base commit, for the gate's hash."""
+    """The job's title, brief and base commit, for the gate's hash: the brief is its first
+    message, or once an edit of its issue was approved, the latest approved text."""
     if job_id is None:
         return "", "", ""
     row = tx.execute(
@@ -164,6 +167,13 @@ def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
     ).fetchone()
     if row is None:
         return "", "", ""
+    revised = tx.execute(
+        "SELECT title, body FROM issue_revisions WHERE job_id = ? AND state = 'approved'"
+        " ORDER BY revision_id DESC LIMIT 1",
+        (job_id,),
+    ).fetchone()
+    if revised is not None:
+        return str(revised[0]), str(revised[1]), str(row[1])
     return str(row[0]), str(row[2] or ""), str(row[1])
 
 
@@ -212,8 +222,8 @@ def _insert(
     at = now()
     (gate_id,) = tx.execute(
         "INSERT INTO gates (job_id, conversation_id, call_id, kind, question, options, asked_by,"
-        " asked_at, content_hash, hashed_at, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " RETURNING gate_id",
+        " asked_at, content_hash, hashed_at, payload, pinned)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING gate_id",
         (
             job_id,
             conversation_id,
@@ -226,6 +236,7 @@ def _insert(
             digest,
             at,
             json.dumps(dict(payload)) if payload else None,
+            json.dumps(dict(pinned)) if pinned else None,
         ),
     ).fetchone()
     tx.execute(
@@ -256,10 +267,11 @@ def rehash(
         base=base,
         pinned=pinned,
     )
+    stored = (question, json.dumps(dict(payload)), json.dumps(dict(pinned)), digest)
     tx.execute(
-        "UPDATE gates SET question = ?, payload = ?, content_hash = ?,"
+        "UPDATE gates SET question = ?, payload = ?, pinned = ?, content_hash = ?,"
         " hashed_at = CASE WHEN content_hash IS ? THEN hashed_at ELSE ? END WHERE gate_id = ?",
-        (question, json.dumps(dict(payload)), digest, digest, now(), gate_id),
+        (*stored, digest, now(), gate_id),
     )
     return get(tx, gate_id)
 
@@ -282,7 +294,8 @@ def answer(
     if gate.answer is not None:
         raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
     if gate.closed_at is not None:
-        raise GateClosedError(f"gate {gate_id} was closed: its job was cancelled")
+        why = gate.payload.get("closed", "its job was cancelled")
+        raise GateClosedError(f"gate {gate_id} was closed: {why}")
     if ref is not None and (used := answered_from(tx, ref)) is not None:
         raise GateClosedError(f"{ref} already answered gate {used}")
     tx.execute(
@@ -307,6 +320,53 @@ def answer(
         call_id=gate.call_id,
     )
     return get(tx, gate_id)
+
+
+def close(tx: Tx, gate_id: int, *, why: str) -> bool:
+    """Close an open gate unanswered, saying `why`; its conversation no longer waits on it.
+    False when it was answered or closed already."""
+    closed = tx.execute(
+        "UPDATE gates SET closed_at = ?, payload = json_set(coalesce(payload, '{}'), '$.closed', ?)"
+        " WHERE gate_id = ? AND answer IS NULL AND closed_at IS NULL RETURNING conversation_id",
+        (now(), why, gate_id),
+    ).fetchone()
+    if closed is None:
+        return False
+    tx.execute(
+        "UPDATE conversations SET awaiting_input = max(awaiting_input - 1, 0)"
+        " WHERE conversation_id = ?",
+        (closed[0],),
+    )
+    return True
+
+
+def rehash_job(tx: Tx, job_id: int) -> list[int]:
+    """Hash every open gate of the job again, now that what it works to changed; the gates
+    whose hash changed (their content has that hash from now: `hashed_at`)."""
+    title, brief, base = _job_content(tx, job_id)
+    rows = tx.execute(
+        "SELECT gate_id, kind, question, options, pinned, content_hash FROM gates"
+        " WHERE job_id = ? AND answer IS NULL AND closed_at IS NULL ORDER BY gate_id",
+        (job_id,),
+    ).fetchall()
+    changed: list[int] = []
+    for gate_id, kind, question, options, pinned, digest in rows:
+        fresh = content_hash(
+            kind=kind,
+            question=question,
+            options=tuple(json.loads(options or "[]")),
+            title=title,
+            brief=brief,
+            base=base,
+            pinned=json.loads(pinned) if pinned else None,
+        )
+        if fresh != digest:
+            tx.execute(
+                "UPDATE gates SET content_hash = ?, hashed_at = ? WHERE gate_id = ?",
+                (fresh, now(), gate_id),
+            )
+            changed.append(int(gate_id))
+    return changed
 
 
 def advise(tx: Tx, gate_id: int, *, text: str, advisor: str) -> Gate:

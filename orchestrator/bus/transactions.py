@@ -87,14 +87,19 @@ FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id
 WHERE c.conversation_id = ?
 """
 
-RUNNABLE_SQL = """
+# Whether job `j` is held: paused by its decider, or its issue was edited and the edit's
+# gate (call id `edit:…`, bus/revisions.py) is open. A held job makes no new model call.
+HELD_SQL = """(j.paused_by IS NOT NULL OR EXISTS (SELECT 1 FROM gates g WHERE g.job_id = j.job_id
+    AND g.call_id LIKE 'edit:%' AND g.answer IS NULL AND g.closed_at IS NULL))"""
+
+RUNNABLE_SQL = f"""
 SELECT c.conversation_id FROM conversations c
 JOIN agent_contexts a ON a.context_id = c.conversation_id
 WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0
   AND (c.in_turn = 1 OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))
   AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = c.job_id
-                  AND (j.ready = 0 OR j.paused_by IS NOT NULL))
+                  AND (j.ready = 0 OR {HELD_SQL}))
   AND (:job_id IS NULL OR c.job_id = :job_id)
 ORDER BY c.created_at, c.conversation_id
 """
@@ -163,6 +168,12 @@ def runnable(tx: Tx, job_id: int | None = None) -> list[str]:
     """Conversations with work to do: an unfinished invocation or a non-empty inbox (of one
     job's conversations, if `job_id` is given)."""
     return [row[0] for row in tx.execute(RUNNABLE_SQL, {"job_id": job_id})]
+
+
+def held(tx: Tx, job_id: int) -> bool:
+    """Whether the job is held: paused, or waiting on its decider's word on an issue edit."""
+    row = tx.execute(f"SELECT {HELD_SQL} FROM jobs j WHERE j.job_id = ?", (job_id,)).fetchone()
+    return row is not None and bool(row[0])
 
 
 def create_conversation(

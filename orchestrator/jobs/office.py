@@ -29,6 +29,7 @@ from orchestrator.errors import ConfigError, OrchestratorError
 from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
+from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.records import JobRecords
 from orchestrator.models.pricing import org_prices
@@ -124,6 +125,7 @@ class Office:
         self.deliveries = DeliveryQueue(engine.store)
         self.learnings = JobLearnings(engine.store)
         self.control = JobControl(engine.store, engine.scheduler)
+        self.issue_edits = IssueEdits(engine.store, engine.events)
         self.proxy = Proxy(engine.store, engine.bus, agent=org.proxy, models=agents.models)
 
     @classmethod

@@ -1,7 +1,8 @@
 """The scripted organisation `teaparty run` uses with no ANTHROPIC_API_KEY.
 
 It plays every role deterministically, and everything it does is real: the office
-manager hands the job to the project lead; the lead puts one task on the board and
+manager hands the job to the project lead (restating it with the decider's words when they
+did not approve its brief at an intent gate); the lead puts one task on the board and
 dispatches it, which the engine first puts to the decider as the plan (a gate); the task
 then runs (a one-task job flattens to one mini-team); the worker writes a file in its task
 worktree, which the engine commits; the reviewer reads the file and approves; the engine
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.bus.messages import AssistantTurn, ToolCall
 from orchestrator.ports import ModelRequest
 from orchestrator.proxy.brief import BRIEF_OPENING
 from orchestrator.workspace.git import slug
@@ -63,12 +64,17 @@ class DemoModel:
         return self._reviewer(request)
 
     def _office_manager(self, request: ModelRequest) -> AssistantTurn:
-        answers = _results(request.messages)
-        if not answers:
+        results = [m for m in request.messages if m.role == "tool"]
+        last = results[-1] if results else None
+        unapproved = last is not None and "did not approve this restatement" in last.text
+        if last is None or unapproved:
             title, body, _ = self._job(request)
             brief = f"Job: {title}\n\n<issue>\n{body}\n</issue>\nPlan it and have it done."
-            return _call("job", "send", member=_lead_name(request), message=brief)
-        return AssistantTurn(text=answers[-1])
+            if last is not None:  # the decider's words on the brief: restated with them
+                brief += f"\n\nAs the decider asked: {last.text}"
+            call_id = f"job-{len(results) + 1}" if results else "job"
+            return _call(call_id, "send", member=_lead_name(request), message=brief)
+        return AssistantTurn(text=last.text)
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
         # Where the lead is comes from its newest tool result: a person's direction
@@ -123,10 +129,6 @@ def _proxy(brief: str) -> AssistantTurn:
         text=f"answer: {first}\nconfidence: 0.7\nreasons: The scripted proxy predicts the "
         "first option offered; it has no model to read the decider's history with."
     )
-
-
-def _results(messages: tuple[Message, ...]) -> list[str]:
-    return [m.text for m in messages if m.role == "tool"]
 
 
 def _lead_name(request: ModelRequest) -> str:

@@ -458,6 +458,28 @@ ALTER TABLE jobs ADD COLUMN budget_tokens INTEGER;
 CREATE INDEX proxy_decisions_by_job ON proxy_decisions (job_id);
 """
 
+# What a job's issue said, edit by edit (bus/revisions.py): the text the job started with
+# (`original`), then each edit seen after the label and what became of it: `asked` at the
+# intent gate `gate_id`, `approved` or `rejected` there, `replaced` by a later edit before an
+# answer, or `reverted` (an edit back to the text the job works to). A gate keeps what it
+# pins (`pinned`, JSON), so it is hashed again when the text its job works to changes.
+ISSUE_REVISIONS = """
+CREATE TABLE issue_revisions (
+    revision_id INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    title       TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('original', 'asked', 'approved', 'rejected',
+                                               'replaced', 'reverted')),
+    edited_by   TEXT,
+    edited_at   REAL,
+    recorded_at REAL NOT NULL,
+    gate_id     INTEGER REFERENCES gates (gate_id)
+);
+CREATE INDEX issue_revisions_job ON issue_revisions (job_id);
+ALTER TABLE gates ADD COLUMN pinned TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -475,4 +497,5 @@ MIGRATIONS: tuple[str, ...] = (
     PROXY_DECISIONS,
     GATE_KINDS,
     JOB_TOKEN_BUDGETS,
+    ISSUE_REVISIONS,
 )

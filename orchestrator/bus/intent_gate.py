@@ -1,0 +1,111 @@
+"""The intent gate: the office manager's restatement of the issue, put to the decider first.
+
+While a job's `intent` mode is not `never`, the office manager's first send of the job (its
+brief to the project lead: what it understood the issue to ask) does not go out: the engine
+asks the decider about the brief, holding the sends, and the office manager parks. What is
+approved is pinned: the gate's hash covers the brief, who it goes to and the issue's title
+and text, and approving sends exactly the held briefs. Any other answer comes back as each
+send's error, with the decider's words, so the office manager restates and sends again (a
+new intent gate). Once a restatement of the job is approved, later sends go at once.
+
+An `intent` gate the engine opens because the issue was edited is settled by revisions.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from orchestrator.bus import gates, revisions
+from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.bus.messages import InboxKind, job_conversation_id
+from orchestrator.bus.sends import SendIntent, send
+from orchestrator.bus.transactions import ConversationRow, Outcome, conversation, deliver
+from orchestrator.store.sqlite import Tx
+
+RESTATEMENT_CALL = "intent:"  # a restatement's gate has the call id `intent:<first send's id>`
+OPTIONS = ("yes", "no")
+
+
+def approved(tx: Tx, job_id: int) -> bool:
+    """Whether a restatement of the job's issue was approved."""
+    rows = tx.execute(
+        "SELECT answer FROM gates WHERE job_id = ? AND kind = 'intent' AND asked_by = ?"
+        " AND answer IS NOT NULL AND call_id LIKE ?",
+        (job_id, gates.ENGINE, f"{RESTATEMENT_CALL}%"),
+    ).fetchall()
+    return any(gates.approves(answer) for (answer,) in rows)
+
+
+def restatement(sends: list[SendIntent]) -> str:
+    """What the decider reads: the brief, or with several sends each one and its recipient."""
+    if len(sends) == 1:
+        return sends[0].brief
+    return "\n\n".join(f"To {s.recipient}:\n\n{s.brief}" for s in sends)
+
+
+def hold(tx: Tx, row: ConversationRow, sends: list[SendIntent]) -> int | None:
+    """Open the intent gate holding the office manager's `sends` if the job's restatement
+    still needs approval; the gate's id, or None when they may go now."""
+    job_id = row.job_id
+    if job_id is None or not sends or row.conversation_id != job_conversation_id(job_id):
+        return None  # only the office manager, at the job's root, restates the issue
+    if gates.modes(tx, job_id)["intent"] == "never" or approved(tx, job_id):
+        return None
+    intent = AskIntent(
+        f"{RESTATEMENT_CALL}{sends[0].call_id}", restatement(sends), OPTIONS, kind="intent"
+    )
+    return gates.ask_engine(
+        tx,
+        job_id=job_id,
+        conversation_id=row.conversation_id,
+        intent=intent,
+        payload={"sends": [asdict(s) for s in sends]},
+        pinned={"to": [s.recipient for s in sends], "continues": [s.context_id for s in sends]},
+    )
+
+
+def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
+    """Act on an intent gate's answer: for a restatement, approved, the held sends go out;
+    otherwise each comes back to the office manager as an error with the decider's words.
+    An edit's gate is revisions.py's. Who now has work."""
+    if revisions.is_edit(gate):
+        return revisions.settle(tx, gate)
+    row = conversation(tx, gate.conversation_id)
+    held = [SendIntent(**kept) for kept in gate.payload.get("sends", [])]
+    if not gate.approved:
+        said = f"{gate.answered_by} answered {gate.answer!r}"
+        for intent in held:
+            _error(
+                tx,
+                row,
+                intent.call_id,
+                f"send: the decider did not approve this restatement of the issue ({said}). "
+                "Restate what the issue asks as they said, and send again; the new brief is "
+                "put to them.",
+            )
+        return (row.conversation_id,)
+    outcome = Outcome()
+    opened = 0
+    for intent in held:
+        refusal = send(tx, row, intent, outcome)
+        if refusal is None:
+            opened += 1
+        else:
+            _error(tx, row, intent.call_id, refusal.output)
+    if opened:
+        tx.execute(
+            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
+            (opened, row.conversation_id),
+        )
+    return (*outcome.woken, row.conversation_id)
+
+
+def _error(tx: Tx, row: ConversationRow, call_id: str, text: str) -> None:
+    deliver(
+        tx,
+        row.conversation_id,
+        kind=InboxKind.HUMAN,
+        sender=gates.ENGINE,
+        content={"text": text, "is_error": True},
+        call_id=call_id,
+    )
