@@ -157,7 +157,6 @@ def test_a_ping_without_zen_is_still_a_ping(payload: Load) -> None:
     ("name", "why"),
     [
         ("issues.opened", "labelled"),
-        ("issues.edited", "edits"),
         ("issues.unlabeled", "removing a label"),
         ("issues.closed", "closing"),
         ("issue_comment.edited", "edits"),

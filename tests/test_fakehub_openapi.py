@@ -96,7 +96,7 @@ def test_bundled_description_matches_paths_to_operations() -> None:
         "a/b/c.md",
     )
     assert spec.match("GET", "/repos/o/r/issues/comments/5") is None
-    assert len(spec.operations) == 29
+    assert len(spec.operations) == 30
 
 
 def test_trim_keeps_referenced_components_and_drops_documentation() -> None:

@@ -117,6 +117,38 @@ async def test_comments_are_delivered_including_the_apps_own(
     assert hub.violations == []
 
 
+async def test_edits_deliver_issues_edited_with_what_changed(
+    hub: FakeGitHub, gh: GitHub[Any], receiver: Receiver
+) -> None:
+    hub.webhook_url, hub.webhook_secret = receiver.url, SECRET
+    number = hub.open_issue(OWNER, NAME, title="Add widgets", body="Please", author="alice")
+    delivery_id = await hub.edit_issue(
+        OWNER, NAME, number, sender="alice", body="Please, blue ones"
+    )
+    headers, body = await receiver.next()
+    payload = json.loads(body)
+    assert verify(headers, body)
+    assert (headers["x-github-event"], headers["x-github-delivery"]) == ("issues", delivery_id)
+    assert payload["action"] == "edited"
+    assert payload["changes"] == {"body": {"from": "Please"}}
+    assert (payload["issue"]["title"], payload["issue"]["body"]) == (
+        "Add widgets",
+        "Please, blue ones",
+    )
+    assert payload["sender"]["login"] == "alice"
+    assert payload["installation"]["id"] == INSTALLATION
+    assert await hub.edit_issue(OWNER, NAME, number, sender="alice", title="Add widgets") is None
+
+    edited = await gh.rest.issues.async_update(OWNER, NAME, number, title="Add blue widgets")
+    assert (edited.status_code, edited.parsed_data.title) == (200, "Add blue widgets")
+    headers, body = await receiver.next()  # the App's own edit comes back to it too
+    payload = json.loads(body)
+    assert payload["changes"] == {"title": {"from": "Add widgets"}}
+    assert (payload["sender"]["login"], payload["sender"]["type"]) == ("teaparty-demo[bot]", "Bot")
+    assert hub.issue(OWNER, NAME, number).title == "Add blue widgets"
+    assert hub.violations == []
+
+
 async def test_deliveries_record_unreachable_receivers(hub: FakeGitHub) -> None:
     number = hub.open_issue(OWNER, NAME, title="t", body="b", author="alice")
     await hub.label_issue(OWNER, NAME, number, "bug", sender="alice")

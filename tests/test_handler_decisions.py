@@ -153,6 +153,7 @@ def test_a_writer_starts_the_job_or_retries_the_active_one(
         project,
         brief(subject, project, body=command.issue.body),
         project_text=repo_config.text,
+        issue_body=command.issue.body,
     )
     assert "Job from GitHub issue Codertocat/Hello-World#1" in start.brief
     assert "It looks like you accidently spelled 'commit'" in start.brief

@@ -83,17 +83,15 @@ async def test_an_approved_edit_is_worked_to_and_stales_the_other_gates(tmp_path
         await office.close()
 
 
-async def test_the_edit_rehashes_every_other_open_gate(tmp_path: Path) -> None:
+async def test_an_edit_rehashes_every_other_open_gate_at_once(tmp_path: Path) -> None:
     office, drive = await at_the_plan(tmp_path)
     try:
         job_id = drive.job_id
         (plan,) = await office.open_gates(job_id)
         edited = await office.issue_edits.edited(job_id, EDITED, by="bob")
-        assert (await gate(office, plan.gate_id)).content_hash == plan.content_hash, "not yet"
-        assert edited.gate_id is not None
-        await drive.answer(await gate(office, edited.gate_id), "yes")
         after = await gate(office, plan.gate_id)
         title, brief, base = await content(office, job_id)
+        assert (title, brief) == (TITLE, EDITED.body), "the issue as it now reads"
         assert after.content_hash != plan.content_hash
         assert after.content_hash == gates.content_hash(
             kind="plan",
@@ -104,6 +102,10 @@ async def test_the_edit_rehashes_every_other_open_gate(tmp_path: Path) -> None:
             base=base,
         )
         assert after.hashed_at > after.asked_at, "an approval written before now is stale"
+        assert edited.gate_id is not None
+        await drive.answer(await gate(office, edited.gate_id), "yes")
+        approved = await gate(office, plan.gate_id)
+        assert (approved.content_hash, approved.hashed_at) == (after.content_hash, after.hashed_at)
     finally:
         await office.close()
 
@@ -121,7 +123,9 @@ async def test_a_rejected_edit_keeps_the_old_text_and_tells_nobody(tmp_path: Pat
         assert not await office.engine.bus.held(job_id)
         assert await states(office, job_id) == ["original", "rejected"]
         assert await content(office, job_id) == before
-        assert (await gate(office, plan.gate_id)).content_hash == plan.content_hash
+        back = await gate(office, plan.gate_id)
+        assert back.content_hash == plan.content_hash, "the text it had, so the hash it had"
+        assert back.hashed_at > back.asked_at, "but what was approved before the edit is stale"
         assert await drive.to_the_end() == "done"
         assert not [m for m in await lead_transcript(drive) if "issue was edited" in m.text]
     finally:

@@ -34,6 +34,7 @@ OPERATIONS = frozenset(
         "repos/get-collaborator-permission-level",
         "repos/get-content",
         "issues/get",
+        "issues/update",
         "issues/list-for-repo",
         "issues/list-events",
         "issues/list-comments",

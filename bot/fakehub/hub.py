@@ -238,6 +238,27 @@ class FakeGitHub(PullRequestPeople):
         payload = webhooks.issue_labeled(state, repo, issue, added, self.urls, sender=sender)
         return (await self._deliver("issues", payload)).delivery_id
 
+    async def edit_issue(
+        self,
+        owner: str,
+        name: str,
+        number: int,
+        *,
+        sender: str,
+        title: str | None = None,
+        body: str | None = None,
+    ) -> str | None:
+        """Edit the issue's title or text as `sender` and deliver `issues.edited`; the
+        delivery id, or None when nothing changed (GitHub then sends nothing)."""
+        state = self.state
+        repo = state.repo(owner, name)
+        issue = state.issue(repo, number)
+        changes = state.edit_issue(issue, title=title, body=body)
+        if not changes:
+            return None
+        payload = webhooks.issue_edited(state, repo, issue, changes, self.urls, sender=sender)
+        return (await self._deliver("issues", payload)).delivery_id
+
     async def comment_as(self, owner: str, name: str, number: int, login: str, body: str) -> int:
         """Comment as a person and deliver `issue_comment.created`; returns the comment id."""
         repo = self.state.repo(owner, name)

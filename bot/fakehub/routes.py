@@ -30,7 +30,7 @@ from bot.fakehub.shapes import (
     timestamp,
 )
 from bot.fakehub.state import HubError, HubRepo, HubState, Reaction, Token, not_found
-from bot.fakehub.webhooks import Outgoing, comment_created
+from bot.fakehub.webhooks import Outgoing, comment_created, issue_edited
 
 _LEVELS = {"read": 1, "write": 2, "admin": 3}
 MAX_FILE_SIZE = 1024 * 1024  # above this GitHub sends `encoding: none` and no content
@@ -271,6 +271,31 @@ async def get_issue(state: HubState, call: Call) -> Reply:
     with state.lock:
         issue = state.issue(repo, path_number(call, "issue_number"))
         return Reply(200, issue_json(state, repo, issue, call.urls))
+
+
+@ROUTES.on("issues/update", needs=("issues",), level="write")
+async def update_issue(state: HubState, call: Call) -> Reply:
+    """PATCH /repos/{owner}/{repo}/issues/{issue_number}: the title and text (the rest of
+    what GitHub lets this change is not imitated); `issues.edited` follows when they changed."""
+    repo = repo_for(state, call)
+    body = call.body or {}
+    with state.lock:
+        issue = state.issue(repo, path_number(call, "issue_number"))
+        if issue.pull is not None:
+            raise not_found()  # a pull request's title is changed through pulls/update
+        title = body.get("title")
+        changes = state.edit_issue(
+            issue,
+            title=None if title is None else str(title),
+            body=body.get("body") if "body" in body else None,
+        )
+        reply = issue_json(state, repo, issue, call.urls)
+    deliveries: list[Outgoing] = []
+    if changes:
+        sender = state.bot.login
+        payload = issue_edited(state, repo, issue, changes, call.urls, sender=sender)
+        deliveries.append(("issues", payload))
+    return Reply(200, reply, deliveries=deliveries)
 
 
 @ROUTES.on("issues/list-comments", needs=("issues", "pull_requests"))

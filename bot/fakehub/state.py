@@ -259,6 +259,22 @@ class HubState:
             repo.issues[number] = issue
             return issue
 
+    def edit_issue(
+        self, issue: HubIssue, *, title: str | None = None, body: str | None = None
+    ) -> dict[str, dict[str, str | None]]:
+        """Change an issue's title and text; GitHub's `changes` (what each read before)."""
+        with self.lock:
+            changes: dict[str, dict[str, str | None]] = {}
+            if title is not None and title != issue.title:
+                changes["title"] = {"from": issue.title}
+                issue.title = title
+            if body is not None and body != (issue.body or ""):
+                changes["body"] = {"from": issue.body}
+                issue.body = body
+            if changes:
+                issue.updated_at = self.clock()
+            return changes
+
     def add_comment(self, repo: HubRepo, issue: HubIssue, *, author: str, body: str) -> Comment:
         """Append a comment; the app's bot user marks it as performed via the app."""
         with self.lock:

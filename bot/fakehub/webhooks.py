@@ -299,3 +299,19 @@ def review_comment_created(
         objects=objects,
         installation_id=repo.installation_id,
     )
+
+
+def issue_edited(
+    state: HubState,
+    repo: HubRepo,
+    issue: HubIssue,
+    changes: Json,
+    urls: Urls,
+    *,
+    sender: str,
+) -> Json:
+    """The payload of an `issues.edited` delivery; `changes` says what each field read before."""
+    with state.lock:
+        objects = issue_objects(state, repo, issue, urls, sender=sender)
+        objects["changes"] = changes
+    return build_payload("issues", "edited", objects=objects, installation_id=repo.installation_id)

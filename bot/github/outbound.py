@@ -185,6 +185,14 @@ def code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def code_block(text: str, info: str = "") -> str:
+    """`text` as a fenced code block (info string `info`) that no line of it can end early:
+    the fence is longer than any run of backticks inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
 def _defuse_mentions(text: str) -> str:
     """Mentions in backticks, except inside one-line code spans and URLs."""
     out, at = [], 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from bot.github.outbound import Outbound, code_span
+from bot.github.outbound import Outbound, code_block, code_span
 from orchestrator.api import Gate, JobStatus, ProxyDecision, Task
 
 MARKER_PREFIX = "<!-- teaparty:"
@@ -106,6 +106,7 @@ def _tokens(status: JobStatus) -> str:
 
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+EDIT_GATE_TITLE = "the issue was edited: should the job work to the new text?"
 ENGINE_GATE_TITLES = {
     "intent": "is this what the issue asks for?",
     "plan": "the plan, before any task runs",
@@ -125,8 +126,9 @@ def gate_body(
     heading = f"from {asker}"
     how = "on a line of its own, or reply in words."
     if gate.engine_made:  # the engine's own rules ask it: its options are the commands
-        heading, options = f"— {ENGINE_GATE_TITLES.get(gate.kind, gate.kind)}", ""
-        how = "on a line of its own."
+        title = EDIT_GATE_TITLE if _edit_diff(gate) is not None else None
+        heading = f"— {title or ENGINE_GATE_TITLES.get(gate.kind, gate.kind)}"
+        options, how = "", "on a line of its own."
     suggested = ""
     if suggestion is not None:
         suggested = (
@@ -134,7 +136,7 @@ def gate_body(
             f"({proxy_figures(suggestion)}). It does not answer this one itself: "
             f"{agent.inline(suggestion.why)}.{_reasons(suggestion, agent)}"
         )
-    asked = quote_block(agent.block(gate.question))
+    asked = _asked(gate, agent)
     ask = (
         f"@{decider}, please answer with `/approve {gate.short_hash}`, `/reject <why>` or "
         f"`/revise <what>` {how}"
@@ -153,6 +155,21 @@ def gate_body(
         f"**Question {gate.gate_id}** {heading} (`{gate.kind} {gate.short_hash}`):\n\n"
         f"{asked}{options}{suggested}{_pinned_head(gate)}\n\n{ask}"
     )
+
+
+def _edit_diff(gate: Gate) -> str | None:
+    """The difference an edit of the issue made, when the gate asks about one."""
+    diff = gate.payload.get("diff") if gate.engine_made and gate.kind == "intent" else None
+    return diff if isinstance(diff, str) and gate.question.endswith(diff) else None
+
+
+def _asked(gate: Gate, agent: Outbound) -> str:
+    """What the gate asks, quoted; an edit of the issue's difference as a `diff` block."""
+    diff = _edit_diff(gate)
+    if diff is None:
+        return quote_block(agent.block(gate.question))
+    said = gate.question.removesuffix(diff).rstrip()
+    return f"{quote_block(agent.block(said))}\n\n{agent.block(code_block(diff, 'diff'))}"
 
 
 def _pinned_head(gate: Gate) -> str:

@@ -3,8 +3,8 @@
 A decision is a tuple of actions, built by a pure function from the delivery's command and
 the facts its handler gathered; `AppContext.perform` carries them out in order on the
 delivery's issue. The last action that says what came of the delivery (`Ignore`, `Report`,
-`StartJob`, `AnswerGate`, `Advise`, `Reassign`) gives the outcome the delivery worker logs
-and stores; `Later` puts the delivery back to be decided again.
+`StartJob`, `AnswerGate`, `Advise`, `Reassign`, `ReviseIssue`) gives the outcome the
+delivery worker logs and stores; `Later` puts the delivery back to be decided again.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ class StartJob:
     project: Project
     brief: str
     project_text: str | None
+    issue_body: str = ""  # the issue's text as the job starts from it (sanitized)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,19 @@ class AnswerGate:
     text: str
     answered_by: str
     ref: str | None = None  # the answering comment, as the store names it
+
+
+@dataclass(frozen=True)
+class ReviseIssue:
+    """The job's issue was edited: record its new text and ask the decider about it."""
+
+    job_id: int
+    title: str
+    body: str
+    by: str
+    edited_at: float | None
+    before_title: str | None = None  # what GitHub says it read before, where it says
+    before_body: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +163,7 @@ Action = (
     | React
     | StartJob
     | AnswerGate
+    | ReviseIssue
     | Advise
     | Reassign
     | Control

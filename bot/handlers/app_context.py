@@ -31,6 +31,7 @@ from bot.handlers.actions import (
     React,
     Reassign,
     Report,
+    ReviseIssue,
     StartJob,
     job_key,
 )
@@ -40,6 +41,7 @@ from bot.settings import Settings
 from orchestrator.api import (
     ControlError,
     GateClosedError,
+    IssueText,
     JobDriver,
     JobSource,
     JobStateError,
@@ -101,6 +103,8 @@ class AppContext:
                 return await self._control(repo, number, action)
             case Override():
                 return await self._override(repo, number, action)
+            case ReviseIssue():
+                return await self._revise(action)
             case AutoProxy():
                 await self.office.proxy.set_auto(action.job_id, on=True, by=action.by)
                 await self.driver.sync(action.job_id)
@@ -115,6 +119,27 @@ class AppContext:
         except GateClosedError as exc:  # a race with the same comment, or another answer
             return f"ignored: {exc}", action.job_id
         return f"answered gate {gate.gate_id}", action.job_id
+
+    async def _revise(self, action: ReviseIssue) -> Outcome:
+        """Record the issue's new text; an edit the job does not work to yet is asked about."""
+        before = None
+        if action.before_title is not None or action.before_body is not None:
+            before = IssueText(
+                action.title if action.before_title is None else action.before_title,
+                action.body if action.before_body is None else action.before_body,
+            )
+        edited = await self.office.issue_edits.edited(
+            action.job_id,
+            IssueText(action.title, action.body),
+            by=action.by,
+            edited_at=action.edited_at,
+            before=before,
+        )
+        if edited.outcome in ("asked", "reverted"):
+            await self.driver.sync(action.job_id)
+        if edited.outcome == "asked":
+            return f"issue edited by {action.by}: gate {edited.gate_id}", action.job_id
+        return f"issue edited by {action.by}: {edited.outcome}", action.job_id
 
     async def _react(self, repo: Repo, number: int, action: React) -> None:
         gh = await self.installation(repo)
@@ -230,6 +255,8 @@ class AppContext:
             project_text=action.project_text,
         )
         await self.office.records.link(job.job_id, "github", subject.to_json())
+        started_from = IssueText(subject.title, action.issue_body)
+        await self.office.issue_edits.started(job.job_id, started_from)  # kept once
         if not job.created and (retried := await self.driver.retry(job.job_id)):
             log.info("job %d: retrying %s", job.job_id, ", ".join(retried))
         return job.job_id

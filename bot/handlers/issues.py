@@ -1,9 +1,14 @@
-"""issues.labeled: the trigger label, added by someone with write access, starts the issue's job.
+"""issues.labeled: the trigger label, added by someone with write access, starts the issue's job;
+issues.edited: an edit of a running job's issue is put to its decider.
 
 The handler gathers the facts (the repository's config, the sender's permission, the
 issue's job), `decide_label` turns them into actions with no I/O, and the context performs
 them. Anyone else hears once why nothing started; a broken project file is quoted once; a
-job that has finished is not started again; one that failed is retried.
+job that has finished is not started again; one that failed is retried. An edit of the
+title or text of an issue whose job is running (by anyone but the App, whose own deliveries
+the parser drops) parks the job at an `intent` gate showing the difference
+(orchestrator/bus/revisions.py): whoever edited it, the decider says which text the job
+works to.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from bot.handlers.actions import (
     PostOnce,
     React,
     Report,
+    ReviseIssue,
     StartJob,
     job_key,
 )
 from bot.handlers.app_context import AppContext
-from bot.handlers.payloads import LabelAdded
+from bot.handlers.payloads import IssueEdited, LabelAdded
 from bot.handlers.repos import RepoConfig, trigger_label
 from orchestrator.api import JobRecord, Project, ProxySettings, SandboxError
 
@@ -97,6 +103,36 @@ def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
     return (React("eyes"), start)
 
 
+async def on_issues_edited(command: IssueEdited, ctx: AppContext) -> Outcome:
+    """Put an edit of a running job's issue to its decider."""
+    repo = command.repo
+    job = await ctx.office.records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
+    actions = decide_edit(command, job)
+    return await ctx.perform(actions, repo=repo, number=command.issue.number)
+
+
+def decide_edit(command: IssueEdited, job: JobRecord | None) -> tuple[Action, ...]:
+    """What to do about an edit of an issue; performs no I/O."""
+    if command.issue.is_pull_request:
+        return (Ignore("edits of pull requests are not acted on"),)
+    if job is None:
+        return (Ignore("the issue has no job"),)
+    if job.state != "active":
+        return (Ignore(f"job {job.job_id} has ended ({job.state})", job.job_id),)
+    issue = command.issue
+    return (
+        ReviseIssue(
+            job.job_id,
+            issue.title,
+            issue.body,
+            by=command.sender.login,
+            edited_at=command.edited_at,
+            before_title=command.before_title,
+            before_body=command.before_body,
+        ),
+    )
+
+
 def auto_label(config: RepoConfig | None) -> str:
     """The label that lets the proxy answer every eligible gate of the issue's job."""
     project = config.project if config else None
@@ -133,6 +169,7 @@ def _start(
         project,
         brief(subject, project, body=issue.body),
         project_text=config.text,
+        issue_body=issue.body,
     )
 
 

@@ -33,7 +33,6 @@ _NOUNS = {str: "a string", int: "an integer", bool: "a boolean", list: "a list"}
 # Why a handled delivery is not acted on, looked up by "event.action", then by event.
 _IGNORED: dict[str, str] = {
     "issues.opened": "work starts when an issue is labelled, not when it is opened",
-    "issues.edited": "edits are read when work starts, not acted on",
     "issues.unlabeled": "removing a label neither starts nor stops work",
     "issues.closed": "closing an issue is not acted on yet",
     "issue_comment.edited": "only new comments are read, not edits",
@@ -120,13 +119,26 @@ class CommentAdded:
 
 
 @dataclass(frozen=True)
+class IssueEdited:
+    """Someone edited an issue's title or text; `issue` as it now reads (sanitized),
+    `before_*` what GitHub says it read before (None: unchanged or not said)."""
+
+    repo: Repo
+    issue: Issue
+    sender: Actor
+    edited_at: float | None  # GitHub's `issue.updated_at`, if given
+    before_title: str | None = None
+    before_body: str | None = None
+
+
+@dataclass(frozen=True)
 class Ignored:
     """A delivery the app does nothing with; `reason` is a sentence naming event.action."""
 
     reason: str
 
 
-Command = Ping | LabelAdded | CommentAdded | Ignored
+Command = Ping | LabelAdded | CommentAdded | IssueEdited | Ignored
 
 
 def parse_command(
@@ -151,7 +163,7 @@ def parse_command(
     if event not in HANDLED_EVENTS:
         return Ignored(f"{event} is ignored: the app does not handle this event.")
     name = f"{event}.{_req(payload, 'action', str)}"
-    if name == "issues.labeled":
+    if name in ("issues.labeled", "issues.edited"):
         actor, raw = _actor(payload, "sender"), ""
     elif name == "issue_comment.created":
         actor, raw = _actor(payload, "comment.user"), _opt(payload, "comment.body", str) or ""
@@ -161,11 +173,26 @@ def parse_command(
     if refused := _refusal(name, actor, app_login=app_login, allowed_bots=allowed_bots):
         return refused
     repo, issue = _repo(payload), _issue(payload)
+    if name == "issues.edited":
+        return _edited(payload, repo, issue, actor)
     if event == "issues":
         return LabelAdded(repo, issue, _req(payload, "label.name", str), actor)
     written = _timestamp(payload, "comment.created_at")
     return CommentAdded(
         repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor, written
+    )
+
+
+def _edited(payload: dict[str, object], repo: Repo, issue: Issue, sender: Actor) -> IssueEdited:
+    before_title = _opt(payload, "changes.title.from", str)
+    before_body = _opt(payload, "changes.body.from", str)
+    return IssueEdited(
+        repo,
+        issue,
+        sender,
+        _timestamp(payload, "issue.updated_at"),
+        None if before_title is None else sanitize(before_title),
+        None if before_body is None else sanitize(before_body),
     )
 
 

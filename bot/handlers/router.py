@@ -1,8 +1,9 @@
 """Which handler acts on a delivery: one per event and action, as gidgethub's Router has it.
 
 `parse_command` names each (event, action) the App acts on by a command type, so the
-routes are kept by that type: issues.labeled (`LabelAdded`) and issue_comment.created
-(`CommentAdded`). A ping is answered here, and a delivery the parser ignored is not routed.
+routes are kept by that type: issues.labeled (`LabelAdded`), issues.edited (`IssueEdited`)
+and issue_comment.created (`CommentAdded`). A ping is answered here, and a delivery the
+parser ignored is not routed.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import assert_never
 from bot.handlers.actions import Outcome
 from bot.handlers.app_context import AppContext
 from bot.handlers.issue_comment import on_issue_comment_created
-from bot.handlers.issues import on_issues_labeled
-from bot.handlers.payloads import Command, CommentAdded, Ignored, LabelAdded, Ping
+from bot.handlers.issues import on_issues_edited, on_issues_labeled
+from bot.handlers.payloads import Command, CommentAdded, Ignored, IssueEdited, LabelAdded, Ping
 
 
 async def dispatch(command: Command, ctx: AppContext) -> Outcome:
@@ -27,5 +28,7 @@ async def dispatch(command: Command, ctx: AppContext) -> Outcome:
             return await on_issues_labeled(command, ctx)
         case CommentAdded():
             return await on_issue_comment_created(command, ctx)
+        case IssueEdited():
+            return await on_issues_edited(command, ctx)
         case _:
             assert_never(command)

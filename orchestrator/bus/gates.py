@@ -9,8 +9,8 @@ wakes it. What an answer to an engine gate does is the kind's (orchestrator/bus/
 Who may answer is the edge's decision (the decider of the project or workgroup); the
 engine records who did, and whether a human or the proxy. A gate of a cancelled job is
 closed unanswered (`closed_at`), and answers nothing after; so is one a later edit of the
-issue replaced (bus/revisions.py). When the text a job works to changes, its open gates are
-hashed again (`rehash_job`): an approval written before then is stale.
+issue replaced (bus/revisions.py). When the issue a job works on is edited, its open gates
+are hashed again (`rehash_job`): an approval written before then is stale.
 """
 
 from __future__ import annotations
@@ -154,8 +154,10 @@ def modes(tx: Tx, job_id: int | None) -> Mapping[str, GateMode]:
 
 
 def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
-    """The job's title, brief and base commit, for the gate's hash: the brief is its first
-    message, or once an edit of its issue was approved, the latest approved text."""
+    """The job's title, brief and base commit, for the gate's hash. The brief is its first
+    message until its issue is edited; from then on, the issue's latest text unless the
+    decider rejected it (an edit awaiting their word counts: what was approved before it
+    is stale), else the latest text they approved (bus/revisions.py)."""
     if job_id is None:
         return "", "", ""
     row = tx.execute(
@@ -168,8 +170,8 @@ def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
     if row is None:
         return "", "", ""
     revised = tx.execute(
-        "SELECT title, body FROM issue_revisions WHERE job_id = ? AND state = 'approved'"
-        " ORDER BY revision_id DESC LIMIT 1",
+        "SELECT title, body FROM issue_revisions WHERE job_id = ?"
+        " AND state IN ('approved', 'asked') ORDER BY revision_id DESC LIMIT 1",
         (job_id,),
     ).fetchone()
     if revised is not None:

@@ -4,10 +4,11 @@ A job works to the text its issue had when it started (its `original` revision).
 seen later parks the whole job at an intent gate showing the difference (a unified diff of
 the title and text, trimmed): while it is open no conversation of the job makes a model call
 (transactions.HELD_SQL). It is asked whatever the job's intent mode says, since otherwise
-the job would work on text its author has changed. Approved, the job works to the new text:
-the lead is told, with the diff; gate hashes read the new text (gates._job_content), and the
-job's other open gates are hashed again, so an approval written before the edit is stale.
-Rejected, the job goes on with the text it had, and the lead is not told.
+the job would work on text its author has changed. The job's other open gates are hashed
+again at once with the edited text (gates._job_content), so an approval written before the
+edit is stale, as it is for anything an edit changes. Approved, the job works to the new
+text and the lead is told, with the diff. Rejected, the job goes on with the text it had
+(its gates hashed again with it), and the lead is not told.
 
 The same edit seen again (a redelivery) opens no second gate; a newer edit while one is open
 replaces it (the new gate shows the latest text against the text the job works to), and an
@@ -135,6 +136,7 @@ def edited(
         if not replaced:
             return Edited("unchanged")
         _insert(tx, job_id, text, "reverted", by=by, edited_at=edited_at)
+        gates.rehash_job(tx, job_id)
         return Edited("reverted", replaced=replaced)
     revision_id = _insert(tx, job_id, text, "asked", by=by, edited_at=edited_at)
     shown = diff(base, text, by=by, lines=SHOWN_LINES, chars=SHOWN_CHARS)
@@ -149,6 +151,7 @@ def edited(
     tx.execute(
         "UPDATE issue_revisions SET gate_id = ? WHERE revision_id = ?", (gate_id, revision_id)
     )
+    gates.rehash_job(tx, job_id)
     return Edited("asked", gate_id, replaced)
 
 
@@ -165,6 +168,7 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     revision_id = int(gate.payload["revision"])
     if not gate.approved:
         _set_state(tx, revision_id, "rejected")
+        gates.rehash_job(tx, job_id)  # back to the text it works to
         return tuple(runnable(tx, job_id))
     old = works_to(revisions(tx, job_id))
     _set_state(tx, revision_id, "approved")
@@ -174,7 +178,6 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
         "UPDATE jobs SET title = ?, updated_at = ? WHERE job_id = ?", (new.title, now(), job_id)
     )
     told = _tell(tx, job_id, gate, diff(old or new, new, by=None, lines=None, chars=TOLD_CHARS))
-    gates.rehash_job(tx, job_id)
     return tuple(dict.fromkeys((*told, *runnable(tx, job_id))))
 
 
