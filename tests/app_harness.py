@@ -28,7 +28,9 @@ APP_ID = 4242
 OWNER, REPO = "octo", "widgets"
 
 
-def make_hub(root: Path, *, port: int, pem: str) -> FakeGitHub:
+def make_hub(
+    root: Path, *, port: int, pem: str, clock: Callable[[], float] = time.time
+) -> FakeGitHub:
     """The stand-in with octo/widgets, delivering webhooks to a server on `port`."""
     hub = FakeGitHub(
         root,
@@ -36,6 +38,7 @@ def make_hub(root: Path, *, port: int, pem: str) -> FakeGitHub:
         private_key_pem=pem,
         webhook_url=f"http://127.0.0.1:{port}/webhook",
         webhook_secret=SECRET,
+        clock=clock,
     )
     hub.add_repo(OWNER, REPO)
     return hub

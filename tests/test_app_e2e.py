@@ -4,11 +4,14 @@ A signed `issues.labeled` gets 202, a 👀 and one tracking comment; the job run
 is answered by the decider's reply; the branch is pushed and one PR closes the issue.
 The same delivery sent again 10 times and 10 concurrent label events change nothing.
 Markers planted by a reader are not adopted; a decider who quotes a gate still answers it.
+An edit of the issue stales an approval written before it, until the decider says which
+text the job works to.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ from app_harness import (
     OWNER,
     REPO,
     SECRET,
+    OffsetClock,
     Server,
     make_hub,
     serve,
@@ -269,8 +273,6 @@ async def test_a_server_killed_mid_job_resumes_it_with_nothing_twice(tmp_path: P
 async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: World) -> None:
     """A stranger's `/approve` gets 😕 and moves nothing; the decider's `/approve <hash>`
     gets 👍 and the job goes on to its pull request."""
-    import re
-
     hub, server = world.hub, world.server
     number = hub.open_issue(OWNER, REPO, title="Add a changelog", body="Please.", author="alice")
     await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
@@ -381,3 +383,76 @@ async def test_a_parked_job_costs_nothing_and_survives_a_restart_to_its_pull_req
     assert len(questions(hub, number)) == 1
     assert len(hub.pulls(OWNER, REPO)) == 1
     assert hub.violations == []
+
+
+async def test_an_edit_of_the_issue_stales_an_earlier_approval_until_the_decider_says(
+    tmp_path: Path,
+) -> None:
+    """label → plan question → the author edits the issue → an intent question shows the
+    diff → a bare `/approve` written before the edit (its delivery late) is stale, and the
+    App says so → the decider approves the edit, then the plan by its new hash → the PR."""
+    pem, port, clock = private_key_pem(), free_port(), OffsetClock()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem, clock=clock)
+    hub.add_user("alice", "maintain")
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, tmp_path / "home", pem)
+        async with serve(env, port=port, log=tmp_path / "server.log") as server:
+            number = hub.open_issue(
+                OWNER, REPO, title="Add a changelog", body="We need one.", author="alice"
+            )
+            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+            await until(lambda: questions(hub, number), what="the plan question")
+            (plan,) = questions(hub, number)
+            first_hash = shown_hash(plan.body, "plan")
+
+            clock.offset, hub.webhook_url = -30.0, f"http://127.0.0.1:{free_port()}/webhook"
+            early = await hub.comment_as(OWNER, REPO, number, "alice", "/approve")
+            late = hub.deliveries[-1]  # written half a minute ago; GitHub failed to deliver it
+            assert late.status is None
+            clock.offset, hub.webhook_url = 0.0, f"http://127.0.0.1:{port}/webhook"
+
+            await hub.edit_issue(
+                OWNER, REPO, number, sender="alice", body="We need one, a section per release."
+            )
+            await until(lambda: len(questions(hub, number)) == 2, what="the intent question")
+            edit = questions(hub, number)[1]
+            assert "the issue was edited" in edit.body
+            assert "```diff\n" in edit.body
+            assert "-We need one.\n+We need one, a section per release.\n" in edit.body
+            edit_hash = shown_hash(edit.body, "intent")
+            await until(
+                lambda: shown_hash(questions(hub, number)[0].body, "plan") != first_hash,
+                what="the plan question to show its new hash",
+            )
+            new_hash = shown_hash(questions(hub, number)[0].body, "plan")
+
+            await hub.redeliver(late.delivery_id)  # the approval from before the edit
+            await until(lambda: stale(hub, number), what="the App to call it stale")
+            (said,) = stale(hub, number)
+            assert f"`/approve {new_hash}`" in said
+            assert hub.comment_reactions(OWNER, REPO, early) == []
+            await settled(server)
+            assert not hub.pulls(OWNER, REPO)
+
+            await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {edit_hash}")
+            await settled(server)
+            assert not hub.pulls(OWNER, REPO), "the plan still waits for its own approval"
+            await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {new_hash}")
+            await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+            await settled(server)
+    (pull,) = hub.pulls(OWNER, REPO)
+    assert "approved working to the new text" in (pull.body or ""), "the lead was told"
+    assert len(questions(hub, number)) == 2
+    assert hub.violations == []
+
+
+def shown_hash(body: str, kind: str) -> str:
+    """The short hash a gate's comment shows (`plan a1b2c3d`)."""
+    found = re.search(rf"`{kind} ([0-9a-f]{{7}})`", body)
+    assert found, body
+    return found.group(1)
+
+
+def stale(hub: FakeGitHub, number: int) -> list[str]:
+    """The App's replies that call an approval stale."""
+    return [c.body for c in hub.comments(OWNER, REPO, number) if "so it is stale" in c.body]
