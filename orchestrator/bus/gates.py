@@ -343,8 +343,8 @@ def close(tx: Tx, gate_id: int, *, why: str) -> bool:
 
 
 def rehash_job(tx: Tx, job_id: int) -> list[int]:
-    """Hash every open gate of the job again, now that what it works to changed; the gates
-    whose hash changed (their content has that hash from now: `hashed_at`)."""
+    """Hash every open gate of the job again (the issue text it pins changed); the gates
+    whose hash changed, which have that hash from now (`hashed_at`)."""
     title, brief, base = _job_content(tx, job_id)
     rows = tx.execute(
         "SELECT gate_id, kind, question, options, pinned, content_hash FROM gates"
