@@ -58,10 +58,14 @@ async def test_an_approved_edit_is_worked_to_and_stales_the_other_gates(tmp_path
         assert "+++ as edited by bob" in edit.question
         assert await office.engine.bus.held(job_id)
 
-        calls = model.agent_calls()
+        calls = len(model.agents)
         await drive.answer(plan, "yes")  # the plan runs its dispatch, but no agent may think
         await drive.until_waiting()
-        assert model.agent_calls() == calls, "no model call while the edit's gate is open"
+        assert len(model.agents) == calls, "no model call, the proxy's included, while it waits"
+        decided = await office.proxy.decision(edit.gate_id)
+        assert decided is not None
+        assert decided.answer is None
+        assert "the issue was edited: the job waits at question" in decided.why
         assert await office.engine.bus.runnable(job_id) == []
 
         before = await content(office, job_id)

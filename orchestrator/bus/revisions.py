@@ -155,6 +155,16 @@ def edited(
     return Edited("asked", gate_id, replaced)
 
 
+def waiting(tx: Tx, job_id: int) -> int | None:
+    """The open gate of an edit of the job's issue, if one is open (the job is held)."""
+    row = tx.execute(
+        "SELECT gate_id FROM gates WHERE job_id = ? AND call_id LIKE ? AND answer IS NULL"
+        " AND closed_at IS NULL",
+        (job_id, f"{EDIT_CALL}%"),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def is_edit(gate: Gate) -> bool:
     """Whether the gate asks about an edit of the job's issue (not a restatement)."""
     return gate.engine_made and gate.call_id.startswith(EDIT_CALL)

@@ -160,6 +160,8 @@ class JobDriver:
         spent = await self.office.budget.exhausted(status.job_id)
         if status.paused_by is not None:  # a held job makes no model call, the proxy's included
             spent = f"the job is paused by {status.paused_by}"
+        elif (edit := await self.office.issue_edits.waiting(status.job_id)) is not None:
+            spent = f"the issue was edited: the job waits at question {edit}"
         return await self.office.proxy.consult(
             gate,
             project=project,

@@ -49,6 +49,10 @@ class IssueEdits:
             )
         return done
 
+    async def waiting(self, job_id: int) -> int | None:
+        """The open gate of an edit of the job's issue, if any: the job makes no model call."""
+        return await self.store.read(lambda tx: revisions.waiting(tx, job_id))
+
     async def revisions(self, job_id: int) -> list[Revision]:
         """The job's issue texts, oldest first (`original`, then each edit and its fate)."""
         return await self.store.read(lambda tx: revisions.revisions(tx, job_id))
