@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from webhook_schemas import webhook_errors
 
 from bot.fakehub.hub import FakeGitHub
 from bot.fakehub.serve import serve_local
@@ -131,6 +132,7 @@ async def test_edits_deliver_issues_edited_with_what_changed(
     assert (headers["x-github-event"], headers["x-github-delivery"]) == ("issues", delivery_id)
     assert payload["action"] == "edited"
     assert payload["changes"] == {"body": {"from": "Please"}}
+    assert webhook_errors("issues", payload) == []
     assert (payload["issue"]["title"], payload["issue"]["body"]) == (
         "Add widgets",
         "Please, blue ones",
@@ -144,6 +146,7 @@ async def test_edits_deliver_issues_edited_with_what_changed(
     headers, body = await receiver.next()  # the App's own edit comes back to it too
     payload = json.loads(body)
     assert payload["changes"] == {"title": {"from": "Add widgets"}}
+    assert webhook_errors("issues", payload) == []
     assert (payload["sender"]["login"], payload["sender"]["type"]) == ("teaparty-demo[bot]", "Bot")
     assert hub.issue(OWNER, NAME, number).title == "Add blue widgets"
     assert hub.violations == []

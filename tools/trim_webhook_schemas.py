@@ -22,6 +22,7 @@ LICENSE = REFERENCE / "LICENSE.octokit-webhooks"
 DEST = Path(__file__).resolve().parent.parent / "tests" / "schemas" / "octokit-webhooks.json"
 EVENTS = (
     "issues$closed",
+    "issues$edited",
     "issues$labeled",
     "issue_comment$created",
     "pull_request$closed",
