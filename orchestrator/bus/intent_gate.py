@@ -14,12 +14,14 @@ An `intent` gate the engine opens because the issue was edited is settled by rev
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 
 from orchestrator.bus import gates, revisions
+from orchestrator.bus import held as held_calls
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.messages import InboxKind, job_conversation_id
+from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.sends import SendIntent, send
-from orchestrator.bus.transactions import ConversationRow, Outcome, conversation, deliver
+from orchestrator.bus.transactions import ConversationRow, conversation
 from orchestrator.store.sqlite import Tx
 
 RESTATEMENT_CALL = "intent:"  # a restatement's gate has the call id `intent:<first send's id>`
@@ -74,38 +76,15 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     held = [SendIntent(**kept) for kept in gate.payload.get("sends", [])]
     if not gate.approved:
         said = f"{gate.answered_by} answered {gate.answer!r}"
-        for intent in held:
-            _error(
-                tx,
-                row,
-                intent.call_id,
-                f"send: the decider did not approve this restatement of the issue ({said}). "
-                "Restate what the issue asks as they said, and send again; the new brief is "
-                "put to them.",
-            )
-        return (row.conversation_id,)
-    outcome = Outcome()
-    opened = 0
-    for intent in held:
-        refusal = send(tx, row, intent, outcome)
-        if refusal is None:
-            opened += 1
-        else:
-            _error(tx, row, intent.call_id, refusal.output)
-    if opened:
-        tx.execute(
-            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
-            (opened, row.conversation_id),
+        text = (
+            f"send: the decider did not approve this restatement of the issue ({said}). "
+            "Restate what the issue asks as they said, and send again; the new brief is "
+            "put to them."
         )
-    return (*outcome.woken, row.conversation_id)
-
-
-def _error(tx: Tx, row: ConversationRow, call_id: str, text: str) -> None:
-    deliver(
+        held_calls.refuse(tx, row, [intent.call_id for intent in held], text)
+        return (row.conversation_id,)
+    return held_calls.release(
         tx,
-        row.conversation_id,
-        kind=InboxKind.HUMAN,
-        sender=gates.ENGINE,
-        content={"text": text, "is_error": True},
-        call_id=call_id,
+        row,
+        [(i.call_id, partial(send, tx, row, i)) for i in held],
     )

@@ -12,11 +12,11 @@ of the job is approved, later dispatches run at once.
 from __future__ import annotations
 
 from dataclasses import asdict
+from functools import partial
 
-from orchestrator.bus import gates
+from orchestrator.bus import gates, held
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.messages import InboxKind
-from orchestrator.bus.transactions import ConversationRow, Outcome, conversation, deliver
+from orchestrator.bus.transactions import ConversationRow, conversation
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
 from orchestrator.teams.transactions import DispatchIntent, dispatch_task
@@ -77,37 +77,14 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     intents = [DispatchIntent(**held) for held in gate.payload.get("dispatches", [])]
     if not gate.approved:
         said = f"{gate.answered_by} answered {gate.answer!r}"
-        for intent in intents:
-            _error(
-                tx,
-                row,
-                intent.call_id,
-                f"dispatch: the plan was not approved ({said}). Change the board as asked "
-                "(task_update, task_create), then dispatch again; the new plan is put to them.",
-            )
-        return (row.conversation_id,)
-    outcome = Outcome()
-    opened = 0
-    for intent in intents:
-        refusal = dispatch_task(tx, row, intent, outcome)
-        if refusal is None:
-            opened += 1
-        else:
-            _error(tx, row, intent.call_id, refusal.output)
-    if opened:
-        tx.execute(
-            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
-            (opened, row.conversation_id),
+        text = (
+            f"dispatch: the plan was not approved ({said}). Change the board as asked "
+            "(task_update, task_create), then dispatch again; the new plan is put to them."
         )
-    return (*outcome.woken, row.conversation_id)
-
-
-def _error(tx: Tx, row: ConversationRow, call_id: str, text: str) -> None:
-    deliver(
+        held.refuse(tx, row, [intent.call_id for intent in intents], text)
+        return (row.conversation_id,)
+    return held.release(
         tx,
-        row.conversation_id,
-        kind=InboxKind.HUMAN,
-        sender=gates.ENGINE,
-        content={"text": text, "is_error": True},
-        call_id=call_id,
+        row,
+        [(i.call_id, partial(dispatch_task, tx, row, i)) for i in intents],
     )

@@ -1,0 +1,48 @@
+"""Calls an engine gate held (a plan's dispatches, a restatement's send): released as the
+decider approved them, or each answered with an error the asking agent reads.
+
+Each released call that opened a conversation awaits one reply (pending_count); one that
+was refused, or not approved, gets its error result through the inbox, like any answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from orchestrator.bus import gates
+from orchestrator.bus.messages import InboxKind, ToolResult
+from orchestrator.bus.transactions import ConversationRow, Outcome, deliver
+from orchestrator.store.sqlite import Tx
+
+Start = tuple[str, Callable[[Outcome], ToolResult | None]]  # (call id, start it: refusal?)
+
+
+def release(tx: Tx, row: ConversationRow, calls: Iterable[Start]) -> tuple[str, ...]:
+    """Carry out the held calls of `row`'s conversation; who now has work."""
+    outcome = Outcome()
+    opened = 0
+    for call_id, start in calls:
+        refusal = start(outcome)
+        if refusal is None:
+            opened += 1
+        else:
+            refuse(tx, row, [call_id], refusal.output)
+    if opened:
+        tx.execute(
+            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
+            (opened, row.conversation_id),
+        )
+    return (*outcome.woken, row.conversation_id)
+
+
+def refuse(tx: Tx, row: ConversationRow, call_ids: Iterable[str], text: str) -> None:
+    """Answer each held call with the error `text`."""
+    for call_id in call_ids:
+        deliver(
+            tx,
+            row.conversation_id,
+            kind=InboxKind.HUMAN,
+            sender=gates.ENGINE,
+            content={"text": text, "is_error": True},
+            call_id=call_id,
+        )
