@@ -16,6 +16,7 @@ from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResu
 if TYPE_CHECKING:  # records of the engine's own modules, which import this one
     from orchestrator.bus.gates import Gate
     from orchestrator.jobs.office import JobHandle
+    from orchestrator.jobs.rounds import ReviewRound
     from orchestrator.proxy.decisions import ProxyDecision
     from orchestrator.teams.board import Task
 
@@ -140,6 +141,18 @@ class Forge(Protocol):
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
         """Publish the job branch and open (or update) its change request; its link.
+
+        Raises ForgeError (or GitError) when that fails.
+        """
+        ...
+
+    async def deliver_round(
+        self, status: JobStatus, job: JobHandle, review: ReviewRound
+    ) -> str | None:
+        """Deliver a review round: take in what people pushed to the branch meanwhile, push
+        once (never forcing), reply once to each point the lead answered (never resolving a
+        thread), say what the round did, and ask its reviewers to review again; the commit
+        pushed (None: nothing was).
 
         Raises ForgeError (or GitError) when that fails.
         """

@@ -118,6 +118,7 @@ class FakeForge:
     closed: list[int] = field(default_factory=list)
     suggestions: dict[int, Any] = field(default_factory=dict)
     proxy_answers: list[tuple[int, Any]] = field(default_factory=list)
+    rounds_delivered: list[Any] = field(default_factory=list)
 
     async def show(self, status: Any) -> None:
         self.shown.append(status.state)
@@ -144,6 +145,12 @@ class FakeForge:
             raise self.deliver_errors.pop(0)
         self.delivered.append(job.space.branch)
         return f"fake://{job.space.branch}"
+
+    async def deliver_round(self, status: Any, job: Any, review: Any) -> str | None:
+        if self.deliver_errors:
+            raise self.deliver_errors.pop(0)
+        self.rounds_delivered.append(review)
+        return job.head
 
     async def fail(self, status: Any, error: str) -> None:
         self.failed.append(error)

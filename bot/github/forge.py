@@ -232,6 +232,9 @@ class GitHubForge:
         body = pull_body(status, agent=self.agent)
         pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
         await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
+        await self.office.rounds.pull_opened(
+            status.job_id, int(pull["number"]), str(pull["html_url"])
+        )
         return str(pull["html_url"])
 
     async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:

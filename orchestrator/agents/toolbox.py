@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from orchestrator.agents.tools import BUS_SPECS, ToolSpec
 from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.ports import ToolRunner
-from orchestrator.teams import board_tools
+from orchestrator.teams import board_tools, review_tools
 from orchestrator.workspace import file_tools as worktree_tools
 
 ALL_SPECS: Mapping[str, ToolSpec] = {
     **BUS_SPECS,
     **worktree_tools.SPECS,
     **board_tools.SPECS,
+    **review_tools.SPECS,
 }
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from orchestrator.bus import gates, intent_gate
 from orchestrator.bus.gates import AnsweredVia, Gate
-from orchestrator.jobs import budget_gate, protected_gate
+from orchestrator.jobs import budget_gate, protected_gate, rounds
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams import conflict_gate, plan_gate
 
@@ -28,6 +28,7 @@ SETTLERS: Mapping[str, Settle] = {
     "budget": budget_gate.settle,
     "merge-conflict": conflict_gate.settle,
     "protected-path": protected_gate.settle,
+    "question": rounds.settle,  # the engine asks a question only for a round past the cap
 }
 
 

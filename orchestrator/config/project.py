@@ -46,6 +46,7 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         sandbox=raw.sandbox,
         proxy=raw.proxy,
         protected_paths=raw.protected_paths,
+        rounds=raw.rounds,
     )
 
 

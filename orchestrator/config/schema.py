@@ -23,7 +23,7 @@ KNOWN_TOOLS: frozenset[str] = frozenset(
     {
         *("read_file", "list_files", "search", "write_file", "edit_file", "shell"),
         *("send", "message", "task_create", "task_get", "task_update", "task_list", "ask_human"),
-        "dispatch",
+        *("dispatch", "answer_review"),
     }
 )
 GateKind = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]
@@ -183,6 +183,16 @@ class Waiting(_Model):
         return self
 
 
+class Rounds(_Model):
+    """Review rounds on a job's pull request: at most `max_rounds` before the decider is
+    asked; lone review comments gathered for `window_s` seconds into one round; failing
+    checks on the pull request start a round only with `on_failed_checks`."""
+
+    max_rounds: Annotated[int, Field(strict=True, ge=1, le=100)] = 5
+    window_s: Annotated[float, Field(strict=True, ge=0, le=3600)] = 90.0
+    on_failed_checks: bool = False
+
+
 _HOST = re.compile(
     r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 )
@@ -232,6 +242,7 @@ class Project(_Model):
     waiting: Waiting = Waiting()
     proxy: ProxySettings = ProxySettings()
     protected_paths: tuple[str, ...] = ()  # the project's own, beside the built-in ones
+    rounds: Rounds = Rounds()
 
 
 class AgentFile(_Model):
@@ -345,3 +356,4 @@ class ProjectFile(_Model):
     sandbox: SandboxSettings = SandboxSettings()
     proxy: ProxySettings = ProxySettings()
     protected_paths: tuple[PathPattern, ...] = Field(default=(), max_length=200)
+    rounds: Rounds = Rounds()

@@ -185,13 +185,18 @@ class JobDriver:
         """
         job_id = status.job_id
         job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
-        link, result = None, status.result
+        link, result, head = None, status.result, None
+        review = await self.office.rounds.running(job_id)
         verdict: Verdict = Cleared(None)
         try:
             if await self.office.has_work(job):
                 verdict = await protection.check(self.office, job)
                 if isinstance(verdict, Refused):
                     result = refusal(verdict.gate)
+                elif isinstance(verdict, Cleared) and review is not None:
+                    head = await forge.deliver_round(
+                        status, replace(job, head=verdict.head), review
+                    )
                 elif isinstance(verdict, Cleared):
                     link = await forge.deliver(status, replace(job, head=verdict.head))
         except ForgeWaitError:
@@ -205,7 +210,11 @@ class JobDriver:
             await forge.show(waiting)
             await self._ask_open(waiting, forge)
             return waiting.state
-        await self.office.finish_job(job, result)
+        if review is not None:
+            outcome = result if isinstance(verdict, Refused) else "pushed and answered"
+            await self.office.finish_round(job, review.round_id, head=head, outcome=outcome or "")
+        else:
+            await self.office.finish_job(job, result)
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
@@ -286,7 +295,8 @@ def _job_facts(
         )
     ]
     (result,) = tx.execute(  # the job's own once it ended (a refusal says so), else the reply
-        "SELECT coalesce(j.result, c.result) FROM conversations c, jobs j"
+        "SELECT CASE WHEN j.state = 'active' THEN c.result ELSE coalesce(j.result, c.result)"
+        " END FROM conversations c, jobs j"
         " WHERE c.conversation_id = ? AND j.job_id = ?",
         (job_conversation_id(job_id), job_id),
     ).fetchone()

@@ -16,6 +16,7 @@ from pathlib import Path
 from orchestrator.bus.gates import Gate
 from orchestrator.errors import OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.rounds import ReviewRound
 from orchestrator.ports import JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
 
@@ -96,6 +97,14 @@ class LocalForge:
         """Push the job branch into the local repository; the branch is the link."""
         await self.office.publish(job, str(self.repo))
         return job.space.branch
+
+    async def deliver_round(
+        self, status: JobStatus, job: JobHandle, review: ReviewRound
+    ) -> str | None:
+        """Push the round's work into the local repository (no threads to answer here)."""
+        await self.office.publish(job, str(self.repo))
+        self.say(f"job {status.job_id}: review round {review.number} pushed to {job.space.branch}")
+        return job.head
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Say once what failed, and that the same command again retries it."""

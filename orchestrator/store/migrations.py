@@ -480,6 +480,68 @@ CREATE INDEX issue_revisions_job ON issue_revisions (job_id);
 ALTER TABLE gates ADD COLUMN pinned TEXT;
 """
 
+# A job's pull request, once delivered (jobs/rounds.py): its number and what became of it;
+# and its review rounds. A round gathers points (a review's text, a review thread with a
+# person's new comment, a mention) while queued, runs as one unit (one push, one reply per
+# point it answers), and ends delivered or stopped. At most one round of a job is queued
+# and one running. A point's `source` names what it came from and the newest comment it
+# carries, so a redelivered review adds nothing; `review_threads.handled` is, per thread, the
+# newest comment a round has handled: a thread is input again only after a newer one.
+REVIEW_ROUNDS = """
+CREATE TABLE job_pulls (
+    job_id     INTEGER PRIMARY KEY REFERENCES jobs (job_id),
+    number     INTEGER NOT NULL,
+    url        TEXT NOT NULL,
+    state      TEXT NOT NULL DEFAULT 'open'
+               CHECK (state IN ('open', 'draft', 'merged', 'closed', 'gone')),
+    changed_at REAL NOT NULL
+);
+CREATE TABLE review_rounds (
+    round_id    INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    number      INTEGER NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'queued'
+                CHECK (state IN ('queued', 'asked', 'running', 'delivered', 'stopped')),
+    reviewers   TEXT NOT NULL DEFAULT '[]',
+    gate_id     INTEGER REFERENCES gates (gate_id),
+    start_head  TEXT,
+    head        TEXT,
+    outcome     TEXT,
+    created_at  REAL NOT NULL,
+    started_at  REAL,
+    finished_at REAL,
+    UNIQUE (job_id, number)
+);
+CREATE UNIQUE INDEX review_rounds_one_queued ON review_rounds (job_id)
+    WHERE state IN ('queued', 'asked');
+CREATE UNIQUE INDEX review_rounds_one_running ON review_rounds (job_id) WHERE state = 'running';
+CREATE TABLE review_points (
+    round_id     INTEGER NOT NULL REFERENCES review_rounds (round_id),
+    number       INTEGER NOT NULL,
+    job_id       INTEGER NOT NULL REFERENCES jobs (job_id),
+    source       TEXT NOT NULL,
+    author       TEXT NOT NULL,
+    body         TEXT NOT NULL,
+    thread_id    TEXT,
+    comment_id   INTEGER,
+    path         TEXT,
+    line         INTEGER,
+    hunk         TEXT,
+    outdated     INTEGER NOT NULL DEFAULT 0,
+    action       TEXT CHECK (action IN ('change', 'answer', 'disagree')),
+    reply        TEXT,
+    replied_ref  TEXT,
+    PRIMARY KEY (round_id, number),
+    UNIQUE (job_id, source)
+);
+CREATE TABLE review_threads (
+    job_id    INTEGER NOT NULL REFERENCES jobs (job_id),
+    thread_id TEXT NOT NULL,
+    handled   INTEGER NOT NULL,
+    PRIMARY KEY (job_id, thread_id)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -498,4 +560,5 @@ MIGRATIONS: tuple[str, ...] = (
     GATE_KINDS,
     JOB_TOKEN_BUDGETS,
     ISSUE_REVISIONS,
+    REVIEW_ROUNDS,
 )

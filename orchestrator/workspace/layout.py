@@ -305,6 +305,36 @@ class Workspace:
         if job.checkout.exists():
             await job.checkout.git("reset", "--quiet", "--hard", f"refs/heads/{job.branch}")
 
+    async def catch_up(self, job: JobSpace, *, message: str) -> Merge | None:
+        """Take into the job branch what people pushed to it on the source (its mirror
+        fetched just before): a fast-forward when the job has nothing newer, else a merge.
+
+        None when the source has no such branch or nothing the job lacks; a Merge with
+        `conflicts` (and the branch unmoved) when the two cannot be merged.
+        """
+        theirs = await rev(job.mirror, f"refs/remotes/origin/{job.branch}")
+        if theirs is None:
+            return None
+        async with self._lock(job.repo):
+            ours = await rev(job.repo, f"refs/heads/{job.branch}")
+            if ours is None or theirs == ours:
+                return None
+            code, _ = await git(job.repo, "merge-base", "--is-ancestor", theirs, ours, check=False)
+            if code == 0:
+                return None
+            code, _ = await git(job.repo, "merge-base", "--is-ancestor", ours, theirs, check=False)
+            if code == 0:
+                await git(job.repo, "update-ref", f"refs/heads/{job.branch}", theirs, ours)
+                merged = Merge(theirs)
+            else:
+                reset_config(job.repo)
+                merged = await merge(
+                    job.repo, into=job.branch, source=theirs, message=message, identity=IDENTITY
+                )
+            if merged.commit is not None:
+                await self.sync(job)
+        return merged
+
     async def conflict_hunks(self, job: JobSpace, merged: Merge) -> str:
         """The conflicting regions of each file, from the tree git merge-tree wrote."""
         if merged.tree is None:

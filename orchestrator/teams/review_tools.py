@@ -1,0 +1,77 @@
+"""The lead's review-round tool: `answer_review` records its answer to one point of the
+running round (jobs/rounds.py); the engine posts it when the round is delivered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import Field
+
+from orchestrator.agents.inputs import ToolInput, choice, enum, parser, spec
+from orchestrator.agents.tools import ToolSpec
+from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.errors import ToolError
+from orchestrator.jobs import rounds
+from orchestrator.store.sqlite import Store
+from orchestrator.teams.board_tools import job_of_conversation
+
+NAME = "answer_review"
+REPLY_MAX = 2_000
+
+
+class AnswerReview(ToolInput):
+    point: int = Field(description="the point's number in the round's brief, e.g. 2")
+    action: Annotated[str, choice(rounds.ACTIONS)] = Field(
+        description="change: tasks change the code for it; answer: a reply only; disagree: "
+        "not done, as the decider decided when you asked them (ask_human first)",
+        json_schema_extra=enum(rounds.ACTIONS),
+    )
+    reply: str = Field(
+        description=f"what the reviewer reads in their thread, at most {REPLY_MAX} chars: what "
+        "changed, the answer, or why not (the engine adds the commit that addresses it)"
+    )
+
+
+SPECS: Mapping[str, ToolSpec] = {
+    NAME: spec(
+        NAME,
+        "Record your answer to one point of the running review round. Every point gets one: "
+        "the engine replies once in the point's thread when the round is pushed, and never "
+        "resolves a thread (that is the reviewer's act). A later call for the same point "
+        "replaces the answer.",
+        AnswerReview,
+    )
+}
+_PARSE = parser(AnswerReview)
+
+
+class ReviewTools:
+    """A ToolRunner for `answer_review`, on the caller's job's running round."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+        """Record one answer; a refusal the model can fix comes back as an error result."""
+        try:
+            args = _PARSE("", dict(call.args))
+            job_id = await job_of_conversation(self._store, conversation_id)
+            if job_id is None:
+                raise ToolError("this conversation belongs to no job")
+            reply = str(args["reply"])
+            if len(reply) > REPLY_MAX:
+                raise ToolError(f"reply is {len(reply):,} chars; at most {REPLY_MAX:,}")
+            point = int(str(args["point"]))
+            action = str(args["action"])
+            try:
+                answered = await self._store.write(
+                    lambda tx: rounds.answer_point(
+                        tx, job_id, point, action=action, reply=reply, asker=conversation_id
+                    )
+                )
+            except rounds.RoundError as exc:
+                raise ToolError(str(exc)) from exc
+        except ToolError as exc:
+            return ToolResult(call.call_id, f"{NAME}: {exc}", is_error=True)
+        return ToolResult(call.call_id, f"point {answered.number}: {answered.action}, recorded")
