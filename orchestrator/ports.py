@@ -118,6 +118,7 @@ class JobStatus:
     waiting: str | None = None  # what it waits out (a model outage, a rate limit), and until when
     paused_by: str | None = None  # who holds it: no new model calls until they resume it
     steering: tuple[str, ...] = ()  # direction its decider gave the lead, oldest first
+    rounds: tuple[str, ...] = ()  # its review rounds on the change request, one line each
 
 
 class Forge(Protocol):

@@ -62,7 +62,8 @@ def test_check_a_lone_agent_file_checks_its_schema(tmp_path: Path) -> None:
         tmp_path / "helper.yaml", "name: helper\ndescription: H.\nprompt: P.\ntools: [x]\n"
     )
     [issue] = check_paths([path], org_dir=tmp_path)
-    assert str(issue).startswith(f"{path}:4: tools[0]: unknown tool 'x'; known tools: ask_human")
+    known = "known tools: answer_review, ask_human"
+    assert str(issue).startswith(f"{path}:4: tools[0]: unknown tool 'x'; {known}")
 
 
 def test_check_a_directory_that_is_neither(

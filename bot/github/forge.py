@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Identity, Installation, Json
 from bot.github.outbound import Outbound
+from bot.github.round_delivery import deliver_round
 from bot.github.tracking import (
     closed_body,
     failure_body,
@@ -41,6 +42,7 @@ from orchestrator.api import (
     JobStatus,
     Office,
     ProxyDecision,
+    ReviewRound,
 )
 
 log = logging.getLogger(__name__)
@@ -237,6 +239,18 @@ class GitHubForge:
         )
         return str(pull["html_url"])
 
+    async def deliver_round(
+        self, status: JobStatus, job: JobHandle, review: ReviewRound
+    ) -> str | None:
+        """Push a review round once, answer its threads, summarise it (round_delivery.py)."""
+        try:
+            with _waits():
+                return await deliver_round(self, status, job, review)
+        except ForgeWaitError:
+            raise
+        except BotError as exc:
+            raise ForgeError(str(exc)) from exc
+
     async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:
         """Open the pull request; if the App's is open already (a retry, a later round),
         bring its title and body up to date instead."""
@@ -335,6 +349,7 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             "waiting" if status.waiting else "",
             "linked" if status.link else "",
             "paused" if status.paused_by else "",
+            f"rounds:{len(status.rounds)}",
         ]
     )
     rest = json.dumps(
@@ -344,6 +359,7 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             status.error,
             status.waiting,
             status.steering,
+            status.rounds,
             status.result if status.state in ("delivering", "done") else None,
         ]
     )

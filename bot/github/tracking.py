@@ -59,6 +59,8 @@ def tracking_body(
         lines.append(f"**Pull request:** {status.link}")
     elif status.state == "done":
         lines.append("**Pull request:** none: the job changed nothing, so nothing was pushed")
+    if status.rounds:
+        lines += ["**Review rounds:**", *(f"- {agent.inline(r)}" for r in status.rounds)]
     lines += _held(status, agent)
     lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
     if status.sandbox:

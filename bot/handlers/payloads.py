@@ -30,6 +30,14 @@ _BOT_SUFFIX = "[bot]"  # an App's account: `{slug}[bot]`
 _T = TypeVar("_T")
 _NOUNS = {str: "a string", int: "an integer", bool: "a boolean", list: "a list"}
 
+# Who did what a handled delivery is about, by "event.action"; the rest are ignored.
+_ACTORS: dict[str, str] = {
+    "issues.labeled": "sender",
+    "issues.edited": "sender",
+    "issue_comment.created": "comment.user",
+    "pull_request_review.submitted": "review.user",
+}
+
 # Why a handled delivery is not acted on, looked up by "event.action", then by event.
 _IGNORED: dict[str, str] = {
     "issues.opened": "work starts when an issue is labelled, not when it is opened",
@@ -41,8 +49,9 @@ _IGNORED: dict[str, str] = {
     "installation": "installation changes are not acted on here",
     "installation_repositories": "installation changes are not acted on here",
     "pull_request": "pull request events are not handled yet",
-    "pull_request_review": "review feedback is not handled yet",
-    "pull_request_review_comment": "review feedback is not handled yet",
+    "pull_request_review": "only submitted reviews are acted on",
+    "pull_request_review_comment": "a review comment is acted on with its review, as one round"
+    " (pull_request_review.submitted)",
 }
 
 
@@ -132,13 +141,28 @@ class IssueEdited:
 
 
 @dataclass(frozen=True)
+class ReviewSubmitted:
+    """A review of a pull request was submitted; `body` is sanitized, `state` as webhooks
+    write it (approved, changes_requested, commented, dismissed)."""
+
+    repo: Repo
+    pull_number: int
+    review_id: int
+    state: str
+    body: str
+    author: Actor
+    head_ref: str
+    submitted_at: float | None
+
+
+@dataclass(frozen=True)
 class Ignored:
     """A delivery the app does nothing with; `reason` is a sentence naming event.action."""
 
     reason: str
 
 
-Command = Ping | LabelAdded | CommentAdded | IssueEdited | Ignored
+Command = Ping | LabelAdded | CommentAdded | IssueEdited | ReviewSubmitted | Ignored
 
 
 def parse_command(
@@ -163,23 +187,37 @@ def parse_command(
     if event not in HANDLED_EVENTS:
         return Ignored(f"{event} is ignored: the app does not handle this event.")
     name = f"{event}.{_req(payload, 'action', str)}"
-    if name in ("issues.labeled", "issues.edited"):
-        actor, raw = _actor(payload, "sender"), ""
-    elif name == "issue_comment.created":
-        actor, raw = _actor(payload, "comment.user"), _opt(payload, "comment.body", str) or ""
-    else:
+    path = _ACTORS.get(name)
+    if path is None:
         why = _IGNORED.get(name) or _IGNORED.get(event, "the app does not know it")
         return Ignored(f"{name} is ignored: {why}.")
+    actor = _actor(payload, path)
     if refused := _refusal(name, actor, app_login=app_login, allowed_bots=allowed_bots):
         return refused
+    if event == "pull_request_review":
+        return _review(payload, actor)
     repo, issue = _repo(payload), _issue(payload)
     if name == "issues.edited":
         return _edited(payload, repo, issue, actor)
     if event == "issues":
         return LabelAdded(repo, issue, _req(payload, "label.name", str), actor)
+    raw = _opt(payload, "comment.body", str) or ""
     written = _timestamp(payload, "comment.created_at")
     return CommentAdded(
         repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor, written
+    )
+
+
+def _review(payload: dict[str, object], author: Actor) -> ReviewSubmitted:
+    return ReviewSubmitted(
+        _repo(payload),
+        _req(payload, "pull_request.number", int),
+        _req(payload, "review.id", int),
+        _req(payload, "review.state", str).lower(),
+        sanitize(_opt(payload, "review.body", str) or ""),
+        author,
+        _req(payload, "pull_request.head.ref", str),
+        _timestamp(payload, "review.submitted_at"),
     )
 
 

@@ -2,7 +2,8 @@
 
 `parse_command` names each (event, action) the App acts on by a command type, so the
 routes are kept by that type: issues.labeled (`LabelAdded`), issues.edited (`IssueEdited`)
-and issue_comment.created (`CommentAdded`). A ping is answered here, and a delivery the
+issue_comment.created (`CommentAdded`) and pull_request_review.submitted
+(`ReviewSubmitted`). A ping is answered here, and a delivery the
 parser ignored is not routed.
 """
 
@@ -14,7 +15,16 @@ from bot.handlers.actions import Outcome
 from bot.handlers.app_context import AppContext
 from bot.handlers.issue_comment import on_issue_comment_created
 from bot.handlers.issues import on_issues_edited, on_issues_labeled
-from bot.handlers.payloads import Command, CommentAdded, Ignored, IssueEdited, LabelAdded, Ping
+from bot.handlers.payloads import (
+    Command,
+    CommentAdded,
+    Ignored,
+    IssueEdited,
+    LabelAdded,
+    Ping,
+    ReviewSubmitted,
+)
+from bot.handlers.review import on_review_submitted
 
 
 async def dispatch(command: Command, ctx: AppContext) -> Outcome:
@@ -30,5 +40,7 @@ async def dispatch(command: Command, ctx: AppContext) -> Outcome:
             return await on_issue_comment_created(command, ctx)
         case IssueEdited():
             return await on_issues_edited(command, ctx)
+        case ReviewSubmitted():
+            return await on_review_submitted(command, ctx)
         case _:
             assert_never(command)

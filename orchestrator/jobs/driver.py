@@ -29,6 +29,7 @@ from orchestrator.errors import ForgeWaitError, OrchestratorError
 from orchestrator.jobs import protection
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
+from orchestrator.jobs.rounds import ReviewRound
 from orchestrator.ports import Clock, Forge, JobState, JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
@@ -64,6 +65,9 @@ class JobDriver:
         sandbox = self.office.sandbox_summary(project)
         paused_by = await self.office.control.paused_by(job_id) if phase != "done" else None
         steering = tuple(s.text for s in await self.office.control.steering(job_id))
+        review = await self.office.rounds.running(job_id) if phase != "done" else None
+        if review is not None and phase in ("planning", "working"):
+            step = f"review round {review.number}: {step}"
         if paused_by is not None and phase in ("planning", "working"):
             step = f"paused by {paused_by}: {step}"
         return JobStatus(
@@ -82,6 +86,7 @@ class JobDriver:
             _waiting(waits[0]) if waits and failure is None else None,
             paused_by,
             steering,
+            tuple(round_line(r) for r in await self.office.rounds.of_job(job_id)),
         )
 
     async def sync(self, job_id: int) -> JobState:
@@ -189,6 +194,8 @@ class JobDriver:
         review = await self.office.rounds.running(job_id)
         verdict: Verdict = Cleared(None)
         try:
+            if review is not None:  # people's pushes during the round are merged, not overwritten
+                await self.office.catch_up(job_id, auth=await forge.credentials())
             if await self.office.has_work(job):
                 verdict = await protection.check(self.office, job)
                 if isinstance(verdict, Refused):
@@ -232,8 +239,10 @@ class JobDriver:
         space = await self.office.workspace.job(job_id)
         if space is not None and await self.office.is_ready(job_id):
             return space
-        # Made, but a crash came before the job was ready: finish it, no clone needed.
-        auth = None if space is not None else await forge.credentials()
+        # Made, but a crash came before the job was ready: finish it, no clone needed; a
+        # review round fetches what people pushed to the branch meanwhile.
+        fetches = space is None or await self.office.rounds.running(job_id) is not None
+        auth = await forge.credentials() if fetches else None
         try:
             return await self.office.prepare(job_id, auth=auth)
         except OrchestratorError as exc:
@@ -260,6 +269,22 @@ class JobDriver:
     async def retry(self, job_id: int) -> list[str]:
         """Forget the job's failures and run again what failed; what was retried."""
         return [f.failure_key for f in await self.office.retry(job_id)]
+
+
+def round_line(review: ReviewRound) -> str:
+    """One review round as the requester reads it: who asked, how much, what came of it."""
+    who = ", ".join(f"@{login}" for login in review.reviewers) or "a reviewer"
+    said = {
+        "queued": "waiting for the round before it",
+        "asked": "waiting for the decider (past the rounds limit)",
+        "running": "running",
+        "delivered": f"pushed {review.head[:7]}" if review.head else "answered, nothing to push",
+        "stopped": f"stopped: {review.outcome}",
+    }[review.state]
+    answered = sum(p.action is not None for p in review.points)
+    return (
+        f"round {review.number} ({who}): {len(review.points)} point(s), {answered} answered; {said}"
+    )
 
 
 def _describe(failure: Failure) -> str:

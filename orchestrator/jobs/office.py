@@ -44,7 +44,7 @@ from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.review_tools import ReviewTools
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
-from orchestrator.workspace.git import GitError
+from orchestrator.workspace.git import GitError, rev
 from orchestrator.workspace.layout import JobSpace, Workspace
 from orchestrator.workspace.tools import WorkspaceTools
 
@@ -518,6 +518,10 @@ class Office:
         """Push the job branch to `remote`, at `job.head` when set (`auth`: an HTTP header
         git sends to it alone)."""
         await self.workspace.publish(job.space, remote, auth=auth, commit=job.head)
+
+    async def head(self, job: JobHandle) -> str | None:
+        """The commit the job branch is at."""
+        return await rev(job.space.repo, f"refs/heads/{job.space.branch}")
 
     async def has_work(self, job: JobHandle) -> bool:
         """Whether the job branch holds commits beyond the one it started from."""

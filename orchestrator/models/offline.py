@@ -23,6 +23,9 @@ from orchestrator.workspace.git import slug
 SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
 _TITLE = re.compile(r"^(?:Job[^:\n]*): (.+)$", re.MULTILINE)
 _ISSUE = re.compile(r"<issue>\n(.*?)\n</issue>", re.DOTALL)
+_ROUND = re.compile(r"Review round (\d+) on the job's pull request")
+_POINT = re.compile(r"^Point (\d+), from", re.MULTILINE)
+_TASK = re.compile(r"#(\d+)")
 _SPEC = re.compile(
     r"Record this request in (\S+) and commit it\.\nTitle: (.*)\n\n<issue>\n(.*?)\n</issue>",
     re.DOTALL,
@@ -64,6 +67,10 @@ class DemoModel:
         return self._reviewer(request)
 
     def _office_manager(self, request: ModelRequest) -> AssistantTurn:
+        newest = request.messages[-1] if request.messages else None
+        if newest is not None and newest.role == "user" and _ROUND.match(newest.text):
+            number = _found(_ROUND, newest.text)
+            return _call(f"round-{number}", "send", member=_lead_name(request), message=newest.text)
         results = [m for m in request.messages if m.role == "tool"]
         last = results[-1] if results else None
         unapproved = last is not None and "did not approve this restatement" in last.text
@@ -76,7 +83,46 @@ class DemoModel:
             return _call(call_id, "send", member=_lead_name(request), message=brief)
         return AssistantTurn(text=last.text)
 
+    def _round(self, request: ModelRequest) -> AssistantTurn:
+        """A review round: one task records the points, then each point is answered."""
+        brief = request.messages[0].text
+        number = _found(_ROUND, brief)
+        path = f"docs/reviews/round-{number}.md"
+        done = {m.call_id: m for m in request.messages if m.role == "tool"}
+        points = _POINT.findall(brief)
+        if "task" not in done:
+            spec = (
+                f"Record this request in {path} and commit it.\nTitle: Review round {number}\n\n"
+                f"<issue>\n{brief}\n</issue>\n\nAcceptance: {path} lists every point."
+            )
+            return _call(
+                "task", "task_create", title=f"Review round {number}", spec=spec, review="spec-only"
+            )
+        if "run" not in done:
+            return _call(
+                "run",
+                "dispatch",
+                task=int(_found(_TASK, done["task"].text)),
+                brief=f"Write {path}.",
+            )
+        for point in points:
+            if f"answer-{point}" not in done:
+                reply = f"Recorded in {path}. ({SCRIPTED_NOTE})"
+                return _call(
+                    f"answer-{point}",
+                    "answer_review",
+                    point=int(point),
+                    action="change",
+                    reply=reply,
+                )
+        return AssistantTurn(
+            text=f"Review round {number}: {len(points)} point(s) recorded in "
+            f"{path}. {done['run'].text}"
+        )
+
     def _lead(self, request: ModelRequest) -> AssistantTurn:
+        if request.messages and _ROUND.match(request.messages[0].text):
+            return self._round(request)
         # Where the lead is comes from its newest tool result: a person's direction
         # (`/steer`) or an advisor's words may come between, and are carried along.
         results = [m for m in request.messages if m.role == "tool"]
@@ -141,6 +187,14 @@ def _lead_name(request: ModelRequest) -> str:
             names = line.removeprefix("You can send to: ").rstrip(".").split(", ")
             return next(name for name in names if name != "proxy")
     raise LookupError("the demo office manager has nobody to send to")
+
+
+def _found(pattern: re.Pattern[str], text: str) -> str:
+    """The first group of `pattern` in `text`, which the caller knows it matches."""
+    match = pattern.search(text)
+    if match is None:
+        raise LookupError(f"the scripted model expected {pattern.pattern!r} in what it read")
+    return match.group(1)
 
 
 def _call(call_id: str, name: str, **args: object) -> AssistantTurn:

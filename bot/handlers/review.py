@@ -1,0 +1,213 @@
+"""pull_request_review.submitted: a review of a job's pull request is the batch of one round.
+
+A review by someone with write access starts a round when it asks for changes, or comments
+with inline comments or an @-mention of the App; `approved` and `dismissed` reviews, other
+people's and other bots' start nothing. GitHub sends a lone inline comment (or a reply in a
+thread) as a review of its own with one comment and no body: such reviews wait out the
+project's `rounds.window_s` (the delivery is retried then, spending no attempt), and the
+first to come due gathers every thread written in since, so a burst of them is one round.
+Each review comment also arrives as `pull_request_review_comment`, which the parser drops:
+it is read here, with its review.
+
+What the round takes (`gather`): the review's text, and every unresolved review thread in
+which a person with write access wrote after both the App's last reply there and the newest
+comment a round already took (the store's `handled`). Threads come from GraphQL (with
+`isResolved`, every page); if GraphQL fails, from REST, where every thread counts as open.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from bot.errors import GraphQLError
+from bot.github.client import Installation, Json
+from bot.github.reviews import PullReviews, ReviewThread, ThreadComment
+from bot.github.round_delivery import REST_THREAD
+from bot.github.sanitizer import sanitize
+from bot.handlers.actions import Ignore, Later, Outcome, Report
+from bot.handlers.app_context import AppContext
+from bot.handlers.issues import WRITERS
+from bot.handlers.payloads import ReviewSubmitted
+from orchestrator.api import Feedback, Point
+
+log = logging.getLogger(__name__)
+STARTS = ("changes_requested", "commented")
+HUNK_LINES = 30  # of a thread's diff hunk, kept with its point
+
+
+@dataclass(frozen=True)
+class ReviewFacts:
+    """What deciding on a review needs beyond the payload."""
+
+    job_id: int | None
+    permission: str | None = None  # the reviewer's; None: not asked
+    comments: int = 0  # inline comments of this review
+    app_login: str = ""
+    window_s: float = 90.0
+    now: float = 0.0
+
+
+def decide_review(command: ReviewSubmitted, facts: ReviewFacts) -> Ignore | Later | None:
+    """Whether the review starts a round now (None), later (a lone comment), or not; no I/O."""
+    number = command.pull_number
+    if facts.job_id is None:
+        return Ignore(f"pull request #{number} is not a TeaParty job's")
+    if command.state not in STARTS:
+        return Ignore(f"a review that is {command.state} starts no round", facts.job_id)
+    if facts.permission not in WRITERS:
+        who = command.author.login
+        return Ignore(f"{who} has no write access: their review starts no round", facts.job_id)
+    if command.state == "changes_requested" or _mentions(command.body, facts.app_login):
+        return None
+    if facts.comments == 0:
+        return Ignore("a comment-only review without inline comments starts no round", facts.job_id)
+    if facts.comments == 1 and not command.body.strip():  # a lone comment: gathered
+        due = (command.submitted_at or facts.now) + facts.window_s
+        if due > facts.now:
+            return Later(f"review {command.review_id}: gathering lone comments", due - facts.now)
+    return None
+
+
+async def on_review_submitted(command: ReviewSubmitted, ctx: AppContext) -> Outcome:
+    """Take a writer's review of a job's pull request into the job's next round."""
+    repo = command.repo
+    job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", command.pull_number)
+    facts = ReviewFacts(job_id)
+    gh: Installation | None = None
+    if job_id is not None and command.state in STARTS:
+        gh = await ctx.installation(repo)
+        project = await ctx.office.records.job(job_id)
+        settings = ctx.office.rounds.settings(project.project if project else "")
+        comments = await PullReviews(gh).review_comments(
+            repo.owner, repo.name, command.pull_number, review_id=command.review_id
+        )
+        facts = ReviewFacts(
+            job_id,
+            await ctx.repos.permission(gh, repo.owner, repo.name, command.author.login),
+            len(comments),
+            await ctx.github.login(),
+            settings.window_s,
+            time.time(),
+        )
+    decided = decide_review(command, facts)
+    if decided is not None:
+        return await ctx.perform((decided,), repo=repo, number=command.pull_number)
+    assert gh is not None
+    assert job_id is not None
+    handled = await ctx.office.rounds.handled(job_id)
+    threads = await _threads(PullReviews(gh), command)
+
+    async def writes(login: str) -> bool:
+        permission = await ctx.repos.permission(gh, repo.owner, repo.name, login)
+        return permission in WRITERS
+
+    writers = {command.author.login}
+    for login in {c.author for t in threads for c in t.comments if c.author}:
+        if login not in writers and not login.endswith("[bot]") and await writes(login):
+            writers.add(login)
+    points = gather(command, threads, handled, app_login=facts.app_login, writers=writers)
+    taken = await ctx.office.rounds.feedback(job_id, Feedback((command.author.login,), points))
+    if taken.round_number is None or not taken.added:
+        return Report(f"review {command.review_id}: nothing new", job_id).outcome
+    said = f"round {taken.round_number}: {taken.added} point(s), {taken.state}"
+    return Report(said, job_id).outcome
+
+
+def gather(
+    command: ReviewSubmitted,
+    threads: Iterable[ReviewThread],
+    handled: Mapping[str, int],
+    *,
+    app_login: str,
+    writers: set[str],
+) -> tuple[Point, ...]:
+    """The review's points: its text, and each open thread a writer wrote in since it was
+    last handled (by an App reply or a round); no I/O."""
+    points: list[Point] = []
+    if command.body.strip():
+        points.append(Point(f"review:{command.review_id}", command.author.login, command.body))
+    own = app_login.casefold()
+    for thread in threads:
+        if thread.resolved:
+            continue
+        mine = [c.comment_id for c in thread.comments if (c.author or "").casefold() == own]
+        since = max([*mine, handled.get(thread.thread_id, 0)])
+        new = [c for c in thread.comments if c.comment_id > since and c.author in writers]
+        if new:
+            points.append(_thread_point(thread, new))
+    return tuple(points)
+
+
+def _thread_point(thread: ReviewThread, new: list[ThreadComment]) -> Point:
+    newest = new[-1]
+    if len(new) == 1:
+        body = sanitize(newest.body)
+    else:
+        body = "\n\n".join(f"@{c.author}: {sanitize(c.body)}" for c in new)
+    hunk = "\n".join(thread.comments[0].diff_hunk.splitlines()[-HUNK_LINES:])
+    return Point(
+        source=f"thread:{thread.thread_id}:{newest.comment_id}",
+        author=newest.author or "ghost",
+        body=body,
+        thread_id=thread.thread_id,
+        comment_id=newest.comment_id,
+        path=thread.path,
+        line=thread.line if thread.line is not None else thread.original_line,
+        hunk=sanitize(hunk) or None,
+        outdated=thread.outdated,
+    )
+
+
+async def _threads(reviews: PullReviews, command: ReviewSubmitted) -> list[ReviewThread]:
+    """The pull request's review threads: GraphQL's, or REST's when GraphQL fails."""
+    repo = command.repo
+    try:
+        return await reviews.threads(repo.owner, repo.name, command.pull_number)
+    except GraphQLError as exc:
+        log.warning("review threads of #%d from REST (GraphQL: %s)", command.pull_number, exc)
+    comments = await reviews.review_comments(repo.owner, repo.name, command.pull_number)
+    return rest_threads(comments)
+
+
+def rest_threads(comments: list[Json]) -> list[ReviewThread]:
+    """Review threads rebuilt from REST review comments (oldest first): a comment and its
+    replies (`in_reply_to_id`); REST cannot say which are resolved, so none is."""
+    grouped: dict[int, list[Json]] = {}
+    for c in comments:
+        root = c.get("in_reply_to_id") or c["id"]
+        grouped.setdefault(int(root), []).append(c)
+    threads = []
+    for root, items in grouped.items():
+        first = items[0]
+        threads.append(
+            ReviewThread(
+                thread_id=f"{REST_THREAD}{root}",
+                resolved=False,
+                outdated=first.get("line") is None,
+                path=str(first.get("path") or ""),
+                line=first.get("line"),
+                original_line=first.get("original_line"),
+                comments=tuple(_rest_comment(c) for c in items),
+            )
+        )
+    return threads
+
+
+def _rest_comment(c: Json) -> ThreadComment:
+    user = c.get("user") or None
+    return ThreadComment(
+        comment_id=int(c["id"]),
+        author=None if user is None else str(user["login"]),
+        body=str(c.get("body") or ""),
+        created_at=str(c.get("created_at") or ""),
+        reply_to=c.get("in_reply_to_id"),
+        diff_hunk=str(c.get("diff_hunk") or ""),
+    )
+
+
+def _mentions(body: str, app_login: str) -> bool:
+    slug = app_login.removesuffix("[bot]").casefold()
+    return bool(slug) and f"@{slug}" in body.casefold()

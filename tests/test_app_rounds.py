@@ -1,0 +1,177 @@
+"""Review rounds end to end: a real `teaparty serve`, the local GitHub stand-in, a bare remote
+that refuses non-fast-forward pushes.
+
+A changes-requested review with three inline comments is one round: one push to the same
+pull request, one reply in each thread naming the commit, one summary, the review asked
+for again. A person's push to the branch before the next round is merged into its work,
+never overwritten; threads the App answered and nobody wrote in since are not input again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from app_harness import OWNER, REPO, Server, make_hub, serve, server_env, until
+
+from bot.demo import free_port, private_key_pem
+from bot.fakehub.git import refuse_non_fast_forward
+from bot.fakehub.hub import FakeGitHub
+from bot.fakehub.review_state import PullReviews
+from bot.github.tracking import MARKER_PREFIX
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@dataclass
+class World:
+    hub: FakeGitHub
+    server: Server
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    pem = private_key_pem()
+    port = free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    refuse_non_fast_forward(hub.root / OWNER / f"{REPO}.git")
+    hub.add_user("alice", "maintain")
+    hub.add_user("mallory", "read")
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, tmp_path / "home", pem)
+        async with serve(env, port=port, log=tmp_path / "server.log") as server:
+            yield World(hub, server)
+    assert hub.violations == [], hub.violations
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def app_comments(hub: FakeGitHub, number: int, kind: str) -> list[str]:
+    return [c.body for c in hub.comments(OWNER, REPO, number) if MARKER_PREFIX + kind in c.body]
+
+
+def reviews(hub: FakeGitHub, number: int) -> PullReviews:
+    pull = hub.state.issue(hub.state.repo(OWNER, REPO), number).pull
+    assert pull is not None
+    return pull.reviews
+
+
+def replies(hub: FakeGitHub, number: int) -> dict[int, list[str]]:
+    """Per thread (by its first comment), the bodies of the App's replies."""
+    found: dict[int, list[str]] = {}
+    for thread in hub.review_threads(OWNER, REPO, number):
+        comments = [reviews(hub, number).comments[c] for c in thread.comment_ids]
+        found[thread.root_id] = [c.body for c in comments if c.author.endswith("[bot]")]
+    return found
+
+
+def rested(hub: FakeGitHub, issue: int, rounds: int) -> bool:
+    """Whether the tracking comment shows the job resting after `rounds` rounds."""
+    tracking = app_comments(hub, issue, "job:")[0]
+    return "✅" in tracking and f"round {rounds} (`@alice`)" in tracking and "; pushed" in tracking
+
+
+async def delivered_pull(hub: FakeGitHub, server: Server) -> tuple[int, int, str]:
+    """A labelled issue run to its pull request: (issue, pull request, the file it wrote)."""
+    issue = hub.open_issue(
+        OWNER, REPO, title="Add a changelog", body="A CHANGELOG.", author="alice"
+    )
+    await hub.label_issue(OWNER, REPO, issue, "teaparty", sender="alice")
+    await until(lambda: app_comments(hub, issue, "gate:"), what="the plan question")
+    await hub.comment_as(OWNER, REPO, issue, "alice", "yes")
+    await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
+    await until(lambda: "✅" in app_comments(hub, issue, "job:")[0], what="the job to rest")
+    (pull,) = hub.pulls(OWNER, REPO)
+    return issue, pull.number, "docs/requests/add-a-changelog.md"
+
+
+async def test_a_review_is_one_round_that_updates_the_same_pull_request(world: World) -> None:
+    hub, server = world.hub, world.server
+    issue, number, path = await delivered_pull(hub, server)
+    remote = hub.root / OWNER / f"{REPO}.git"
+    head_ref = hub.pulls(OWNER, REPO)[0].pull.head_ref  # type: ignore[union-attr]
+    first_head = git(remote, "rev-parse", head_ref)
+
+    await hub.review_pr(OWNER, REPO, number, "mallory", "changes_requested", "No.")  # not a writer
+    await hub.review_pr(OWNER, REPO, number, "alice", "approved", "Looks fine.")  # approves
+    await hub.review_pr(
+        OWNER,
+        REPO,
+        number,
+        "alice",
+        "changes_requested",
+        "Three things.",
+        comments=[(path, 1, "Title case?"), (path, 3, "Say why."), (path, 5, "Drop this line.")],
+    )
+    await until(lambda: app_comments(hub, number, "round:"), what="the round's summary", limit=90)
+    await until(lambda: rested(hub, issue, 1), what="the job to rest again")
+
+    assert len(hub.pulls(OWNER, REPO)) == 1  # the same pull request, updated
+    new_head = git(remote, "rev-parse", head_ref)
+    assert new_head != first_head
+    git(remote, "merge-base", "--is-ancestor", first_head, new_head)  # a fast-forward
+    assert "docs/reviews/round-1.md" in git(remote, "ls-tree", "-r", "--name-only", new_head)
+    answered = replies(hub, number)
+    assert len(answered) == 3
+    assert all(len(bodies) == 1 for bodies in answered.values()), answered  # one reply each
+    assert all(f"Addressed in {new_head}" in bodies[0] for bodies in answered.values())
+    assert not any(t.resolved_by for t in hub.review_threads(OWNER, REPO, number))
+    (summary,) = app_comments(hub, number, "round:")
+    assert "review round 1" in summary
+    assert summary.count("- Point ") == 4
+    assert reviews(hub, number).requested == ["alice"]
+    tracking = app_comments(hub, issue, "job:")[0]
+    assert "round 1 (`@alice`): 4 point(s), 4 answered; pushed" in tracking
+
+    # A person pushes to the branch; the next review's round merges their commit in.
+    theirs = await hub.push_to_head(
+        OWNER, REPO, number, "alice", {"NOTES.md": "by hand\n"}, message="A note"
+    )
+    await hub.review_pr(
+        OWNER,
+        REPO,
+        number,
+        "alice",
+        "changes_requested",
+        None,
+        comments=[(path, 2, "One more thing.")],
+    )
+    await until(
+        lambda: len(app_comments(hub, number, "round:")) == 2, what="round 2's summary", limit=90
+    )
+    await until(lambda: rested(hub, issue, 2), what="the job to rest after round 2")
+    last = git(remote, "rev-parse", head_ref)
+    git(remote, "merge-base", "--is-ancestor", theirs, last)  # their commit is kept
+    assert "NOTES.md" in git(remote, "ls-tree", "-r", "--name-only", last)
+    answered = replies(hub, number)
+    assert sorted(len(bodies) for bodies in answered.values()) == [1, 1, 1, 1]  # none twice
+    summary2 = next(s for s in app_comments(hub, number, "round:") if "round 2" in s)
+    assert summary2.count("- Point ") == 1
+    assert hub.violations == []
+
+
+async def test_a_resolved_thread_is_left_alone_and_only_the_open_one_is_answered(
+    world: World,
+) -> None:
+    hub = world.hub
+    issue, number, path = await delivered_pull(hub, world.server)
+    # Two lone comments (each a one-comment review, gathered for 90 s), one then resolved.
+    resolved = await hub.comment_on_line(OWNER, REPO, number, "alice", path, 1, "Typo here.")
+    still_open = await hub.comment_on_line(OWNER, REPO, number, "alice", path, 3, "Why this?")
+    hub.resolve_thread(OWNER, REPO, number, resolved, "alice")
+    await hub.review_pr(OWNER, REPO, number, "alice", "changes_requested", "See my comments.")
+    await until(lambda: rested(hub, issue, 1), what="the round to be delivered", limit=90)
+
+    answered = replies(hub, number)
+    assert answered[resolved] == []  # no reply in the resolved thread
+    assert len(answered[still_open]) == 1
+    (summary,) = app_comments(hub, number, "round:")
+    assert summary.count("- Point ") == 2  # the review's text and the open thread
+    assert "Typo here" not in summary

@@ -1,0 +1,138 @@
+"""Review rounds in the engine, on a real store and repository with the demo organisation:
+feedback that comes while a round runs waits for the next one, a redelivered review adds
+nothing, the round past the cap is a question to the decider, and the lead may disagree
+with a reviewer only once the decider was asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import FakeForge, FunctionModel
+from local_repo import make_repo as repository
+from test_budget_gate import drive, open_office, start
+
+from orchestrator.bus.messages import AssistantTurn
+from orchestrator.jobs import rounds
+from orchestrator.jobs.office import Office
+from orchestrator.jobs.rounds import Feedback, Point, RoundError
+from orchestrator.models.offline import DemoModel
+from orchestrator.ports import ModelRequest
+
+TEXT = "humans: {decider: carol}\ngates: {plan: never}\n"
+
+
+def demo() -> FunctionModel:
+    model = DemoModel(title="Add a changelog", body="We need one.", path="docs/changelog.md")
+
+    async def reply(request: ModelRequest) -> AssistantTurn:
+        return await model.complete(request)
+
+    return FunctionModel(reply)
+
+
+def points(*bodies: str, thread: str = "T") -> Feedback:
+    made = tuple(
+        Point(f"thread:{thread}{n}:{n}", "alice", body, thread_id=f"{thread}{n}", comment_id=n)
+        for n, body in enumerate(bodies, start=1)
+    )
+    return Feedback(("alice",), made)
+
+
+async def delivered(tmp_path: Path, text: str = TEXT) -> tuple[Office, FakeForge, int]:
+    repo = repository(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home", text, demo())
+    job_id = await start(office, repo, text)
+    forge = FakeForge(office)
+    assert await drive(office, forge, job_id) == "done"
+    await office.rounds.pull_opened(job_id, 2, "https://github.test/o/r/pull/2")
+    return office, forge, job_id
+
+
+async def test_feedback_during_a_round_waits_for_the_next_round(tmp_path: Path) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    try:
+        first = await office.rounds.feedback(job_id, points("Rename it.", "Add a test."))
+        assert (first.round_number, first.added, first.state) == (1, 2, "running")
+        second = await office.rounds.feedback(job_id, points("And the docs.", thread="U"))
+        assert (second.round_number, second.added, second.state) == (2, 1, "queued")
+        assert await drive(office, forge, job_id) == "done"  # round 2 starts as 1 ends
+        done = await office.rounds.of_job(job_id)
+        assert [(r.number, r.state, len(r.points)) for r in done] == [
+            (1, "delivered", 2),
+            (2, "delivered", 1),
+        ]
+        assert [r.number for r in forge.rounds_delivered] == [1, 2]
+        assert all(p.action == "change" for r in done for p in r.points)
+        assert await office.rounds.handled(job_id) == {"T1": 1, "T2": 2, "U1": 1}
+    finally:
+        await office.close()
+
+
+async def test_a_redelivered_review_adds_nothing(tmp_path: Path) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    try:
+        await office.rounds.feedback(job_id, points("Rename it."))
+        again = await office.rounds.feedback(job_id, points("Rename it."))
+        assert (again.round_number, again.added) == (None, 0)
+        assert await drive(office, forge, job_id) == "done"
+        after = await office.rounds.feedback(job_id, points("Rename it."))
+        assert (after.round_number, after.added) == (None, 0)
+        assert len(await office.rounds.of_job(job_id)) == 1
+    finally:
+        await office.close()
+
+
+async def test_the_sixth_round_is_a_question_to_the_decider(tmp_path: Path) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    try:
+        for n in range(1, 6):
+            taken = await office.rounds.feedback(job_id, points(f"Point {n}.", thread=f"R{n}-"))
+            assert taken.state == "running"
+            assert await drive(office, forge, job_id) == "done"
+        sixth = await office.rounds.feedback(job_id, points("Once more.", thread="R6-"))
+        assert (sixth.round_number, sixth.state) == (6, "asked")
+        (gate,) = await office.open_gates(job_id)
+        assert (gate.kind, gate.engine_made) == ("question", True)
+        assert "5 review round(s), the project's limit" in gate.question
+        await office.answer_gate(gate.gate_id, text="no", answered_by="carol")
+        (stopped,) = [r for r in await office.rounds.of_job(job_id) if r.number == 6]
+        assert stopped.state == "stopped"
+        assert "did not approve" in (stopped.outcome or "")
+        assert len(forge.rounds_delivered) == 5
+
+        seventh = await office.rounds.feedback(job_id, points("Please.", thread="R7-"))
+        assert seventh.state == "asked"
+        (gate,) = await office.open_gates(job_id)
+        await office.answer_gate(gate.gate_id, text="yes", answered_by="carol")
+        assert await drive(office, forge, job_id) == "done"
+        assert [r.number for r in forge.rounds_delivered] == [1, 2, 3, 4, 5, 7]
+    finally:
+        await office.close()
+
+
+async def test_the_lead_disagrees_only_after_asking_the_decider(tmp_path: Path) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    store = office.engine.store
+    try:
+        await office.rounds.feedback(job_id, points("Use tabs."))
+        with pytest.raises(RoundError, match="ask the decider first"):
+            await store.write(
+                lambda tx: rounds.answer_point(
+                    tx, job_id, 1, action="disagree", reply="We use spaces.", asker=None
+                )
+            )
+        with pytest.raises(RoundError, match="has no point 3"):
+            await store.write(
+                lambda tx: rounds.answer_point(
+                    tx, job_id, 3, action="answer", reply="?", asker=None
+                )
+            )
+        answered = await store.write(
+            lambda tx: rounds.answer_point(
+                tx, job_id, 1, action="answer", reply="Spaces, as PEP 8 says.", asker=None
+            )
+        )
+        assert (answered.action, answered.reply) == ("answer", "Spaces, as PEP 8 says.")
+    finally:
+        await office.close()
