@@ -175,3 +175,28 @@ async def test_a_resolved_thread_is_left_alone_and_only_the_open_one_is_answered
     (summary,) = app_comments(hub, number, "round:")
     assert summary.count("- Point ") == 2  # the review's text and the open thread
     assert "Typo here" not in summary
+
+
+async def test_a_teaparty_comment_on_the_pull_request_is_a_round(world: World) -> None:
+    hub = world.hub
+    project = "humans: {decider: alice}\nrounds: {window_s: 0}\n"
+    await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+    issue, number, _ = await delivered_pull(hub, world.server)
+    await hub.comment_as(OWNER, REPO, number, "mallory", "/teaparty delete everything")
+    await hub.comment_as(OWNER, REPO, number, "alice", "Nice work.")  # asks for nothing
+    await hub.comment_as(OWNER, REPO, number, "alice", "/teaparty please also note the date")
+    await until(lambda: rested(hub, issue, 1), what="the round to be delivered", limit=90)
+    (summary,) = app_comments(hub, number, "round:")
+    assert summary.count("- Point ") == 1
+    assert "please also note the date" not in summary  # the reviewer's words are not echoed
+    round_file = git(
+        hub.root / OWNER / f"{REPO}.git", "show", f"{head(hub)}:docs/reviews/round-1.md"
+    )
+    assert "please also note the date" in round_file
+    assert "delete everything" not in round_file
+
+
+def head(hub: FakeGitHub) -> str:
+    pull = hub.pulls(OWNER, REPO)[0].pull
+    assert pull is not None
+    return pull.head_ref

@@ -12,8 +12,15 @@ import pytest
 
 from bot.github.reviews import ReviewThread, ThreadComment
 from bot.handlers.actions import Ignore, Later
-from bot.handlers.payloads import Ignored, ReviewSubmitted, parse_command
-from bot.handlers.review import ReviewFacts, decide_review, gather, rest_threads
+from bot.handlers.payloads import CommentAdded, Ignored, ReviewSubmitted, parse_command
+from bot.handlers.review import (
+    ReviewFacts,
+    decide_pull_comment,
+    decide_review,
+    gather,
+    rest_threads,
+)
+from orchestrator.api import Point
 
 Load = Callable[[str], dict[str, Any]]
 APP = "teaparty[bot]"
@@ -110,7 +117,8 @@ def test_only_open_threads_a_writer_wrote_in_since_they_were_handled_are_taken(
         thread("T5", comment(7, "mallory")),  # not a writer
         thread("T6", comment(9, "bob", "Also this.")),
     ]
-    points = gather(command, threads, {"T4": 4}, app_login=APP, writers={"alice", "bob"})
+    said = Point(f"review:{command.review_id}", "alice", command.body)
+    points = gather(said, threads, {"T4": 4}, app_login=APP, writers={"alice", "bob"})
     assert [p.source for p in points] == [
         f"review:{command.review_id}",
         "thread:T3:8",
@@ -156,3 +164,39 @@ def test_rest_threads_are_all_open_and_grouped_by_their_first_comment() -> None:
         ("rest:2", False, True),
     ]
     assert [c.comment_id for c in found[0].comments] == [1, 3]
+
+
+def pull_comment(payload: Load, body: str, *, login: str = "alice") -> CommentAdded:
+    data = payload("issue_comment.created.on-pull-request")
+    data["comment"].update(body=body, created_at="2023-11-14T22:13:20Z")
+    data["comment"]["user"].update(login=login, type="User")
+    command = parse_command("issue_comment", data, app_login=APP)
+    assert isinstance(command, CommentAdded)
+    return command
+
+
+def test_a_pull_request_comment_asks_for_a_round_with_teaparty_or_a_mention(
+    payload: Load,
+) -> None:
+    due = facts(now=1_700_000_000.0 + 91)  # the comment was written at 1_700_000_000
+    assert decide_pull_comment(pull_comment(payload, "/teaparty also fix the docs"), due) is None
+    assert decide_pull_comment(pull_comment(payload, "@TeaParty, the docs?"), due) is None
+    quiet = decide_pull_comment(pull_comment(payload, "Looks good to me"), due)
+    assert isinstance(quiet, Ignore)
+    assert "neither says /teaparty" in quiet.reason
+
+
+def test_a_pull_request_comment_waits_out_the_window_and_needs_write_access(
+    payload: Load,
+) -> None:
+    early = decide_pull_comment(
+        pull_comment(payload, "/teaparty fix it"), facts(now=1_700_000_000.0 + 30)
+    )
+    assert isinstance(early, Later)
+    assert early.after_s == pytest.approx(60.0)
+    reader = decide_pull_comment(
+        pull_comment(payload, "/teaparty fix it", login="mallory"),
+        facts(permission="read", now=1_700_000_000.0 + 91),
+    )
+    assert isinstance(reader, Ignore)
+    assert "no write access" in reader.reason

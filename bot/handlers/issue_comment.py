@@ -40,6 +40,7 @@ from bot.handlers.actions import (
 from bot.handlers.app_context import AppContext
 from bot.handlers.commands import GATE_COMMANDS, Command, Reply, parse_reply
 from bot.handlers.payloads import CommentAdded
+from bot.handlers.review import on_pull_comment
 from orchestrator.api import Gate, JobRecord
 
 EMPTY_REPLY = "(empty reply)"
@@ -63,7 +64,10 @@ class CommentFacts:
 
 
 async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Outcome:
-    """Read the comment as an answer, advice or command for the issue's job's open gates."""
+    """Read the comment as an answer, advice or command for the issue's job's open gates;
+    on a job's pull request, as review feedback (bot/handlers/review.py)."""
+    if command.issue.is_pull_request:
+        return await on_pull_comment(command, ctx)
     facts = await gather(command, ctx)
     actions = decide_comment(command, facts)
     return await ctx.perform(actions, repo=command.repo, number=command.issue.number)

@@ -1,4 +1,5 @@
-"""pull_request_review.submitted: a review of a job's pull request is the batch of one round.
+"""pull_request_review.submitted: a review of a job's pull request is the batch of one round;
+a `/teaparty` or an @-mention of the App in the pull request's conversation is gathered too.
 
 A review by someone with write access starts a round when it asks for changes, or comments
 with inline comments or an @-mention of the App; `approved` and `dismissed` reviews, other
@@ -18,6 +19,7 @@ comment a round already took (the store's `handled`). Threads come from GraphQL 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,12 +32,13 @@ from bot.github.sanitizer import sanitize
 from bot.handlers.actions import Ignore, Later, Outcome, Report
 from bot.handlers.app_context import AppContext
 from bot.handlers.issues import WRITERS
-from bot.handlers.payloads import ReviewSubmitted
+from bot.handlers.payloads import CommentAdded, Repo, ReviewSubmitted
 from orchestrator.api import Feedback, Point
 
 log = logging.getLogger(__name__)
 STARTS = ("changes_requested", "commented")
 HUNK_LINES = 30  # of a thread's diff hunk, kept with its point
+_COMMAND = re.compile(r"^/teaparty\b", re.MULTILINE | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -97,38 +100,56 @@ async def on_review_submitted(command: ReviewSubmitted, ctx: AppContext) -> Outc
         return await ctx.perform((decided,), repo=repo, number=command.pull_number)
     assert gh is not None
     assert job_id is not None
+    said = Point(f"review:{command.review_id}", command.author.login, command.body)
+    where = Where(repo, command.pull_number, command.author.login, facts.app_login)
+    return await take_round(ctx, gh, job_id, where, said, what=f"review {command.review_id}")
+
+
+@dataclass(frozen=True)
+class Where:
+    """The pull request a round is for, who asked for it, and the App's own login."""
+
+    repo: Repo
+    number: int
+    asker: str
+    app_login: str
+
+
+async def take_round(
+    ctx: AppContext, gh: Installation, job_id: int, where: Where, said: Point, *, what: str
+) -> Outcome:
+    """Read the pull request's threads and hand what is new to the job's next round."""
+    repo = where.repo
     handled = await ctx.office.rounds.handled(job_id)
-    threads = await _threads(PullReviews(gh), command)
+    threads = await _threads(PullReviews(gh), repo, where.number)
 
     async def writes(login: str) -> bool:
         permission = await ctx.repos.permission(gh, repo.owner, repo.name, login)
         return permission in WRITERS
 
-    writers = {command.author.login}
+    writers = {where.asker}
     for login in {c.author for t in threads for c in t.comments if c.author}:
         if login not in writers and not login.endswith("[bot]") and await writes(login):
             writers.add(login)
-    points = gather(command, threads, handled, app_login=facts.app_login, writers=writers)
-    taken = await ctx.office.rounds.feedback(job_id, Feedback((command.author.login,), points))
+    points = gather(said, threads, handled, app_login=where.app_login, writers=writers)
+    taken = await ctx.office.rounds.feedback(job_id, Feedback((where.asker,), points))
     if taken.round_number is None or not taken.added:
-        return Report(f"review {command.review_id}: nothing new", job_id).outcome
-    said = f"round {taken.round_number}: {taken.added} point(s), {taken.state}"
-    return Report(said, job_id).outcome
+        return Report(f"{what}: nothing new", job_id).outcome
+    result = f"round {taken.round_number}: {taken.added} point(s), {taken.state}"
+    return Report(result, job_id).outcome
 
 
 def gather(
-    command: ReviewSubmitted,
+    said: Point | None,
     threads: Iterable[ReviewThread],
     handled: Mapping[str, int],
     *,
     app_login: str,
     writers: set[str],
 ) -> tuple[Point, ...]:
-    """The review's points: its text, and each open thread a writer wrote in since it was
-    last handled (by an App reply or a round); no I/O."""
-    points: list[Point] = []
-    if command.body.strip():
-        points.append(Point(f"review:{command.review_id}", command.author.login, command.body))
+    """A round's points: what the review (or comment) `said`, and each open thread a writer
+    wrote in since it was last handled (by an App reply or a round); no I/O."""
+    points: list[Point] = [said] if said is not None and said.body.strip() else []
     own = app_login.casefold()
     for thread in threads:
         if thread.resolved:
@@ -161,14 +182,13 @@ def _thread_point(thread: ReviewThread, new: list[ThreadComment]) -> Point:
     )
 
 
-async def _threads(reviews: PullReviews, command: ReviewSubmitted) -> list[ReviewThread]:
+async def _threads(reviews: PullReviews, repo: Repo, number: int) -> list[ReviewThread]:
     """The pull request's review threads: GraphQL's, or REST's when GraphQL fails."""
-    repo = command.repo
     try:
-        return await reviews.threads(repo.owner, repo.name, command.pull_number)
+        return await reviews.threads(repo.owner, repo.name, number)
     except GraphQLError as exc:
-        log.warning("review threads of #%d from REST (GraphQL: %s)", command.pull_number, exc)
-    comments = await reviews.review_comments(repo.owner, repo.name, command.pull_number)
+        log.warning("review threads of #%d from REST (GraphQL: %s)", number, exc)
+    comments = await reviews.review_comments(repo.owner, repo.name, number)
     return rest_threads(comments)
 
 
@@ -211,3 +231,52 @@ def _rest_comment(c: Json) -> ThreadComment:
 def _mentions(body: str, app_login: str) -> bool:
     slug = app_login.removesuffix("[bot]").casefold()
     return bool(slug) and f"@{slug}" in body.casefold()
+
+
+def decide_pull_comment(command: CommentAdded, facts: ReviewFacts) -> Ignore | Later | None:
+    """Whether a comment in a pull request's conversation starts a round: `/teaparty` or an
+    @-mention of the App, by a writer, gathered for the window like a lone review comment."""
+    number = command.issue.number
+    if facts.job_id is None:
+        return Ignore(f"pull request #{number} is not a TeaParty job's")
+    if not (_asks(command.body) or _mentions(command.body, facts.app_login)):
+        return Ignore("a comment that neither says /teaparty nor mentions the App", facts.job_id)
+    if facts.permission not in WRITERS:
+        who = command.author.login
+        return Ignore(f"{who} has no write access: their comment starts no round", facts.job_id)
+    due = (command.created_at or facts.now) + facts.window_s
+    if due > facts.now:
+        return Later(f"comment {command.comment_id}: gathering comments", due - facts.now)
+    return None
+
+
+async def on_pull_comment(command: CommentAdded, ctx: AppContext) -> Outcome:
+    """Take a writer's `/teaparty` (or @-mention) on a job's pull request into its next round."""
+    repo = command.repo
+    job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", command.issue.number)
+    facts = ReviewFacts(job_id)
+    gh: Installation | None = None
+    if job_id is not None:
+        gh = await ctx.installation(repo)
+        project = await ctx.office.records.job(job_id)
+        facts = ReviewFacts(
+            job_id,
+            await ctx.repos.permission(gh, repo.owner, repo.name, command.author.login),
+            0,
+            await ctx.github.login(),
+            ctx.office.rounds.settings(project.project if project else "").window_s,
+            time.time(),
+        )
+    decided = decide_pull_comment(command, facts)
+    if decided is not None:
+        return await ctx.perform((decided,), repo=repo, number=command.issue.number)
+    assert gh is not None
+    assert job_id is not None
+    text = _COMMAND.sub("", command.body, count=1).strip() or command.body
+    said = Point(f"comment:{command.comment_id}", command.author.login, text)
+    where = Where(repo, command.issue.number, command.author.login, facts.app_login)
+    return await take_round(ctx, gh, job_id, where, said, what=f"comment {command.comment_id}")
+
+
+def _asks(body: str) -> bool:
+    return _COMMAND.search(body) is not None
