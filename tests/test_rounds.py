@@ -5,6 +5,7 @@ with a reviewer only once the decider was asked."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -134,5 +135,31 @@ async def test_the_lead_disagrees_only_after_asking_the_decider(tmp_path: Path) 
             )
         )
         assert (answered.action, answered.reply) == ("answer", "Spaces, as PEP 8 says.")
+    finally:
+        await office.close()
+
+
+async def test_the_watchdog_stops_a_round_that_makes_no_progress_once(tmp_path: Path) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    store = office.engine.store
+    try:
+        await office.rounds.feedback(job_id, points("Rename it."))
+        started = (await office.rounds.running(job_id)) is not None
+        assert started
+        soon = time.time() + 60
+        assert await office.rounds.watchdog(job_id, at=soon) is None  # 1 minute: not stalled
+        later = time.time() + 31 * 60
+        reason = await office.rounds.watchdog(job_id, at=later)
+        assert reason is not None
+        assert reason.startswith("review round 1 made no progress for 30 minutes")
+        (failure,) = await office.failures(job_id)
+        assert failure.reason == reason
+        assert await office.rounds.watchdog(job_id, at=later + 3600) is None  # once a round
+        await office.retry(job_id)
+        assert await office.rounds.watchdog(job_id, at=later + 3600) is None
+        assert await drive(office, forge, job_id) == "done"  # it goes on when retried
+        (done,) = await office.rounds.of_job(job_id)
+        assert done.state == "delivered"
+        assert await store.read(lambda tx: rounds.running(tx, job_id)) is None
     finally:
         await office.close()

@@ -131,6 +131,10 @@ class JobDriver:
         if space is None:
             return await self._failed(job_id, forge)
         await self._announce(status, forge)
+        if status.state in ("planning", "working") and await self.office.rounds.watchdog(
+            job_id, at=self.clock()
+        ):
+            return await self._failed(job_id, forge)
         if status.state == "waiting":
             await self._ask_open(status, forge)
         if status.state != "delivering":

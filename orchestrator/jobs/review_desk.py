@@ -72,6 +72,15 @@ class ReviewDesk:
 
         self._bus.on_wake(await self._store.write(write))
 
+    async def watchdog(self, job_id: int, *, at: float) -> str | None:
+        """Stop the job's running round if it stalled (jobs/rounds.py `watchdog`): why."""
+
+        def write(tx: Tx) -> str | None:
+            stall_s = self._settings(tx, job_id).stall_minutes * 60
+            return rounds.watchdog(tx, job_id, at=at, stall_s=stall_s)
+
+        return await self._store.write(write)
+
     async def handled(self, job_id: int) -> dict[str, int]:
         """Per review thread, the newest comment a round took."""
         return await self._store.read(lambda tx: rounds.handled(tx, job_id))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.bus import gates
+from orchestrator.bus.failures import record_job
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.messages import InboxKind, job_conversation_id
 from orchestrator.bus.transactions import deliver
@@ -407,6 +408,41 @@ def brief(found: ReviewRound) -> str:
             lines.append(_quote(point.hunk[-HUNK_CHARS:], "hunk"))
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+# --- the watchdog -------------------------------------------------------------------------
+
+_STALLED_SQL = """
+SELECT r.round_id, max(r.started_at,
+    coalesce((SELECT max(m.created_at) FROM messages m JOIN conversations c USING (conversation_id)
+              WHERE c.job_id = r.job_id), 0),
+    coalesce((SELECT max(g.answered_at) FROM gates g WHERE g.job_id = r.job_id), 0)) AS active
+FROM review_rounds r JOIN jobs j USING (job_id)
+WHERE r.job_id = ? AND r.state = 'running' AND r.outcome IS NULL AND j.paused_by IS NULL
+  AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.job_id = r.job_id AND g.answer IS NULL
+                  AND g.closed_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM waits w WHERE w.job_id = r.job_id)
+  AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.job_id = r.job_id)
+"""
+
+
+def watchdog(tx: Tx, job_id: int, *, at: float, stall_s: float) -> str | None:
+    """Stop the job's running round if it made no progress for `stall_s` (no transcript
+    entry, no answer, and no gate, pause, wait or failure that explains it): the job fails
+    saying so, once per round, and `/retry` lets it go on. The reason, if it fired."""
+    row = tx.execute(_STALLED_SQL, (job_id,)).fetchone()
+    if row is None or at - float(row[1]) < stall_s:
+        return None
+    found = get(tx, int(row[0]))
+    minutes = stall_s / 60
+    reason = (
+        f"review round {found.number} made no progress for {minutes:g} minutes (no model "
+        "turn, tool result or answer), so the watchdog stopped it; its work so far is on the "
+        "job branch, not pushed. Retrying the job (relabelling it on GitHub) lets it go on."
+    )
+    tx.execute("UPDATE review_rounds SET outcome = ? WHERE round_id = ?", (reason, found.round_id))
+    record_job(tx, job_id, "delivery", reason)
+    return reason
 
 
 # --- helpers ------------------------------------------------------------------------------
