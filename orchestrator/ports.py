@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.agents.tools import ToolSpec
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult, Usage
+from orchestrator.jobs.levels import LevelCost
 
 if TYPE_CHECKING:  # records of the engine's own modules, which import this one
     from orchestrator.bus.gates import Gate
@@ -119,6 +120,8 @@ class JobStatus:
     paused_by: str | None = None  # who holds it: no new model calls until they resume it
     steering: tuple[str, ...] = ()  # direction its decider gave the lead, oldest first
     rounds: tuple[str, ...] = ()  # its review rounds on the change request, one line each
+    levels: tuple[LevelCost, ...] = ()  # what each level of the organisation spent
+    budget_note: str | None = None  # said once the job has used 80% of a cap
 
 
 class Forge(Protocol):

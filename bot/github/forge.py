@@ -360,6 +360,7 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             status.waiting,
             status.steering,
             status.rounds,
+            status.budget_note,
             status.result if status.state in ("delivering", "done") else None,
         ]
     )

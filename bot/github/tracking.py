@@ -62,7 +62,7 @@ def tracking_body(
     if status.rounds:
         lines += ["**Review rounds:**", *(f"- {agent.inline(r)}" for r in status.rounds)]
     lines += _held(status, agent)
-    lines.append(f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}")
+    lines += _spend(status)
     if status.sandbox:
         warning = "⚠️ " if status.sandbox.startswith("OFF") else ""
         lines.append(f"**Sandbox:** {warning}{status.sandbox}")
@@ -79,6 +79,16 @@ def tracking_body(
             f"`{trigger_label}` label and add it again.</sub>",
         ]
     return "\n".join(lines)
+
+
+def _spend(status: JobStatus) -> list[str]:
+    """Tokens and cost so far, 80% of a cap when reached, and at the end, per level."""
+    lines = [f"**Tokens:** {_tokens(status)} · **Cost so far:** ${status.cost_usd:.4f}"]
+    if status.budget_note:
+        lines.append(f"**Budget:** ⚠️ {status.budget_note}")
+    if status.state == "done" and status.levels:
+        lines += ["", *level_table(status)]
+    return lines
 
 
 def _held(status: JobStatus, agent: Outbound) -> list[str]:
@@ -333,9 +343,20 @@ def pull_body(status: JobStatus, *, agent: Outbound) -> str:
             "",
             f"**Tokens:** {_tokens(status)} · **Cost:** ${status.cost_usd:.4f}",
             "",
+            *(level_table(status) + [""] if status.levels else []),
             f"Closes #{agent.number}",
         ]
     )
+
+
+def level_table(status: JobStatus) -> list[str]:
+    """What each level of the organisation spent: tokens, cache hits and cost."""
+    lines = ["| level | tokens | cache hits | cost |", "|---|---:|---:|---:|"]
+    for level in status.levels:
+        rate = level.cache_hit_rate
+        hits = "–" if rate is None else f"{rate:.0%}"
+        lines.append(f"| {level.level} | {level.tokens:,} | {hits} | ${level.usd:.4f} |")
+    return lines
 
 
 def quote_block(text: str) -> str:

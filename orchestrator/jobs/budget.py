@@ -94,6 +94,13 @@ class JobBudget:
             usd += self.price(agent, used) if used != Usage() else 0.0
         return Spent(usage, usd)
 
+    async def by_agent(self, job_id: int) -> dict[str, Usage]:
+        """The job's tokens by agent address (the proxy's under its name)."""
+        spent = await self.store.read(
+            lambda tx: spent_by_agent(tx, proxy=self.proxy, job_id=job_id)
+        )
+        return spent.get(job_id, {})
+
     async def exhausted(self, job_id: int) -> str | None:
         """Why the job may not make another model call (a cap reached, its budget gate
         open), or None. Asks nothing: `admit` opens the gate."""

@@ -27,6 +27,7 @@ from orchestrator.bus.waits import Wait
 from orchestrator.config.schema import Waiting
 from orchestrator.errors import ForgeWaitError, OrchestratorError
 from orchestrator.jobs import protection
+from orchestrator.jobs.budget import Limits, Spent
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
 from orchestrator.jobs.rounds import ReviewRound
@@ -87,6 +88,8 @@ class JobDriver:
             paused_by,
             steering,
             tuple(round_line(r) for r in await self.office.rounds.of_job(job_id)),
+            await self.office.cost_by_level(job_id),
+            budget_note(spent, await self.office.budget.limits(job_id)),
         )
 
     async def sync(self, job_id: int) -> JobState:
@@ -273,6 +276,22 @@ class JobDriver:
     async def retry(self, job_id: int) -> list[str]:
         """Forget the job's failures and run again what failed; what was retried."""
         return [f.failure_key for f in await self.office.retry(job_id)]
+
+
+NOTE_AT = 0.8  # of a cap, when the job says how much of it is used
+
+
+def budget_note(spent: Spent, limits: Limits) -> str | None:
+    """How much of its budget the job has used, once that is 80% of a cap or more."""
+    max_usd, max_tokens = limits
+    notes = []
+    if max_usd and spent.usd >= NOTE_AT * max_usd:
+        notes.append(f"${spent.usd:.2f} of its ${max_usd:.2f}")
+    if max_tokens and spent.tokens >= NOTE_AT * max_tokens:
+        notes.append(f"{spent.tokens:,} of its {max_tokens:,} tokens")
+    if not notes:
+        return None
+    return f"{' and '.join(notes)} used; at the cap the job waits for its decider"
 
 
 def round_line(review: ReviewRound) -> str:

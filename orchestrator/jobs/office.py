@@ -31,6 +31,7 @@ from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
+from orchestrator.jobs.levels import LevelCost, by_level
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.models.pricing import org_prices
@@ -518,6 +519,16 @@ class Office:
         """Push the job branch to `remote`, at `job.head` when set (`auth`: an HTTP header
         git sends to it alone)."""
         await self.workspace.publish(job.space, remote, auth=auth, commit=job.head)
+
+    async def cost_by_level(self, job_id: int) -> tuple[LevelCost, ...]:
+        """What each level of the organisation spent on the job (jobs/levels.py)."""
+        leads = {w.lead.name for p in self.projects.values() for w in p.workgroups}
+        return by_level(
+            await self.budget.by_agent(job_id),
+            self.budget.price,
+            proxy=self.budget.proxy,
+            workgroup_leads=leads,
+        )
 
     async def head(self, job: JobHandle) -> str | None:
         """The commit the job branch is at."""
