@@ -84,8 +84,9 @@ class Refusal:
 class Budget(Protocol):
     """Says when a job has spent what it may."""
 
-    async def admit(self, job_id: int) -> Refusal | None:
-        """Whether the job may make another model call: None, or why not."""
+    async def admit(self, job_id: int, conversation_id: str | None = None) -> Refusal | None:
+        """Whether the job (and the mini-team `conversation_id` belongs to, if any) may make
+        another model call: None, or why not."""
         ...
 
 

@@ -399,3 +399,44 @@ async def test_declined_every_turn_of_the_job_stops_saying_who_chose_it(tmp_path
         )
     finally:
         await engine.close()
+
+
+async def test_a_mini_team_stops_at_its_allowance_and_shares_the_job_budget_by_default(
+    tmp_path: Path,
+) -> None:
+    repo, home = repository(tmp_path / "widgets"), tmp_path / "home"
+    text = project("max_usd: 1.0")
+    office = await open_office(home, text, billed())
+    try:
+        job_id = await start(office, repo, text)
+        assert await drive(office, FakeForge(office), job_id) == "done"
+        store, budget = office.engine.store, office.budget
+        (team,) = await store.read(
+            lambda tx: [
+                c
+                for (c,) in tx.execute(
+                    "SELECT conversation_id FROM conversations WHERE kind = 'task'"
+                )
+            ]
+        )
+        used = await store.read(lambda tx: budget._priced(tx, "c.task_id = :key", 1))
+        assert used > 0
+        assert await budget.admit(job_id, team) is None  # within its share of $1.00
+        assert await budget.admit(job_id, "job:1") is None  # not a mini-team's
+        await store.write(
+            lambda tx: tx.execute("UPDATE tasks SET allowance_usd = ? WHERE number = 1", (used,))
+        )
+        refused = await budget.admit(job_id, team)
+        assert refused is not None
+        assert not refused.held
+        assert refused.reason.startswith(f"budget: task #1's mini-team spent ${used:.4f} of its")
+        assert "its lead decides" in refused.reason
+        await store.write(
+            lambda tx: tx.execute("UPDATE tasks SET allowance_usd = NULL, state = 'pending'")
+        )
+        await store.write(lambda tx: tx.execute("UPDATE jobs SET budget_usd = ?", (used / 2,)))
+        refused = await budget.admit(job_id, team)  # the job's own cap is passed: its gate
+        assert refused is not None
+        assert refused.held
+    finally:
+        await office.close()

@@ -178,7 +178,7 @@ class Runner:
         while True:
             step = next_step(transcript, tail, max_turns=spec.max_turns)
             if isinstance(step, CallModel):
-                step = await self._limits(spec, row.job_id, started) or step
+                step = await self._limits(spec, row.job_id, started, conversation_id) or step
             if isinstance(step, Park):
                 self._parked[conversation_id] = transcript
             if isinstance(step, Park | Idle):
@@ -199,7 +199,7 @@ class Runner:
             tail = done.tail
 
     async def _limits(
-        self, spec: AgentSpec, job_id: int | None, started: float
+        self, spec: AgentSpec, job_id: int | None, started: float, conversation_id: str
     ) -> Stop | Idle | None:
         """Idle while its job is held (paused, or its issue's edit awaits an answer) or waits
         at its budget gate (no new model call); a Stop when this turn ran too long or its job
@@ -209,7 +209,7 @@ class Runner:
         if self.clock() - started > spec.wall_time_s:
             return Stop(f"wall_time: over {spec.wall_time_s:.0f} s in one turn")
         if self.budget is not None and job_id is not None:
-            refused = await self.budget.admit(job_id)
+            refused = await self.budget.admit(job_id, conversation_id)
             if refused is not None:
                 return Idle() if refused.held else Stop(refused.reason)
         return None

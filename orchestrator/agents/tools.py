@@ -116,6 +116,12 @@ DISPATCH_SPEC = object_spec(
     ["task", "brief"],
     task={"type": "integer", "description": "the task's number on the board"},
     brief={"type": "string", "description": "operational context for the mini-team"},
+    allowance_usd={
+        "type": "number",
+        "description": "dollars the mini-team may spend (default: an even share of what is "
+        "left of the job's budget among its unfinished tasks); past it, it stops and you "
+        "decide",
+    },
 )
 
 BUS_SPECS: Mapping[str, ToolSpec] = {
@@ -196,7 +202,14 @@ def _dispatch_intent(call: ToolCall) -> DispatchIntent:
     task = call.args.get("task")
     if not isinstance(task, int) or isinstance(task, bool):
         raise ToolError(f"dispatch: task must be a task number (an integer), not {task!r}")
-    return DispatchIntent(call.call_id, task, _string(call, "brief"))
+    allowance = call.args.get("allowance_usd")
+    if allowance is not None and (
+        not isinstance(allowance, int | float) or isinstance(allowance, bool) or allowance <= 0
+    ):
+        raise ToolError(f"dispatch: allowance_usd must be a positive number, not {allowance!r}")
+    return DispatchIntent(
+        call.call_id, task, _string(call, "brief"), None if allowance is None else float(allowance)
+    )
 
 
 def _refuse_double_sends(resolved: BusCalls) -> None:

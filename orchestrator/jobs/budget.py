@@ -120,15 +120,69 @@ class JobBudget:
         over = Overrun(spent.usd, spent.tokens, max_usd, max_tokens)
         return over if over.usd_hit or over.tokens_hit else None
 
-    async def admit(self, job_id: int) -> Refusal | None:
+    async def admit(self, job_id: int, conversation_id: str | None = None) -> Refusal | None:
         """Whether the job may make another model call: None while it is within its caps
-        and has no budget gate open; else held at its budget gate, or stopped."""
+        and has no budget gate open; else held at its budget gate, or stopped. A mini-team's
+        conversation stops, too, once its task spent its allowance: its lead decides."""
         if await self.exhausted(job_id) is None:
-            return None
+            if conversation_id is None:
+                return None
+            return await self.store.read(lambda tx: self._allowance(tx, job_id, conversation_id))
         # Looked at again in one write: of turns reaching the cap at once, one asks.
         return await self.store.write(
             lambda tx: budget_gate.refuse(tx, job_id, self.overrun(tx, job_id))
         )
+
+    def _allowance(self, tx: Tx, job_id: int, conversation_id: str) -> Refusal | None:
+        """Why the mini-team `conversation_id` works in may not go on (its task spent its
+        allowance), or None: not a mini-team's, within it, or no dollar cap to share."""
+        row = tx.execute(
+            "SELECT t.task_id, t.number, t.allowance_usd FROM conversations c"
+            " JOIN tasks t ON t.task_id = c.task_id WHERE c.conversation_id = ?",
+            (conversation_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        task_id, number, given = row
+        allowance = float(given) if given is not None else self._share(tx, job_id)
+        if allowance is None:
+            return None
+        used = self._priced(tx, "c.task_id = :key", task_id)
+        if used < allowance:
+            return None
+        return Refusal(
+            f"budget: task #{number}'s mini-team spent ${used:.4f} of its ${allowance:.4f} "
+            "allowance; it stops here and its lead decides (dispatch it again with a larger "
+            "allowance_usd, or leave it blocked)"
+        )
+
+    def _share(self, tx: Tx, job_id: int) -> float | None:
+        """An even share of what is left of the job's dollar cap among its unfinished tasks
+        (what they spent so far counts as theirs), None without a dollar cap."""
+        max_usd, _ = self.limits_in(tx, job_id)
+        if max_usd is None:
+            return None
+        open_tasks = (
+            "SELECT task_id FROM tasks WHERE job_id = :key AND state NOT IN ('done', 'cancelled')"
+        )
+        unfinished = len(tx.execute(open_tasks, {"key": job_id}).fetchall())
+        spent = self.spent_in(tx, job_id).usd
+        theirs = self._priced(tx, f"c.task_id IN ({open_tasks})", job_id)
+        return max(max_usd - spent + theirs, 0.0) / max(unfinished, 1)
+
+    def _priced(self, tx: Tx, where: str, key: int) -> float:
+        """Dollars the conversations matching `where` (`:key` bound) were billed."""
+        rows = tx.execute(
+            "SELECT c.agent, sum(m.input_tokens), sum(m.output_tokens), sum(m.cache_read_tokens),"
+            " sum(m.cache_write_tokens) FROM messages m JOIN conversations c USING"
+            f" (conversation_id) WHERE m.input_tokens IS NOT NULL AND {where} GROUP BY c.agent",
+            {"key": key},
+        ).fetchall()
+        total = 0.0
+        for agent, *tokens in rows:
+            used = Usage(*(int(t or 0) for t in tokens))
+            total += self.price(agent, used) if used != Usage() else 0.0
+        return total
 
     async def limits(self, job_id: int) -> Limits:
         """The job's (max_usd, max_tokens): its project's, else the defaults; each in turn

@@ -486,7 +486,8 @@ ALTER TABLE gates ADD COLUMN pinned TEXT;
 # point it answers), and ends delivered or stopped. At most one round of a job is queued
 # and one running. A point's `source` names what it came from and the newest comment it
 # carries, so a redelivered review adds nothing; `review_threads.handled` is, per thread, the
-# newest comment a round has handled: a thread is input again only after a newer one.
+# newest comment a round has handled: a thread is input again only after a newer one. A
+# task's `allowance_usd` is what its lead gave its mini-team to spend (jobs/budget.py).
 REVIEW_ROUNDS = """
 CREATE TABLE job_pulls (
     job_id     INTEGER PRIMARY KEY REFERENCES jobs (job_id),
@@ -540,6 +541,7 @@ CREATE TABLE review_threads (
     handled   INTEGER NOT NULL,
     PRIMARY KEY (job_id, thread_id)
 );
+ALTER TABLE tasks ADD COLUMN allowance_usd REAL;
 """
 
 MIGRATIONS: tuple[str, ...] = (

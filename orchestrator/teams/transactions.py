@@ -32,6 +32,7 @@ class DispatchIntent:
     call_id: str
     task: int
     brief: str
+    allowance_usd: float | None = None  # the lead's, else an even share (jobs/budget.py)
 
 
 def dispatch_task(
@@ -65,6 +66,9 @@ def dispatch_task(
         source_conversation=row.conversation_id,
     )
     assert row.job_id is not None
+    tx.execute(
+        "UPDATE tasks SET allowance_usd = ? WHERE task_id = ?", (intent.allowance_usd, task_id)
+    )
     log_event(tx, row.job_id, intent.task, "dispatched", row.agent)
     outcome.opened.append(Opened(conversation_id, agent, queued=False))
     outcome.woken.append(conversation_id)
