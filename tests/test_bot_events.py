@@ -45,6 +45,7 @@ def parse(event: str, data: object, *, allowed_bots: frozenset[str] = frozenset(
 
 def test_handled_events_are_the_ones_the_app_subscribes_to() -> None:
     assert sorted(HANDLED_EVENTS) == [
+        "check_suite",
         "installation",
         "installation_repositories",
         "issue_comment",

@@ -17,7 +17,7 @@ from bot.github.sanitizer import sanitize
 
 HANDLED_EVENTS: frozenset[str] = frozenset(
     "ping issues issue_comment installation installation_repositories"
-    " pull_request pull_request_review pull_request_review_comment".split()
+    " pull_request pull_request_review pull_request_review_comment check_suite".split()
 )
 # GitHub's rules for names, so a name from a payload is safe in a URL or a path. Owners
 # (user and organisation logins): letters, digits and hyphens, at most 39, not starting with
@@ -156,13 +156,27 @@ class ReviewSubmitted:
 
 
 @dataclass(frozen=True)
+class ChecksFailed:
+    """A check suite on a pull request's head failed (`failure` or `timed_out`)."""
+
+    repo: Repo
+    suite_id: int
+    app_name: str
+    conclusion: str
+    head_sha: str
+    head_branch: str
+    pull_numbers: tuple[int, ...]
+    runs_url: str
+
+
+@dataclass(frozen=True)
 class Ignored:
     """A delivery the app does nothing with; `reason` is a sentence naming event.action."""
 
     reason: str
 
 
-Command = Ping | LabelAdded | CommentAdded | IssueEdited | ReviewSubmitted | Ignored
+Command = Ping | LabelAdded | CommentAdded | IssueEdited | ReviewSubmitted | ChecksFailed | Ignored
 
 
 def parse_command(
@@ -187,6 +201,8 @@ def parse_command(
     if event not in HANDLED_EVENTS:
         return Ignored(f"{event} is ignored: the app does not handle this event.")
     name = f"{event}.{_req(payload, 'action', str)}"
+    if name == "check_suite.completed":  # whoever pushed: the App, often, whose CI it is
+        return _checks(payload)
     path = _ACTORS.get(name)
     if path is None:
         why = _IGNORED.get(name) or _IGNORED.get(event, "the app does not know it")
@@ -205,6 +221,28 @@ def parse_command(
     written = _timestamp(payload, "comment.created_at")
     return CommentAdded(
         repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor, written
+    )
+
+
+FAILED_CHECKS = ("failure", "timed_out")
+
+
+def _checks(payload: dict[str, object]) -> ChecksFailed | Ignored:
+    conclusion = _opt(payload, "check_suite.conclusion", str) or ""
+    if conclusion not in FAILED_CHECKS:
+        return Ignored(f"check_suite.completed is ignored: it concluded {conclusion or 'nothing'}.")
+    pulls = _opt(payload, "check_suite.pull_requests", list) or []
+    return ChecksFailed(
+        _repo(payload),
+        _req(payload, "check_suite.id", int),
+        sanitize(_opt(payload, "check_suite.app.name", str) or "a check"),
+        conclusion,
+        _req(payload, "check_suite.head_sha", str),
+        _opt(payload, "check_suite.head_branch", str) or "",
+        tuple(
+            _req(payload, f"check_suite.pull_requests.{n}.number", int) for n in range(len(pulls))
+        ),
+        _opt(payload, "check_suite.check_runs_url", str) or "",
     )
 
 

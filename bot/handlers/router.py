@@ -16,6 +16,7 @@ from bot.handlers.app_context import AppContext
 from bot.handlers.issue_comment import on_issue_comment_created
 from bot.handlers.issues import on_issues_edited, on_issues_labeled
 from bot.handlers.payloads import (
+    ChecksFailed,
     Command,
     CommentAdded,
     Ignored,
@@ -24,7 +25,7 @@ from bot.handlers.payloads import (
     Ping,
     ReviewSubmitted,
 )
-from bot.handlers.review import on_review_submitted
+from bot.handlers.review import on_checks_failed, on_review_submitted
 
 
 async def dispatch(command: Command, ctx: AppContext) -> Outcome:
@@ -42,5 +43,7 @@ async def dispatch(command: Command, ctx: AppContext) -> Outcome:
             return await on_issues_edited(command, ctx)
         case ReviewSubmitted():
             return await on_review_submitted(command, ctx)
+        case ChecksFailed():
+            return await on_checks_failed(command, ctx)
         case _:
             assert_never(command)

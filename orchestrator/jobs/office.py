@@ -530,6 +530,11 @@ class Office:
             workgroup_leads=leads,
         )
 
+    async def branch_head(self, job_id: int) -> str | None:
+        """The commit the job's branch is at (None before its workspace exists)."""
+        space = await self.workspace.job(job_id)
+        return None if space is None else await rev(space.repo, f"refs/heads/{space.branch}")
+
     async def head(self, job: JobHandle) -> str | None:
         """The commit the job branch is at."""
         return await rev(job.space.repo, f"refs/heads/{job.space.branch}")
