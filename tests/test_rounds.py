@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeForge, FunctionModel
 from local_repo import make_repo as repository
-from test_budget_gate import drive, open_office, start
+from test_budget_gate import billed, drive, open_office, start
 
 from orchestrator.bus.messages import AssistantTurn
 from orchestrator.jobs import rounds
@@ -161,5 +161,31 @@ async def test_the_watchdog_stops_a_round_that_makes_no_progress_once(tmp_path: 
         (done,) = await office.rounds.of_job(job_id)
         assert done.state == "delivered"
         assert await store.read(lambda tx: rounds.running(tx, job_id)) is None
+    finally:
+        await office.close()
+
+
+async def test_a_round_past_its_own_cap_parks_at_the_budget_gate_until_approved(
+    tmp_path: Path,
+) -> None:
+    text = "humans: {decider: carol}\ngates: {plan: never}\nrounds: {max_usd: 0.000001}\n"
+    repo = repository(tmp_path / "widgets")
+    model = billed()
+    office = await open_office(tmp_path / "home", text, model)
+    try:
+        job_id = await start(office, repo, text)
+        parked = FakeForge(office, leave_open=True)
+        assert await drive(office, parked, job_id) == "done"  # the cap is a round's only
+        await office.rounds.pull_opened(job_id, 2, "https://github.test/o/r/pull/2")
+        before = len(model.requests)
+        await office.rounds.feedback(job_id, points("Rename it."))
+        assert await drive(office, parked, job_id) == "waiting"
+        (gate,) = await office.open_gates(job_id)
+        assert gate.kind == "budget"
+        assert len(model.requests) == before + 1  # one call, then nothing past the cap
+        await office.answer_gate(gate.gate_id, text="yes", answered_by="carol")
+        assert await drive(office, FakeForge(office), job_id) == "done"
+        (done,) = await office.rounds.of_job(job_id)
+        assert done.state == "delivered"
     finally:
         await office.close()

@@ -187,12 +187,14 @@ class Rounds(_Model):
     """Review rounds on a job's pull request: at most `max_rounds` before the decider is
     asked; lone review comments gathered for `window_s` seconds into one round; a round
     that makes no progress for `stall_minutes` (no model turn, tool result or answer, and
-    nothing it waits on) is stopped by the watchdog; failing checks on the pull request
-    start a round only with `on_failed_checks`."""
+    nothing it waits on) is stopped by the watchdog; a round may spend `max_usd` (None: only
+    the job's budget applies); failing checks on the pull request start a round only with
+    `on_failed_checks`."""
 
     max_rounds: Annotated[int, Field(strict=True, ge=1, le=100)] = 5
     window_s: Annotated[float, Field(strict=True, ge=0, le=3600)] = 90.0
     stall_minutes: Annotated[float, Field(strict=True, gt=0, le=1440)] = 30.0
+    max_usd: Annotated[float, Field(strict=True, gt=0)] | None = None
     on_failed_checks: bool = False
 
 

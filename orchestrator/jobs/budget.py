@@ -71,6 +71,7 @@ class JobBudget:
         max_tokens: int | None,
         price: Callable[[str, Usage], float],
         per_project: Mapping[str, Limits] | None = None,
+        per_round: Mapping[str, float | None] | None = None,
         proxy: str = "proxy",
     ) -> None:
         self.store = store
@@ -78,6 +79,7 @@ class JobBudget:
         self.max_tokens = max_tokens
         self.price = price
         self.per_project = per_project if per_project is not None else {}
+        self.per_round = per_round if per_round is not None else {}
         self.proxy = proxy  # the proxy agent's name, whose model prices its predictions
 
     async def spent(self, job_id: int) -> Spent:
@@ -170,13 +172,13 @@ class JobBudget:
         theirs = self._priced(tx, f"c.task_id IN ({open_tasks})", job_id)
         return max(max_usd - spent + theirs, 0.0) / max(unfinished, 1)
 
-    def _priced(self, tx: Tx, where: str, key: int) -> float:
-        """Dollars the conversations matching `where` (`:key` bound) were billed."""
+    def _priced(self, tx: Tx, where: str, key: int, *, since: float = 0.0) -> float:
+        """Dollars the conversations matching `where` (`:key`, `:since` bound) were billed."""
         rows = tx.execute(
             "SELECT c.agent, sum(m.input_tokens), sum(m.output_tokens), sum(m.cache_read_tokens),"
             " sum(m.cache_write_tokens) FROM messages m JOIN conversations c USING"
             f" (conversation_id) WHERE m.input_tokens IS NOT NULL AND {where} GROUP BY c.agent",
-            {"key": key},
+            {"key": key, "since": since},
         ).fetchall()
         total = 0.0
         for agent, *tokens in rows:
@@ -204,4 +206,32 @@ class JobBudget:
             max_usd = float(own_usd)
         if own_tokens is not None:
             max_tokens = int(own_tokens)
+        round_cap = self._round_cap(tx, job_id, project)
+        if round_cap is not None:
+            max_usd = round_cap if max_usd is None else min(max_usd, round_cap)
         return max_usd, max_tokens
+
+    def _round_cap(self, tx: Tx, job_id: int, project: str) -> float | None:
+        """While a review round runs under `rounds.max_usd` (until its decider approves more
+        at the budget gate), the job's dollar cap is what it spent before the round plus it."""
+        cap = self.per_round.get(project)
+        if cap is None:
+            return None
+        row = tx.execute(
+            "SELECT started_at FROM review_rounds WHERE job_id = ? AND state = 'running'"
+            " AND uncapped = 0",
+            (job_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        since = float(row[0])
+        before = self._priced(tx, "c.job_id = :key AND m.created_at < :since", job_id, since=since)
+        tin, tout = tx.execute(  # and the proxy's predictions at gates asked before it
+            "SELECT sum(d.input_tokens), sum(d.output_tokens) FROM proxy_decisions d"
+            " JOIN gates g USING (gate_id) WHERE d.job_id = ? AND g.asked_at < ?",
+            (job_id, since),
+        ).fetchone()
+        proxy = Usage(int(tin or 0), int(tout or 0))
+        if proxy != Usage():
+            before += self.price(self.proxy, proxy)
+        return before + cap

@@ -146,6 +146,10 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     if gate.job_id is None:
         return ()
     if gate.approved:
+        tx.execute(  # a review round's own cap gives way to what the decider approved
+            "UPDATE review_rounds SET uncapped = 1 WHERE job_id = ? AND state = 'running'",
+            (gate.job_id,),
+        )
         proposed = gate.payload.get("proposed", {})
         tx.execute(
             "UPDATE jobs SET budget_usd = coalesce(?, budget_usd),"

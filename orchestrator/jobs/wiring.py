@@ -78,6 +78,7 @@ def budget(
         max_tokens=None,
         price=price,
         per_project=_Limits(projects),
+        per_round=_RoundCaps(projects),
         proxy=proxy,
     )
 
@@ -91,6 +92,22 @@ class _Limits(Mapping[str, Limits]):
     def __getitem__(self, name: str) -> Limits:
         budget = self._projects[name].budget
         return (budget.max_usd, budget.max_tokens)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._projects)
+
+    def __len__(self) -> int:
+        return len(self._projects)
+
+
+class _RoundCaps(Mapping[str, float | None]):
+    """Each served project's cap on one review round's spend, as the projects map says now."""
+
+    def __init__(self, projects: Mapping[str, Project]) -> None:
+        self._projects = projects
+
+    def __getitem__(self, name: str) -> float | None:
+        return self._projects[name].rounds.max_usd
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._projects)

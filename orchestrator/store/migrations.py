@@ -487,7 +487,8 @@ ALTER TABLE gates ADD COLUMN pinned TEXT;
 # and one running. A point's `source` names what it came from and the newest comment it
 # carries, so a redelivered review adds nothing; `review_threads.handled` is, per thread, the
 # newest comment a round has handled: a thread is input again only after a newer one. A
-# task's `allowance_usd` is what its lead gave its mini-team to spend (jobs/budget.py).
+# task's `allowance_usd` is what its lead gave its mini-team to spend (jobs/budget.py); a
+# round's spend is capped by `rounds.max_usd` until its decider approves more (`uncapped`).
 REVIEW_ROUNDS = """
 CREATE TABLE job_pulls (
     job_id     INTEGER PRIMARY KEY REFERENCES jobs (job_id),
@@ -508,6 +509,7 @@ CREATE TABLE review_rounds (
     start_head  TEXT,
     head        TEXT,
     outcome     TEXT,
+    uncapped    INTEGER NOT NULL DEFAULT 0,
     created_at  REAL NOT NULL,
     started_at  REAL,
     finished_at REAL,
