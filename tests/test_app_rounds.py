@@ -200,3 +200,22 @@ def head(hub: FakeGitHub) -> str:
     pull = hub.pulls(OWNER, REPO)[0].pull
     assert pull is not None
     return pull.head_ref
+
+
+async def test_a_suggestion_is_applied_as_written(world: World) -> None:
+    hub = world.hub
+    issue, number, path = await delivered_pull(hub, world.server)
+    remote = hub.root / OWNER / f"{REPO}.git"
+    first = git(remote, "show", f"{head(hub)}:{path}").splitlines()[0]
+    assert first == "# Add a changelog"
+    suggested = "Capitalise it:\n```suggestion\n# Add a CHANGELOG\n```"
+    await hub.review_pr(
+        OWNER, REPO, number, "alice", "changes_requested", None, comments=[(path, 1, suggested)]
+    )
+    await until(lambda: rested(hub, issue, 1), what="the round to be delivered", limit=90)
+    lines = git(remote, "show", f"{head(hub)}:{path}").splitlines()
+    assert lines[0] == "# Add a CHANGELOG"
+    log = git(remote, "log", "--format=%s", head(hub))
+    assert "Apply @alice's suggestion (review round 1, point 1)" in log
+    (bodies,) = replies(hub, number).values()
+    assert "applied as written in" in bodies[0]

@@ -177,7 +177,7 @@ class Office:
         toolbox = Toolbox.of(
             (files, worktree_tools.SPECS),
             (board, board_tools.SPECS),
-            (ReviewTools(store), review_tools.SPECS),
+            (ReviewTools(store, workspace), review_tools.SPECS),
         )
         toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, TeamTools(store, workspace, served)))
         prices = org_prices(org.directory)

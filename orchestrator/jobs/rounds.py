@@ -403,6 +403,8 @@ def brief(found: ReviewRound) -> str:
             if point.outdated:
                 where += " (outdated: the line has changed since; its original hunk below)"
         text = point.body[:BODY_CHARS]
+        if "```suggestion" in point.body:
+            where += " (it holds a suggestion: answer_review with apply_suggestion applies it)"
         lines = [f"Point {p.number}, from @{point.author}{where}:", _quote(text, "comment")]
         if point.hunk:
             lines.append(_quote(point.hunk[-HUNK_CHARS:], "hunk"))

@@ -108,6 +108,15 @@ class DemoModel:
         for point in points:
             if f"answer-{point}" not in done:
                 reply = f"Recorded in {path}. ({SCRIPTED_NOTE})"
+                if re.search(rf"^Point {point}, from .*holds a suggestion", brief, re.MULTILINE):
+                    return _call(
+                        f"answer-{point}",
+                        "answer_review",
+                        point=int(point),
+                        action="change",
+                        reply=f"Applied as suggested. ({SCRIPTED_NOTE})",
+                        apply_suggestion=True,
+                    )
                 return _call(
                     f"answer-{point}",
                     "answer_review",

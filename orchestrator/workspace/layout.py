@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.workspace import suggestions
 from orchestrator.workspace.git import (
     IDENTITY,
     NETWORK_TIMEOUT_S,
@@ -334,6 +335,26 @@ class Workspace:
             if merged.commit is not None:
                 await self.sync(job)
         return merged
+
+    async def apply_suggestion(
+        self, job: JobSpace, *, path: str, line: int, seen: str, replacement: str, message: str
+    ) -> str:
+        """Apply a reviewer's suggestion to the job branch (workspace/suggestions.py); the
+        commit. GitError says why it cannot be applied."""
+        async with self._lock(job.repo):
+            reset_config(job.repo)
+            commit = await suggestions.apply(
+                job.repo,
+                job.branch,
+                path=path,
+                line=line,
+                seen=seen,
+                replacement=replacement,
+                message=message,
+                scratch=job.path.parent / "suggestion.tmp",
+            )
+            await self.sync(job)
+        return commit
 
     async def conflict_hunks(self, job: JobSpace, merged: Merge) -> str:
         """The conflicting regions of each file, from the tree git merge-tree wrote."""
