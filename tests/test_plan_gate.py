@@ -43,7 +43,12 @@ async def test_the_first_dispatch_waits_for_the_plan_and_runs_as_approved(tmp_pa
         )
         assert gate.payload == {
             "dispatches": [
-                {"call_id": "run", "task": 1, "brief": "Write docs/requests/changelog.md."}
+                {
+                    "call_id": "run",
+                    "task": 1,
+                    "brief": "Write docs/requests/changelog.md.",
+                    "allowance_usd": None,
+                }
             ]
         }
         assert await task_conversations(office) == 0, "no task runs before the plan is approved"
