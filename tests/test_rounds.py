@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeForge, FunctionModel
+from local_repo import git as local_git
 from local_repo import make_repo as repository
 from test_budget_gate import billed, drive, open_office, start
 
@@ -187,5 +188,40 @@ async def test_a_round_past_its_own_cap_parks_at_the_budget_gate_until_approved(
         assert await drive(office, FakeForge(office), job_id) == "done"
         (done,) = await office.rounds.of_job(job_id)
         assert done.state == "delivered"
+    finally:
+        await office.close()
+
+
+async def test_a_base_that_now_conflicts_gets_a_task_that_merges_it_in(tmp_path: Path) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    source = tmp_path / "widgets"
+    try:
+        (source / "docs").mkdir()
+        (source / "docs" / "changelog.md").write_text("Someone else's changelog.\n")
+        local_git(source, "add", ".")
+        local_git(source, "commit", "-qm", "A changelog on main")
+        await office.rounds.feedback(job_id, points("Rename it."))
+        assert await drive(office, forge, job_id) == "done"
+        tasks = await office.board.board.list(job_id)
+        (merge,) = [t for t in tasks if t.title == "Merge the base branch into the pull request"]
+        assert merge.created_by == "teaparty"
+        assert merge.state == "blocked"  # the scripted worker cannot resolve conflicts
+        base = local_git(source, "rev-parse", "main").strip()
+        assert await office.board.board.merge_base(job_id, merge.number) == base
+        (done,) = await office.rounds.of_job(job_id)
+        assert [p.point.source for p in done.points] == ["thread:T1:1", f"base:{base}"]
+        briefs = await office.engine.store.read(
+            lambda tx: [
+                t for (t,) in tx.execute("SELECT content FROM messages WHERE role = 'user'")
+            ]
+        )
+        told = [b for b in briefs if "This task merges the base branch" in b]
+        assert len(told) == 1
+        assert "conflict markers in: docs/changelog.md" in told[0]
+        again = await office.rounds.feedback(job_id, points("Once more.", thread="U"))
+        assert again.state == "running"
+        assert await drive(office, forge, job_id) == "done"
+        tasks = await office.board.board.list(job_id)
+        assert sum(t.title.startswith("Merge the base") for t in tasks) == 1  # once per base
     finally:
         await office.close()

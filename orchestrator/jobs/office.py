@@ -45,7 +45,7 @@ from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.review_tools import ReviewTools
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
-from orchestrator.workspace.git import GitError, rev
+from orchestrator.workspace.git import GitError, merge_tree, rev
 from orchestrator.workspace.layout import JobSpace, Workspace
 from orchestrator.workspace.tools import WorkspaceTools
 
@@ -349,6 +349,7 @@ class Office:
             await self.workspace.reopen(space)
         if await self.rounds.running(job_id) is not None:
             await self.catch_up(job_id, auth=auth)
+            await self._base_conflict(job_id, space)
         await self._learn(job_id, space)  # again after a crash before `ready`: it checks
         await self.engine.bus.ready(job_id)
         return space
@@ -578,6 +579,30 @@ class Office:
                 f"commits pushed to {space.branch} conflict with the job's work in {files}; "
                 "merge them into the branch (or revert them), then /retry"
             )
+
+    async def _base_conflict(self, job_id: int, space: JobSpace) -> None:
+        """A review round of a pull request its base now conflicts with gets a task that
+        merges the base in (jobs/rounds.py `base_conflict`); a base that merges cleanly
+        needs nothing (the forge merges it)."""
+        row = await self.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT s.start, j.project FROM job_sources s JOIN jobs j USING (job_id)"
+                " WHERE s.job_id = ?",
+                (job_id,),
+            ).fetchone()
+        )
+        base = None if row is None else await rev(space.mirror, row[0])
+        head = await rev(space.repo, f"refs/heads/{space.branch}")
+        if row is None or base is None or head is None:
+            return
+        merged = await merge_tree(space.repo, head, base)
+        if not merged.conflicts:
+            return
+        first = next(iter(self.board.workgroups.get(row[1]) or ()), None)
+        files = merged.conflicts
+        await self.engine.store.write(
+            lambda tx: rounds.base_conflict(tx, job_id, base=base, files=files, workgroup=first)
+        )
 
     async def finish_round(
         self, job: JobHandle, round_id: int, *, head: str | None, outcome: str

@@ -30,11 +30,13 @@ from orchestrator.bus.messages import InboxKind, job_conversation_id
 from orchestrator.bus.transactions import deliver
 from orchestrator.errors import OrchestratorError
 from orchestrator.store.sqlite import Tx, now
+from orchestrator.teams.board import create_task
 
 RoundState = Literal["queued", "asked", "running", "delivered", "stopped"]
 PullState = Literal["open", "draft", "merged", "closed", "gone"]
 Action = Literal["change", "answer", "disagree"]
 ACTIONS: tuple[Action, ...] = ("change", "answer", "disagree")
+ENGINE_AUTHOR = "teaparty"  # who the engine's own points and tasks are from
 LIMIT_CALL = "rounds:"  # call id prefix of the gate that asks for a round past the cap
 BODY_CHARS = 4_000  # of one point's text, in the brief
 HUNK_CHARS = 1_500  # of one point's diff hunk, in the brief
@@ -410,6 +412,56 @@ def brief(found: ReviewRound) -> str:
             lines.append(_quote(point.hunk[-HUNK_CHARS:], "hunk"))
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+# --- a base the pull request conflicts with ---------------------------------------------
+
+
+def base_conflict(
+    tx: Tx, job_id: int, *, base: str, files: Sequence[str], workgroup: str | None
+) -> int | None:
+    """The base branch moved and the pull request conflicts with it: the running round gets
+    a point saying so and the board a task (made by the engine) that merges the base in,
+    leaving the markers for its worker; the lead dispatches it. Once per base commit; the
+    task's number, or None when this base was taken already."""
+    running = _running(tx, job_id)
+    source = f"base:{base}"
+    taken = tx.execute(
+        "SELECT 1 FROM review_points WHERE job_id = ? AND source = ?", (job_id, source)
+    ).fetchone()
+    if running is None or taken is not None:
+        return None
+    listed = ", ".join(files)
+    task = create_task(
+        tx,
+        job_id,
+        title="Merge the base branch into the pull request",
+        spec=(
+            f"The base branch moved (to {base[:12]}) and the pull request now conflicts with "
+            f"it in: {listed}. Merge it in: resolve each conflict keeping the intent of both "
+            "sides, and run the tests. Done when the files hold no conflict markers and the "
+            "tests pass."
+        ),
+        created_by=ENGINE_AUTHOR,
+        workgroup=workgroup,
+    )
+    body = (
+        f"The base branch moved and the pull request conflicts with it in: {listed}. Task "
+        f"#{task.number}, made by the engine, merges it in: dispatch it."
+    )
+    _add_points(tx, job_id, running.round_id, (Point(source, ENGINE_AUTHOR, body),))
+    tx.execute(
+        "UPDATE tasks SET merge_base = ? WHERE job_id = ? AND number = ?",
+        (base, job_id, task.number),
+    )
+    deliver(
+        tx,
+        job_conversation_id(job_id),
+        kind=InboxKind.REQUEST,
+        sender="engine",
+        content={"text": f"Also in review round {running.number}: {body}"},
+    )
+    return task.number
 
 
 # --- the watchdog -------------------------------------------------------------------------

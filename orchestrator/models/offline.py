@@ -26,6 +26,7 @@ _ISSUE = re.compile(r"<issue>\n(.*?)\n</issue>", re.DOTALL)
 _ROUND = re.compile(r"Review round (\d+) on the job's pull request")
 _POINT = re.compile(r"^Point (\d+), from", re.MULTILINE)
 _TASK = re.compile(r"#(\d+)")
+_ENGINE_TASK = re.compile(r"Task #(\d+), made by the engine")
 _SPEC = re.compile(
     r"Record this request in (\S+) and commit it\.\nTitle: (.*)\n\n<issue>\n(.*?)\n</issue>",
     re.DOTALL,
@@ -67,10 +68,11 @@ class DemoModel:
         return self._reviewer(request)
 
     def _office_manager(self, request: ModelRequest) -> AssistantTurn:
-        newest = request.messages[-1] if request.messages else None
-        if newest is not None and newest.role == "user" and _ROUND.match(newest.text):
-            number = _found(_ROUND, newest.text)
-            return _call(f"round-{number}", "send", member=_lead_name(request), message=newest.text)
+        fresh = _since_last_turn(request)
+        if fresh and _ROUND.match(fresh[0]):  # a review round (and what the engine added)
+            number = _found(_ROUND, fresh[0])
+            brief = "\n\n".join(fresh)
+            return _call(f"round-{number}", "send", member=_lead_name(request), message=brief)
         results = [m for m in request.messages if m.role == "tool"]
         last = results[-1] if results else None
         unapproved = last is not None and "did not approve this restatement" in last.text
@@ -105,6 +107,11 @@ class DemoModel:
                 task=int(_found(_TASK, done["task"].text)),
                 brief=f"Write {path}.",
             )
+        for made in _ENGINE_TASK.findall(brief):  # a task the engine put on the board
+            if f"engine-{made}" not in done:
+                return _call(
+                    f"engine-{made}", "dispatch", task=int(made), brief="As its spec says."
+                )
         for point in points:
             if f"answer-{point}" not in done:
                 reply = f"Recorded in {path}. ({SCRIPTED_NOTE})"
@@ -157,6 +164,11 @@ class DemoModel:
     def _worker(self, request: ModelRequest) -> AssistantTurn:
         done = {m.call_id for m in request.messages if m.role == "tool"}
         spec = request.messages[0].text if request.messages else ""
+        if "This task merges the base branch" in spec:
+            return AssistantTurn(
+                text="blocked: the scripted worker cannot resolve merge conflicts; a person "
+                f"(or a model) must. ({SCRIPTED_NOTE})"
+            )
         found = _SPEC.search(spec)
         title, body, path = (
             (found.group(2), found.group(3).strip(), found.group(1))
@@ -196,6 +208,17 @@ def _lead_name(request: ModelRequest) -> str:
             names = line.removeprefix("You can send to: ").rstrip(".").split(", ")
             return next(name for name in names if name != "proxy")
     raise LookupError("the demo office manager has nobody to send to")
+
+
+def _since_last_turn(request: ModelRequest) -> list[str]:
+    """The texts of the user messages after the agent's last turn, oldest first."""
+    fresh: list[str] = []
+    for message in reversed(request.messages):
+        if message.role == "assistant":
+            break
+        if message.role == "user":
+            fresh.insert(0, message.text)
+    return fresh
 
 
 def _found(pattern: re.Pattern[str], text: str) -> str:

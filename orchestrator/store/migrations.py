@@ -488,7 +488,9 @@ ALTER TABLE gates ADD COLUMN pinned TEXT;
 # carries, so a redelivered review adds nothing; `review_threads.handled` is, per thread, the
 # newest comment a round has handled: a thread is input again only after a newer one. A
 # task's `allowance_usd` is what its lead gave its mini-team to spend (jobs/budget.py); a
-# round's spend is capped by `rounds.max_usd` until its decider approves more (`uncapped`).
+# round's spend is capped by `rounds.max_usd` until its decider approves more (`uncapped`);
+# a task the engine made to merge a base branch the pull request conflicts with names the
+# base's commit (`merge_base`), merged into its worktree with the conflict markers left.
 REVIEW_ROUNDS = """
 CREATE TABLE job_pulls (
     job_id     INTEGER PRIMARY KEY REFERENCES jobs (job_id),
@@ -544,6 +546,7 @@ CREATE TABLE review_threads (
     PRIMARY KEY (job_id, thread_id)
 );
 ALTER TABLE tasks ADD COLUMN allowance_usd REAL;
+ALTER TABLE tasks ADD COLUMN merge_base TEXT;
 """
 
 MIGRATIONS: tuple[str, ...] = (

@@ -278,6 +278,15 @@ class TaskBoard:
     def __init__(self, store: Store) -> None:
         self._store = store
 
+    async def merge_base(self, job_id: int, number: int) -> str | None:
+        """The base commit task `number` merges in, if the engine made it for that."""
+        row = await self._store.read(
+            lambda tx: tx.execute(
+                "SELECT merge_base FROM tasks WHERE job_id = ? AND number = ?", (job_id, number)
+            ).fetchone()
+        )
+        return None if row is None or row[0] is None else str(row[0])
+
     async def create(
         self,
         job_id: int,

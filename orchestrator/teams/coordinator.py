@@ -273,7 +273,16 @@ def _worker_brief(info: Prepared, request: Mapping[str, Any]) -> str:
     ]
     if request.get("text"):
         lines += ["", f"From your lead ({request.get('from', 'the lead')}):", str(request["text"])]
-    if info.resolves is not None:
+    if info.merges_base is not None:
+        files = ", ".join(info.conflicts) or "(none left: check git status)"
+        lines += [
+            "",
+            f"This task merges the base branch (at {info.merges_base[:12]}) into the job: "
+            "git is merging it into your worktree and left conflict markers in: "
+            f"{files}. Resolve each conflict keeping the intent of both sides and run the "
+            "tests; the engine concludes the merge with your changes when you reply.",
+        ]
+    elif info.resolves is not None:
         files = ", ".join(info.conflicts) or "(none left: check git status)"
         lines += [
             "",

@@ -41,6 +41,7 @@ class Prepared:
     job_branch: str
     resolves: int | None = None
     conflicts: tuple[str, ...] = ()
+    merges_base: str | None = None  # the base commit this task merges in (a review round's)
 
 
 @dataclass(frozen=True)

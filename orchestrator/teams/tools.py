@@ -123,8 +123,10 @@ class TeamTools:
         workgroup = self._workgroup(ref)
         space = await self.workspace.lease(job, ref.number)
         conflicts: list[str] = []
-        if task.resolves is not None:
-            conflicts = await _merge_in(space, task_branch(job, task.resolves))
+        base = await self.board.merge_base(ref.job_id, ref.number)
+        if task.resolves is not None or base is not None:
+            source = base if base is not None else task_branch(job, task.resolves or 0)
+            conflicts = await _merge_in(space, source)
             await self.workspace.hand_over(space.path)
         if task.state != "in_progress":
             await self.board.update(ref.job_id, ref.number, state="in_progress")
@@ -143,6 +145,7 @@ class TeamTools:
             job_branch=job.branch,
             resolves=task.resolves,
             conflicts=tuple(conflicts),
+            merges_base=base,
         )
 
     async def _commit(self, ref: TeamRef, job: JobSpace, result: str) -> list[str]:
