@@ -202,7 +202,7 @@ class JobDriver:
         verdict: Verdict = Cleared(None)
         try:
             if review is not None:  # people's pushes during the round are merged, not overwritten
-                await self.office.catch_up(job_id, auth=await forge.credentials())
+                await self.office.round_work.catch_up(job_id, auth=await forge.credentials())
             if await self.office.has_work(job):
                 verdict = await protection.check(self.office, job)
                 if isinstance(verdict, Refused):
@@ -226,7 +226,9 @@ class JobDriver:
             return waiting.state
         if review is not None:
             outcome = result if isinstance(verdict, Refused) else "pushed and answered"
-            await self.office.finish_round(job, review.round_id, head=head, outcome=outcome or "")
+            await self.office.round_work.finish(
+                job_id, space, review.round_id, head=head, outcome=outcome or ""
+            )
         else:
             await self.office.finish_job(job, result)
         done = await self.status(job_id, link=link)

@@ -26,7 +26,7 @@ from orchestrator.bus.routing import Router, organisation_teams, project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.errors import ConfigError, OrchestratorError
-from orchestrator.jobs import rounds, wiring
+from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.issue_edits import IssueEdits
@@ -34,6 +34,7 @@ from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.levels import LevelCost, by_level
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
+from orchestrator.jobs.round_work import RoundWork
 from orchestrator.models.pricing import org_prices
 from orchestrator.ports import Model
 from orchestrator.proxy.proxy import Proxy
@@ -45,7 +46,7 @@ from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.review_tools import ReviewTools
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
-from orchestrator.workspace.git import GitError, merge_tree, rev
+from orchestrator.workspace.git import rev
 from orchestrator.workspace.layout import JobSpace, Workspace
 from orchestrator.workspace.tools import WorkspaceTools
 
@@ -131,6 +132,7 @@ class Office:
         self.control = JobControl(engine.store, engine.scheduler)
         self.issue_edits = IssueEdits(engine.store, engine.events)
         self.rounds = ReviewDesk(engine.store, engine.bus, projects)
+        self.round_work = RoundWork(engine.store, workspace, self.rounds, board.workgroups)
         self.proxy = Proxy(engine.store, engine.bus, agent=org.proxy, models=agents.models)
 
     @classmethod
@@ -348,8 +350,7 @@ class Office:
         elif not space.path.exists():  # a review round of a job that rested: back again
             await self.workspace.reopen(space)
         if await self.rounds.running(job_id) is not None:
-            await self.catch_up(job_id, auth=auth)
-            await self._base_conflict(job_id, space)
+            await self.round_work.start(job_id, space, auth=auth)
         await self._learn(job_id, space)  # again after a crash before `ready`: it checks
         await self.engine.bus.ready(job_id)
         return space
@@ -554,73 +555,6 @@ class Office:
             )
         )
         await self.workspace.close_job(job.space)
-
-    async def catch_up(self, job_id: int, *, auth: str | None = None) -> None:
-        """Fetch the job's source and take into the job branch what people pushed to it.
-
-        Raises GitError when their commits conflict with the job's: nothing is pushed over
-        them, and the job fails saying so until a retry.
-        """
-        space = await self.workspace.job(job_id)
-        row = await self.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT repo, source FROM job_sources WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
-        if space is None or row is None:
-            return
-        await self.workspace.mirror(row[0], row[1], auth=auth)
-        merged = await self.workspace.catch_up(
-            space, message="Merge the commits people pushed to the pull request's branch"
-        )
-        if merged is not None and merged.conflicts:
-            files = ", ".join(merged.conflicts)
-            raise GitError(
-                f"commits pushed to {space.branch} conflict with the job's work in {files}; "
-                "merge them into the branch (or revert them), then /retry"
-            )
-
-    async def _base_conflict(self, job_id: int, space: JobSpace) -> None:
-        """A review round of a pull request its base now conflicts with gets a task that
-        merges the base in (jobs/rounds.py `base_conflict`); a base that merges cleanly
-        needs nothing (the forge merges it)."""
-        row = await self.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT s.start, j.project FROM job_sources s JOIN jobs j USING (job_id)"
-                " WHERE s.job_id = ?",
-                (job_id,),
-            ).fetchone()
-        )
-        base = None if row is None else await rev(space.mirror, row[0])
-        head = await rev(space.repo, f"refs/heads/{space.branch}")
-        if row is None or base is None or head is None:
-            return
-        merged = await merge_tree(space.repo, head, base)
-        if not merged.conflicts:
-            return
-        first = next(iter(self.board.workgroups.get(row[1]) or ()), None)
-        files = merged.conflicts
-        await self.engine.store.write(
-            lambda tx: rounds.base_conflict(tx, job_id, base=base, files=files, workgroup=first)
-        )
-
-    async def finish_round(
-        self, job: JobHandle, round_id: int, *, head: str | None, outcome: str
-    ) -> None:
-        """A review round is pushed and answered: the job rests again, and the next round
-        (feedback that came meanwhile) starts if it may."""
-
-        def write(tx: Tx) -> None:
-            rounds.delivered(tx, round_id, head=head, outcome=outcome)
-            tx.execute(  # its result stays the job's own: the pull request's summary
-                "UPDATE jobs SET state = 'complete', updated_at = ? WHERE job_id = ?"
-                " AND state = 'active'",
-                (now(), job.job_id),
-            )
-
-        await self.engine.store.write(write)
-        await self.workspace.close_job(job.space)
-        await self.rounds.next_round(job.job_id)
 
     async def _project(self, job_id: int) -> str:
         row = await self.engine.store.read(
