@@ -134,7 +134,8 @@ class GitHubForge:
             comment_id, old_digest, updated_at = known
             if old_digest == digest:
                 return  # only the step, the tokens or the cost moved: shown with the next edit
-            progress_only = old_digest.split(":", 1)[0] == phase
+            # The phase holds colons itself (`rounds:N`); the headline after the last is hex.
+            progress_only = old_digest.rsplit(":", 1)[0] == phase
             if progress_only and self.clock() - updated_at < self.progress_interval_s:
                 return  # coalesced: a later sync (or the next phase) shows it
             gh = await self._gh()
