@@ -71,6 +71,22 @@ async def test_feedback_during_a_round_waits_for_the_next_round(tmp_path: Path) 
         await office.close()
 
 
+async def test_a_round_of_more_points_than_the_leads_turns_is_answered_whole(
+    tmp_path: Path,
+) -> None:
+    office, forge, job_id = await delivered(tmp_path)
+    lead = office.org.agents[office.org.project_lead]
+    many = lead.max_turns + 10  # answered one a turn, the lead would stop short
+    try:
+        await office.rounds.feedback(job_id, points(*(f"Fix {n}." for n in range(1, many + 1))))
+        assert await drive(office, forge, job_id) == "done"
+        (done,) = await office.rounds.of_job(job_id)
+        assert done.state == "delivered"
+        assert [p.action for p in done.points] == ["change"] * many
+    finally:
+        await office.close()
+
+
 async def test_a_redelivered_review_adds_nothing(tmp_path: Path) -> None:
     office, forge, job_id = await delivered(tmp_path)
     try:

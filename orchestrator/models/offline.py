@@ -86,7 +86,9 @@ class DemoModel:
         return AssistantTurn(text=last.text)
 
     def _round(self, request: ModelRequest) -> AssistantTurn:
-        """A review round: one task records the points, then each point is answered."""
+        """A review round: one task records the points, then every point is answered in
+        one turn (one a turn, a round of more points than the lead's `max_turns` would stop
+        with the rest unanswered)."""
         brief = request.messages[0].text
         number = _found(_ROUND, brief)
         path = f"docs/reviews/round-{number}.md"
@@ -112,29 +114,27 @@ class DemoModel:
                 return _call(
                     f"engine-{made}", "dispatch", task=int(made), brief="As its spec says."
                 )
-        for point in points:
-            if f"answer-{point}" not in done:
-                reply = f"Recorded in {path}. ({SCRIPTED_NOTE})"
-                if re.search(rf"^Point {point}, from .*holds a suggestion", brief, re.MULTILINE):
-                    return _call(
-                        f"answer-{point}",
-                        "answer_review",
-                        point=int(point),
-                        action="change",
-                        reply=f"Applied as suggested. ({SCRIPTED_NOTE})",
-                        apply_suggestion=True,
-                    )
-                return _call(
-                    f"answer-{point}",
-                    "answer_review",
-                    point=int(point),
-                    action="change",
-                    reply=reply,
-                )
+        answers = tuple(
+            self._answer(brief, int(point), path)
+            for point in dict.fromkeys(points)  # a reviewer may quote a point's heading
+            if f"answer-{point}" not in done
+        )
+        if answers:  # all in one turn, as a model calls tools in parallel
+            return AssistantTurn(tool_calls=answers)
         return AssistantTurn(
             text=f"Review round {number}: {len(points)} point(s) recorded in "
             f"{path}. {done['run'].text}"
         )
+
+    @staticmethod
+    def _answer(brief: str, point: int, path: str) -> ToolCall:
+        """The lead's answer to one point: a reviewer's suggestion applied as written."""
+        args: dict[str, object] = {"point": point, "action": "change"}
+        if re.search(rf"^Point {point}, from .*holds a suggestion", brief, re.MULTILINE):
+            args |= {"reply": f"Applied as suggested. ({SCRIPTED_NOTE})", "apply_suggestion": True}
+        else:
+            args["reply"] = f"Recorded in {path}. ({SCRIPTED_NOTE})"
+        return ToolCall(f"answer-{point}", "answer_review", args)
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
         if request.messages and _ROUND.match(request.messages[0].text):
