@@ -14,10 +14,11 @@ after it, and the App has been quiet for a moment (its own replies come back as 
 Counted: every request the stand-in answered with the App's credentials (REST and GraphQL
 apart); every model call of the round, each billed a fixed TOKENS_PER_CALL input tokens by
 a wrapper (the demo model reports none), checked against what the engine recorded for the
-job. The demo lead answers one point a turn, so its calls grow with N; a real model may
-answer several at once. Baseline: the N=1 round of the same run. Goal (issue 15): API calls
-grow by at most 2 per addressed thread, and a 150-thread round reads them all (each of the
-N threads gets exactly one reply). Exits 1 when the goal is missed.
+job, and what the calls were sent (characters / 4), which grows with N. The demo lead
+answers every point in one turn, so the number of calls does not. Baseline: the N=1 round
+of the same run. Goal (issue 15): API calls grow by at most 2 per addressed thread, and a
+150-thread round reads them all (each of the N threads is a point of the round and gets
+exactly one reply). Exits 1 when the goal is missed.
 """
 
 from __future__ import annotations
