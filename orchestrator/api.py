@@ -71,8 +71,17 @@ from orchestrator.jobs.local_run import (
     run_local,
 )
 from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
+from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
-from orchestrator.jobs.rounds import Feedback, Point, Pull, ReviewRound, RoundPoint, Taken
+from orchestrator.jobs.rounds import (
+    Feedback,
+    Point,
+    Pull,
+    PullState,
+    ReviewRound,
+    RoundPoint,
+    Taken,
+)
 from orchestrator.jobs.views import (
     STATE_FILTERS,
     JobOrigin,
@@ -162,6 +171,8 @@ __all__ = [
     "ProxySettings",
     "ProxyStats",
     "Pull",
+    "PullEnded",
+    "PullState",
     "Removal",
     "ResumeError",
     "Resumed",
@@ -188,6 +199,7 @@ __all__ = [
     "check_model",
     "check_path",
     "clean",
+    "forget_repository",
     "git",
     "load_organisation",
     "load_project",
@@ -199,6 +211,7 @@ __all__ = [
     "progress",
     "proxy_stats",
     "proxy_stats_at",
+    "pull_ended",
     "run_local",
     "serve_commands",
     "shipped_org_dir",

@@ -17,7 +17,7 @@ from orchestrator.jobs.levels import LevelCost
 if TYPE_CHECKING:  # records of the engine's own modules, which import this one
     from orchestrator.bus.gates import Gate
     from orchestrator.jobs.office import JobHandle
-    from orchestrator.jobs.rounds import ReviewRound
+    from orchestrator.jobs.rounds import PullState, ReviewRound
     from orchestrator.proxy.decisions import ProxyDecision
     from orchestrator.teams.board import Task
 
@@ -123,6 +123,7 @@ class JobStatus:
     rounds: tuple[str, ...] = ()  # its review rounds on the change request, one line each
     levels: tuple[LevelCost, ...] = ()  # what each level of the organisation spent
     budget_note: str | None = None  # said once the job has used 80% of a cap
+    pull: PullState | None = None  # what became of its change request, once there is one
 
 
 class Forge(Protocol):

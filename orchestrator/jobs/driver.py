@@ -69,6 +69,7 @@ class JobDriver:
         review = await self.office.rounds.running(job_id) if phase != "done" else None
         if review is not None and phase in ("planning", "working"):
             step = f"review round {review.number}: {step}"
+        pull = await self.office.rounds.pull(job_id)
         if paused_by is not None and phase in ("planning", "working"):
             step = f"paused by {paused_by}: {step}"
         return JobStatus(
@@ -90,6 +91,7 @@ class JobDriver:
             tuple(round_line(r) for r in await self.office.rounds.of_job(job_id)),
             await self.office.cost_by_level(job_id),
             budget_note(spent, await self.office.budget.limits(job_id)),
+            None if pull is None else pull.state,
         )
 
     async def sync(self, job_id: int) -> JobState:

@@ -65,6 +65,18 @@ class JobRecords:
         )
         return None if row is None else JobRecord(*row)
 
+    async def latest_for_key(self, job_key: str) -> JobRecord | None:
+        """The newest job of a subject: started under `job_key` itself, or a later one under
+        `job_key/k` (the k-th job of the same subject, after the first ones finished)."""
+        row = await self._store.read(
+            lambda tx: tx.execute(
+                f"{_JOB} WHERE job_key = ? OR substr(job_key, 1, ?) = ?"
+                " ORDER BY job_id DESC LIMIT 1",
+                (job_key, len(job_key) + 1, f"{job_key}/"),
+            ).fetchone()
+        )
+        return None if row is None else JobRecord(*row)
+
     async def job_of_conversation(self, conversation_id: str) -> int | None:
         """The job a conversation works for, if any."""
         return await self._store.read(lambda tx: job_of_conversation(tx, conversation_id))

@@ -346,6 +346,15 @@ def running(tx: Tx, job_id: int) -> ReviewRound | None:
     return _running(tx, job_id)
 
 
+def stop_running(tx: Tx, job_id: int, *, why: str) -> ReviewRound | None:
+    """The job's running round will not be delivered (its pull request ended): stopped, with
+    `why` as its outcome; the round so stopped, if one ran."""
+    found = _running(tx, job_id)
+    if found is not None:
+        _finish(tx, found, "stopped", why)
+    return found
+
+
 def rounds_of(tx: Tx, job_id: int) -> list[ReviewRound]:
     """The job's rounds, oldest first."""
     rows = tx.execute(

@@ -6,6 +6,9 @@ late answer reaches none), its unfinished tasks are cancelled, and nothing of it
 more. Before that transaction, this process's own runs of the job's conversations are
 stopped, so no turn under way writes after it. The job's worktrees and branches stay, to
 be looked at, until `teaparty jobs clean`.
+
+`stop_work` stops an active job the same way but ends it complete: what it was doing became
+moot (a review round whose pull request was merged, or whose branch was deleted).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 from orchestrator.bus.events import StateChanged
 from orchestrator.bus.messages import job_conversation_id
 from orchestrator.errors import JobNotFoundError, JobStateError
+from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
 from orchestrator.store.sqlite import Tx, now
 from orchestrator.teams.board import log_event
@@ -44,9 +48,10 @@ class Withdrawn:
         )
 
 
-async def withdraw(office: Office, job_id: int, *, by: str) -> Withdrawn:
+async def withdraw(office: Office, job_id: int, *, by: str, announce: bool = True) -> Withdrawn:
     """End the job as cancelled (see the module); `by` says who asked, for its log.
 
+    Without `announce` no event says so (the App, uninstalled, has nowhere to show it).
     JobNotFoundError when there is no such job; JobStateError when it has ended otherwise.
     """
     record = await office.records.job(job_id)
@@ -55,14 +60,37 @@ async def withdraw(office: Office, job_id: int, *, by: str) -> Withdrawn:
     if record.state == "withdrawn":
         return Withdrawn(job_id, already=True)
     _check_active(job_id, record.state)
-    await _stop_runs(office, job_id)
+    await stop_runs(office, job_id)
     withdrawn = await office.engine.store.write(lambda tx: withdraw_rows(tx, job_id, by=by))
-    # The App's runtime syncs a job on its events: the issue then shows it cancelled.
-    office.engine.events.publish(StateChanged(job_conversation_id(job_id), "closed"))
+    if announce:  # the App's runtime syncs a job on its events: the issue shows it cancelled
+        office.engine.events.publish(StateChanged(job_conversation_id(job_id), "closed"))
     return withdrawn
 
 
-async def _stop_runs(office: Office, job_id: int) -> None:
+async def stop_work(office: Office, job_id: int, *, why: str) -> Withdrawn | None:
+    """Stop what an active job runs, as `withdraw` does, and end it complete with its review
+    round stopped (`why`: what made the work moot); None when the job was not active."""
+    record = await office.records.job(job_id)
+    if record is None:
+        raise JobNotFoundError(job_id)
+    if record.state != "active":
+        return None
+    await stop_runs(office, job_id)
+
+    def write(tx: Tx) -> Withdrawn | None:
+        row = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        if row is None or row[0] != "active":  # it came to rest meanwhile
+            return None
+        rounds.stop_running(tx, job_id, why=why)
+        return _end_rows(tx, job_id, state="complete", event="job stopped", detail=why)
+
+    stopped = await office.engine.store.write(write)
+    if stopped is not None:
+        office.engine.events.publish(StateChanged(job_conversation_id(job_id), "closed"))
+    return stopped
+
+
+async def stop_runs(office: Office, job_id: int) -> None:
     """Stop this process's runs of the job's conversations, and of any they opened meanwhile."""
     stopped: set[str] = set()
     while True:
@@ -79,10 +107,15 @@ def withdraw_rows(tx: Tx, job_id: int, *, by: str) -> Withdrawn:
     if row is None:
         raise JobNotFoundError(job_id)
     _check_active(job_id, row[0])
+    return _end_rows(tx, job_id, state="withdrawn", event="job cancelled", detail=f"by {by}")
+
+
+def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Withdrawn:
+    """End an active job as `state`: gates, conversations and unfinished tasks closed."""
     at = now()
     tx.execute(
-        "UPDATE jobs SET state = 'withdrawn', paused_by = NULL, updated_at = ? WHERE job_id = ?",
-        (at, job_id),
+        "UPDATE jobs SET state = ?, paused_by = NULL, updated_at = ? WHERE job_id = ?",
+        (state, at, job_id),
     )
     gates = [
         int(gate_id)
@@ -108,7 +141,7 @@ def withdraw_rows(tx: Tx, job_id: int, *, by: str) -> Withdrawn:
         ).fetchall()
     ]
     tx.execute("DELETE FROM waits WHERE job_id = ?", (job_id,))
-    log_event(tx, job_id, None, "job cancelled", f"by {by}")
+    log_event(tx, job_id, None, event, detail)
     return Withdrawn(job_id, False, tuple(sorted(gates)), len(conversations), tuple(sorted(tasks)))
 
 
