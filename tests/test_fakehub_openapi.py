@@ -96,7 +96,13 @@ def test_bundled_description_matches_paths_to_operations() -> None:
         "a/b/c.md",
     )
     assert spec.match("GET", "/repos/o/r/issues/comments/5") is None
-    assert len(spec.operations) == 30
+    matched = spec.match("GET", "/repos/o/r/branches/teaparty/job-1-fix")  # a name with a `/`
+    assert matched
+    assert (matched[0].operation_id, matched[1]["branch"]) == (
+        "repos/get-branch",
+        "teaparty/job-1-fix",
+    )
+    assert len(spec.operations) == 31
 
 
 def test_trim_keeps_referenced_components_and_drops_documentation() -> None:

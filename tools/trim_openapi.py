@@ -33,6 +33,7 @@ OPERATIONS = frozenset(
         "repos/get",
         "repos/get-collaborator-permission-level",
         "repos/get-content",
+        "repos/get-branch",
         "issues/get",
         "issues/update",
         "issues/list-for-repo",

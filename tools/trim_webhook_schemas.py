@@ -1,4 +1,5 @@
-"""Trim octokit's bundled webhook JSON Schema to the deliveries the local GitHub stand-in sends.
+"""Trim octokit's bundled webhook JSON Schema to the deliveries the local GitHub stand-in sends
+(and those the tests make from real payloads: an uninstall, a label removed).
 
 Run: python tools/trim_webhook_schemas.py [SOURCE] [DEST]
 
@@ -21,13 +22,17 @@ SOURCE = REFERENCE / "schemas" / "octokit-webhooks-schemas-7.6.1.schema.json"
 LICENSE = REFERENCE / "LICENSE.octokit-webhooks"
 DEST = Path(__file__).resolve().parent.parent / "tests" / "schemas" / "octokit-webhooks.json"
 EVENTS = (
+    "installation$deleted",
+    "installation_repositories$removed",
     "issues$closed",
     "issues$edited",
     "issues$labeled",
+    "issues$unlabeled",
     "issue_comment$created",
     "pull_request$closed",
     "pull_request$converted_to_draft",
     "pull_request$ready_for_review",
+    "pull_request$reopened",
     "pull_request$synchronize",
     "pull_request_review$submitted",
     "pull_request_review_comment$created",

@@ -6,10 +6,10 @@ codes and idempotency quirks, and it checks every request and response body agai
 OpenAPI description (violations land in `FakeGitHub.violations`).
 
 Module map: state (the world), git (bare remotes), shapes (response objects), routes / pulls /
-reviews / catchup (one handler per operationId; catchup: the delivery log and listings an App
-reads to catch up after downtime), graphql (the App's known GraphQL documents), webhooks,
-people (helpers that review, reply, push, merge as people do); review_state, review_actions,
-review_shapes, anchors and diffs hold pull request reviews.
+reviews / catchup / branches (one handler per operationId; catchup: the delivery log and
+listings an App reads to catch up after downtime), graphql (the App's known GraphQL
+documents), webhooks, people (helpers that review, reply, push, merge as people do);
+review_state, review_actions, review_shapes, anchors and diffs hold pull request reviews.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from starlette.routing import Route
 
 from bot.fakehub import graphql, webhooks
 from bot.fakehub.auth import AuthKind, authenticate, credential
+from bot.fakehub.branches import BRANCH_ROUTES
 from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
 from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
 from bot.fakehub.git import create_bare, refuse_non_fast_forward
@@ -103,7 +104,7 @@ class FakeGitHub(PullRequestPeople):
         self.api_url = "http://127.0.0.1/"
         self._faults = Faults(self.state.lock)
         self._used = {"core": 0, "graphql": 0}  # rate-limit points spent, per resource
-        routes = ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES
+        routes = ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES | BRANCH_ROUTES
         self._routes = routes | DeliveryLog(self.deliveries).routes()
         self.asgi = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=_METHODS)])
 
@@ -236,6 +237,33 @@ class FakeGitHub(PullRequestPeople):
         issue = state.issue(repo, number)
         added = state.add_label(repo, issue, label, actor=sender)
         payload = webhooks.issue_labeled(state, repo, issue, added, self.urls, sender=sender)
+        return (await self._deliver("issues", payload)).delivery_id
+
+    async def unlabel_issue(
+        self, owner: str, name: str, number: int, label: str, *, sender: str
+    ) -> str | None:
+        """Take `label` off as `sender` and deliver `issues.unlabeled`; the delivery id, or
+        None when the issue did not have it (GitHub then sends nothing)."""
+        state = self.state
+        repo = state.repo(owner, name)
+        issue = state.issue(repo, number)
+        removed = state.remove_label(repo, issue, label)
+        if removed is None:
+            return None
+        payload = webhooks.issue_unlabeled(state, repo, issue, removed, self.urls, sender=sender)
+        return (await self._deliver("issues", payload)).delivery_id
+
+    async def close_issue(self, owner: str, name: str, number: int, *, sender: str) -> str | None:
+        """Close the issue as `sender` and deliver `issues.closed`; the delivery id, or None
+        when it was closed already."""
+        state = self.state
+        repo = state.repo(owner, name)
+        issue = state.issue(repo, number)
+        if issue.pull is not None:
+            raise ValueError(f"{owner}/{name}#{number} is a pull request: close_pr closes it")
+        if not state.close_issue(issue):
+            return None
+        payload = webhooks.issue_closed(state, repo, issue, self.urls, sender=sender)
         return (await self._deliver("issues", payload)).delivery_id
 
     async def edit_issue(

@@ -213,9 +213,7 @@ class PullRequestPeople:
         return sha
 
     def _close(self, issue: HubIssue) -> None:
-        with self.state.lock:
-            now = self.state.clock()
-            issue.state, issue.closed_at, issue.updated_at = "closed", now, now
+        self.state.close_issue(issue)
 
     async def _close_linked(self, repo: HubRepo, pull: HubIssue, login: str) -> None:
         for number in dict.fromkeys(int(n) for n in _CLOSES.findall(pull.body or "")):

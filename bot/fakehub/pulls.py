@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.fakehub import git
+from bot.fakehub import git, webhooks
 from bot.fakehub.routes import Call, Reply, Routes, paginate, path_number, repo_for
 from bot.fakehub.shapes import Json, Urls, pull_json
 from bot.fakehub.state import HubIssue, HubRepo, HubState, PullInfo, not_found, validation_failed
@@ -184,6 +184,7 @@ async def update_pull(state: HubState, call: Call) -> Reply:
     """PATCH /repos/{owner}/{repo}/pulls/{pull_number}: title, body, state, base.
 
     Like GitHub's, it cannot change `draft` (only the GraphQL mutations can) and ignores it.
+    A change of state sends `pull_request.closed` or `.reopened`, by the App's account.
     """
     repo = repo_for(state, call)
     issue = pull_issue(state, repo, path_number(call, "pull_number"))
@@ -204,8 +205,17 @@ async def update_pull(state: HubState, call: Call) -> Reply:
         issue.pull.maintainer_can_modify = body.get(
             "maintainer_can_modify", issue.pull.maintainer_can_modify
         )
-        if body.get("state") in ("open", "closed") and body["state"] != issue.state:
+        changed = body.get("state") in ("open", "closed") and body["state"] != issue.state
+        if changed:
             issue.state = body["state"]
             issue.closed_at = now if issue.state == "closed" else None
         issue.updated_at = now
-    return Reply(200, await _full(state, repo, issue, call))
+    pull = await _full(state, repo, issue, call)
+    deliveries: list[webhooks.Outgoing] = []
+    if changed:
+        action = "reopened" if issue.state == "open" else "closed"
+        payload = webhooks.pull_request_event(
+            state, repo, issue, pull, call.urls, action=action, sender=state.bot.login
+        )
+        deliveries.append(("pull_request", payload))
+    return Reply(200, pull, deliveries=deliveries)

@@ -316,6 +316,25 @@ class HubState:
                 issue.events.append(IssueEvent(self.next_id(), "labeled", login, label, now))
             return label
 
+    def remove_label(self, repo: HubRepo, issue: HubIssue, name: str) -> Label | None:
+        """Take label `name` off `issue`; the label, or None when it was not there."""
+        with self.lock:
+            label = repo.labels.get(name.lower())
+            if label is None or label not in issue.labels:
+                return None
+            issue.labels.remove(label)
+            issue.updated_at = self.clock()
+            return label
+
+    def close_issue(self, issue: HubIssue) -> bool:
+        """Close `issue`; False when it was closed already."""
+        with self.lock:
+            if issue.state == "closed":
+                return False
+            now = self.clock()
+            issue.state, issue.closed_at, issue.updated_at = "closed", now, now
+            return True
+
     def issue_token(
         self,
         installation_id: int,

@@ -41,11 +41,13 @@ from bot.fakehub.state import Comment, HubIssue, HubRepo, HubState, Label
 
 DELIVERY_TIMEOUT = 10.0  # GitHub gives a receiver ten seconds
 HOOK_ID = 424242
+# octokit has no example of these; each carries the same objects as the one it is built on.
+_BUILT_ON = {("pull_request", "reopened"): "closed"}
 
 
 @cache
 def _template(event: str, action: str) -> Json:
-    name = f"data/payloads/{event}.{action}.json"
+    name = f"data/payloads/{event}.{_BUILT_ON.get((event, action), action)}.json"
     loaded: Json = json.loads(resources.files("bot.fakehub").joinpath(name).read_text("utf-8"))
     return loaded
 
@@ -220,6 +222,18 @@ def issue_labeled(
         objects = issue_objects(state, repo, issue, urls, sender=sender)
         objects["label"] = label_json(repo, label, urls)
     return build_payload("issues", "labeled", objects=objects, installation_id=repo.installation_id)
+
+
+def issue_unlabeled(
+    state: HubState, repo: HubRepo, issue: HubIssue, label: Label, urls: Urls, *, sender: str
+) -> Json:
+    """The payload of an `issues.unlabeled` delivery."""
+    with state.lock:
+        objects = issue_objects(state, repo, issue, urls, sender=sender)
+        objects["label"] = label_json(repo, label, urls)
+    return build_payload(
+        "issues", "unlabeled", objects=objects, installation_id=repo.installation_id
+    )
 
 
 def issue_closed(
