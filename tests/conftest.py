@@ -19,8 +19,15 @@ from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe
 
 # Fixtures of the GitHub stand-in's tests (hub, pem, base_url, gh, http), the egress proxy's
-# (origin, echo_port), the configuration tests' (org_dir, org) and the launcher's (box).
-pytest_plugins = ["fakehub_support", "launch_support", "netproxy_support", "orgfiles"]
+# (origin, echo_port), the configuration tests' (org_dir, org), the launcher's (box) and the
+# job lifecycle's on GitHub (lifecycle).
+pytest_plugins = [
+    "fakehub_support",
+    "launch_support",
+    "netproxy_support",
+    "orgfiles",
+    "lifecycle_support",
+]
 
 PAYLOADS = Path(__file__).parent / "payloads"
 

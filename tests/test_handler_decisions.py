@@ -22,7 +22,15 @@ from bot.handlers.repos import (
     trigger_label,
     with_decider,
 )
-from orchestrator.api import Gate, JobRecord, Organisation, load_organisation, shipped_org_dir
+from orchestrator.api import (
+    Gate,
+    JobRecord,
+    Organisation,
+    Pull,
+    PullState,
+    load_organisation,
+    shipped_org_dir,
+)
 
 Load = Callable[[str], dict[str, Any]]
 OWNER, REPO = "Codertocat", "Hello-World"
@@ -118,9 +126,15 @@ def test_a_broken_project_file_is_quoted_once(payload: Load, org: Organisation) 
     )
 
 
-def test_a_finished_job_is_not_started_again(payload: Load, org: Organisation) -> None:
-    facts = LabelFacts(config(org, None), "write", job("complete"))
-    assert decide_label(labelled(payload), facts) == (Report("job 7 already finished", 7),)
+@pytest.mark.parametrize("state", ["open", "draft"])
+def test_a_done_job_with_its_pull_request_open_is_not_started_again(
+    payload: Load, org: Organisation, state: PullState
+) -> None:
+    pull = Pull(7, 12, "https://github.com/Codertocat/Hello-World/pull/12", state)
+    facts = LabelFacts(config(org, None), "write", job("complete"), pull)
+    assert decide_label(labelled(payload), facts) == (
+        Report("job 7 is done and its pull request #12 is open: review it there", 7),
+    )
 
 
 @pytest.mark.parametrize("existing", [None, "active"])

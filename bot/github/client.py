@@ -554,3 +554,24 @@ class Installation:
         return await self._write(
             lambda gh: gh.rest.pulls.async_update(owner, repo, number, title=title, body=body)
         )
+
+    async def pull(self, owner: str, repo: str, number: int) -> Json:
+        """Pull request `number` as GitHub has it now (`merged`, `state`, `draft`, ...)."""
+        return await self._get(lambda gh: gh.rest.pulls.async_get(owner, repo, number))
+
+    async def reopen_pull(self, owner: str, repo: str, number: int) -> Json:
+        """Open a closed pull request again (GitHub refuses with 422 when it was merged or its
+        head branch is gone)."""
+        return await self._write(
+            lambda gh: gh.rest.pulls.async_update(owner, repo, number, state="open")
+        )
+
+    async def branch_exists(self, owner: str, repo: str, branch: str) -> bool:
+        """Whether `branch` is in the repository: GitHub answers 404 once it is deleted."""
+        try:
+            await self._get(lambda gh: gh.rest.repos.async_get_branch(owner, repo, branch))
+        except GitHubError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

@@ -351,6 +351,7 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             "linked" if status.link else "",
             "paused" if status.paused_by else "",
             f"rounds:{len(status.rounds)}",
+            status.pull or "",
         ]
     )
     rest = json.dumps(

@@ -56,7 +56,7 @@ def tracking_body(
     if status.branch:
         lines.append(f"**Branch:** {branch}")
     if status.link:
-        lines.append(f"**Pull request:** {status.link}")
+        lines.append(f"**Pull request:** {status.link}{_PULL_NOTE.get(status.pull or '', '')}")
     elif status.state == "done":
         lines.append("**Pull request:** none: the job changed nothing, so nothing was pushed")
     if status.rounds:
@@ -70,14 +70,7 @@ def tracking_body(
         lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:
         lines += ["", "**Stopped:**", "", quote_block(agent.block(status.error[:RESULT_LIMIT]))]
-    if status.state == "cancelled":
-        lines += ["", "<sub>The job was cancelled: nothing more happens on it.</sub>"]
-    else:
-        lines += [
-            "",
-            f"<sub>Edited in place as the job runs. To retry a stopped job, remove the "
-            f"`{trigger_label}` label and add it again.</sub>",
-        ]
+    lines += ["", _footer(status, trigger_label)]
     return "\n".join(lines)
 
 
@@ -91,10 +84,53 @@ def _spend(status: JobStatus) -> list[str]:
     return lines
 
 
+_PULL_NOTE = {
+    "draft": " (a draft)",
+    "merged": " (merged)",
+    "closed": " (closed without merging)",
+    "gone": " (closed: its branch was deleted)",
+}
+DRAFT_HOLD = "(the pull request is a draft)"  # how a draft's hold names itself (paused_by)
+
+
+def _footer(status: JobStatus, label: str) -> str:
+    """The comment's last line: what can be done next."""
+    if status.state == "cancelled":
+        return "<sub>The job was cancelled: nothing more happens on it.</sub>"
+    return _pull_footer(status, label) or (
+        f"<sub>Edited in place as the job runs. To retry a stopped job, remove the "
+        f"`{label}` label and add it again.</sub>"
+    )
+
+
+def _pull_footer(status: JobStatus, label: str) -> str | None:
+    """What became of the job's pull request and what can be done next, once it is not open."""
+    again = f"Removing the `{label}` label and adding it again starts a new job."
+    if status.pull == "merged":
+        return (
+            "<sub>The pull request was merged: the job is finished, and its worktrees and "
+            f"task branches are removed. {again}</sub>"
+        )
+    if status.pull == "closed":
+        return (
+            "<sub>The pull request was closed without merging; the job's work is kept. To "
+            f"open it again, comment `/reopen` here while its branch `{status.branch}` "
+            f"exists. {again}</sub>"
+        )
+    if status.pull == "gone":
+        return f"<sub>The pull request's branch was deleted, so the job is closed. {again}</sub>"
+    if status.pull == "draft":
+        return "<sub>The pull request is a draft: review rounds wait until it is ready.</sub>"
+    return None
+
+
 def _held(status: JobStatus, agent: Outbound) -> list[str]:
     """What the job waits for, whether its decider holds it, and the direction they gave."""
     lines = [f"**Waiting:** {status.waiting}"] if status.waiting else []
-    if status.paused_by:
+    if status.paused_by and status.paused_by.endswith(DRAFT_HOLD):
+        who = agent.inline(status.paused_by.removesuffix(DRAFT_HOLD).strip())
+        lines.append(f"**Paused**: {who} made the pull request a draft; it resumes when ready.")
+    elif status.paused_by:
         who = agent.inline(status.paused_by)
         lines.append(f"**Paused** by {who}: no new model calls until `/resume`.")
     if status.steering:
@@ -362,3 +398,13 @@ def level_table(status: JobStatus) -> list[str]:
 def quote_block(text: str) -> str:
     """Text as a Markdown quote: a code fence or HTML block in it ends where the quote ends."""
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines()) or ">"
+
+
+def pull_gone_body(key: str, *, number: int, branch: str, label: str) -> str:
+    """The job closed: its pull request's branch was deleted (GitHub closed the pull request)."""
+    return (
+        f"{marker(key)}\n"
+        f"🛑 The branch `{branch}` of pull request #{number} was deleted, so GitHub closed the "
+        f"pull request and this job is closed. Its work stays in the pull request's commits. "
+        f"To start again, remove the `{label}` label and add it again."
+    )

@@ -7,6 +7,11 @@ performs them; the decisions are tested from payloads alone.
     router.py         command -> the handler of its event and action
     issues.py         issues.labeled: LabelFacts, decide_label, on_issues_labeled
     issue_comment.py  issue_comment.created: CommentFacts, decide_comment, on_issue_comment_created
+    lifecycle_payloads.py  after the label: PullChanged, IssueClosed, LabelRemoved, ReposRemoved
+    pull_request.py   pull_request closed/draft/ready/reopened: PullFacts, decide_pull
+    issue_withdrawal.py  issues.closed, issues.unlabeled: decide_closed, decide_unlabeled
+    installation.py   installation.deleted, installation_repositories.removed: decide_removed
+    lifecycle_actions.py  EndPull, SetPull, WithdrawJob, LeaveRepos; their performer; /reopen
     actions.py        what a decision says: Ignore, Report, PostOnce, React, StartJob, AnswerGate
     app_context.py    AppContext: what handlers read and act through; performs actions
     repos.py          a repository's project file and permissions (cached a minute)

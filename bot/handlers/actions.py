@@ -70,6 +70,7 @@ class StartJob:
     brief: str
     project_text: str | None
     issue_body: str = ""  # the issue's text as the job starts from it (sanitized)
+    ordinal: int = 1  # the issue's k-th job: one after the earlier ones finished
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,13 @@ Action = (
 )
 
 
-def job_key(owner: str, repo: str, number: int) -> str:
-    """The key of an issue's one job: `github:owner/repo#N`."""
-    return f"github:{owner}/{repo}#{number}"
+def job_key(owner: str, repo: str, number: int, ordinal: int = 1) -> str:
+    """The key of an issue's first job, `github:owner/repo#N`; of its k-th, `…#N/k`."""
+    key = f"github:{owner}/{repo}#{number}"
+    return key if ordinal == 1 else f"{key}/{ordinal}"
+
+
+def job_ordinal(key: str) -> int:
+    """Which of its issue's jobs the job of `key` is (1 for `…#N`, k for `…#N/k`)."""
+    _, slash, k = key.rpartition("#")[2].partition("/")
+    return int(k) if slash and k.isdigit() else 1

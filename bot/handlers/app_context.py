@@ -35,6 +35,7 @@ from bot.handlers.actions import (
     StartJob,
     job_key,
 )
+from bot.handlers.lifecycle_actions import reopen_pull
 from bot.handlers.payloads import Repo, check_owner, check_repo_name
 from bot.handlers.repos import Repos
 from bot.settings import Settings
@@ -187,12 +188,14 @@ class AppContext:
                 given = await control.steer(job_id, action.text, by=action.by, ref=action.ref)
                 done = "steered" if given else "already steered by this comment"
             elif action.order == "withdraw":
-                done = await self._withdraw(job_id, by=action.by)
+                done = await self.withdraw_job(job_id, by=f"{action.by} (/withdraw)")
             elif action.order == "budget":
                 usd = float(action.text)  # the amount, as the decision read it
                 gate = await control.set_budget(job_id, usd, by=action.by, ref=action.ref)
                 done = f"budget set to ${usd:.2f}"
                 done += f", approving question {gate.gate_id}" if gate is not None else ""
+            elif action.order == "reopen":
+                done = await reopen_pull(self, job_id)
             elif action.order == "remember":
                 kept = await self.office.remember(job_id, action.text, by=action.by, ref=action.ref)
                 done = "preference kept" if kept else "preference already kept"
@@ -220,9 +223,10 @@ class AppContext:
         await self.driver.sync(action.job_id)
         return f"gate {action.gate_id}: the proxy overridden by {action.by}", action.job_id
 
-    async def _withdraw(self, job_id: int, *, by: str) -> str:
-        """End the job as cancelled and give back its worktrees (its branch stays)."""
-        withdrawn = await withdraw(self.office, job_id, by=f"{by} (/withdraw)")
+    async def withdraw_job(self, job_id: int, *, by: str) -> str:
+        """End the job as cancelled and give back its worktrees (its branch stays); `by`
+        says who asked and how, for its log. What changed, said short."""
+        withdrawn = await withdraw(self.office, job_id, by=by)
         space = await self.office.workspace.job(job_id)
         if space is not None:
             await self.office.workspace.close_job(space)
@@ -242,13 +246,13 @@ class AppContext:
             repo=f"github/{full}",
             source=f"{self.settings.server_url.rstrip('/')}/{full}.git",
             start=f"refs/remotes/origin/{subject.default_branch}",
-            branch=lambda _: f"teaparty/job-{subject.number}-{name}",
+            branch=lambda _: job_branch(subject.number, action.ordinal, name),
             slug=name,
         )
         self.office.add_project(project)
         job = await self.office.start_job(
             project=project.name,
-            key=job_key(subject.owner, subject.repo, subject.number),
+            key=job_key(subject.owner, subject.repo, subject.number, action.ordinal),
             title=subject.title,
             brief=action.brief,
             source=source,
@@ -260,3 +264,13 @@ class AppContext:
         if not job.created and (retried := await self.driver.retry(job.job_id)):
             log.info("job %d: retrying %s", job.job_id, ", ".join(retried))
         return job.job_id
+
+
+def job_branch(number: int, ordinal: int, name: str) -> str:
+    """The branch of issue `number`'s first job (`teaparty/job-N-slug`), or of its k-th
+    (`teaparty/job-N-k-slug`): a new job never takes an earlier one's branch."""
+    return (
+        f"teaparty/job-{number}-{name}"
+        if ordinal == 1
+        else f"teaparty/job-{number}-{ordinal}-{name}"
+    )

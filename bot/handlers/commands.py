@@ -23,6 +23,7 @@ JOB_COMMANDS = (
     "withdraw",
     "budget",
     "remember",
+    "reopen",
 )
 ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS

@@ -77,7 +77,7 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     """Read the issue's job, its link and its open gates from the store; ask GitHub for the
     author's access only when the comment could move a gate."""
     repo, records = command.repo, ctx.office.records
-    job = await records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
+    job = await records.latest_for_key(job_key(repo.owner, repo.name, command.issue.number))
     linked = None if job is None else await records.subject(job.job_id, "github")
     if job is None or linked is None:
         return CommentFacts(job)
@@ -193,9 +193,9 @@ def _answer(
 def _control(
     command: CommentAdded, facts: CommentFacts, order: Command, job_id: int
 ) -> tuple[Action, ...]:
-    """`/pause`, `/resume`, `/status`, `/steer`, `/withdraw`, `/budget` or `/remember` on
-    the job, from its decider (or an admin in place of one who lost write access); anyone
-    else gets 😕."""
+    """`/pause`, `/resume`, `/status`, `/steer`, `/withdraw`, `/budget`, `/remember` or
+    `/reopen` (its closed pull request) on the job, from its decider (or an admin in place
+    of one who lost write access); anyone else gets 😕."""
     author = command.author.login
     decider = facts.subject.decider if facts.subject else ""
     if author.casefold() == decider.casefold():

@@ -4,7 +4,9 @@ issues.edited: an edit of a running job's issue is put to its decider.
 The handler gathers the facts (the repository's config, the sender's permission, the
 issue's job), `decide_label` turns them into actions with no I/O, and the context performs
 them. Anyone else hears once why nothing started; a broken project file is quoted once; a
-job that has finished is not started again; one that failed is retried. An edit of the
+job that failed is retried. After a job finished (done or cancelled), the label starts the
+issue's next job, on a branch of its own (`github:owner/repo#N/2`, `teaparty/job-N-2-slug`),
+unless that job is done with its pull request still open: review rounds go on there. An edit of the
 title or text of an issue whose job is running (by anyone but the App, whose own deliveries
 the parser drops) parks the job at an `intent` gate showing the difference
 (orchestrator/bus/revisions.py): whoever edited it, the decider says which text the job
@@ -13,7 +15,7 @@ works to.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.github.forge import Subject
 from bot.github.sanitizer import quote
@@ -29,13 +31,15 @@ from bot.handlers.actions import (
     ReviseIssue,
     StartJob,
     job_key,
+    job_ordinal,
 )
 from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import IssueEdited, LabelAdded
 from bot.handlers.repos import RepoConfig, trigger_label
-from orchestrator.api import JobRecord, Project, ProxySettings, SandboxError
+from orchestrator.api import JobRecord, Project, ProxySettings, Pull, SandboxError
 
 WRITERS = frozenset({"admin", "write"})  # GitHub maps `maintain` to `write`
+OPEN = ("open", "draft")  # a pull request a finished job still answers for
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,8 @@ class LabelFacts:
 
     config: RepoConfig | None = None  # None: not read (a pull request, or no installation)
     permission: str | None = None  # the sender's; None: not asked (not the trigger label)
-    job: JobRecord | None = None  # the issue's job, if it ever had one
+    job: JobRecord | None = None  # the issue's newest job, if it ever had one
+    pull: Pull | None = None  # that job's pull request, if it opened one
 
 
 async def on_issues_labeled(command: LabelAdded, ctx: AppContext) -> Outcome:
@@ -70,8 +75,11 @@ async def gather(command: LabelAdded, ctx: AppContext) -> LabelFacts:
     if command.label not in (trigger_label(config), auto_label(config)):
         return LabelFacts(config)
     permission = await ctx.repos.permission(gh, repo.owner, repo.name, sender.login)
-    job = await ctx.office.records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
-    return LabelFacts(config, permission, job)
+    job = await ctx.office.records.latest_for_key(
+        job_key(repo.owner, repo.name, command.issue.number)
+    )
+    pull = None if job is None else await ctx.office.rounds.pull(job.job_id)
+    return LabelFacts(config, permission, job, pull)
 
 
 def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
@@ -97,16 +105,23 @@ def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
             PostOnce("config-error", config_error_body(config.error or "", label=label)),
             Report(f"config error: {config.error}"),
         )
+    ordinal = 1
     if facts.job is not None and facts.job.state != "active":
-        return (Report(f"job {facts.job.job_id} already finished", facts.job.job_id),)
+        job = facts.job
+        if job.state == "complete" and facts.pull is not None and facts.pull.state in OPEN:
+            why = f"job {job.job_id} is done and its pull request #{facts.pull.number} is open"
+            return (Report(f"{why}: review it there", job.job_id),)
+        ordinal = job_ordinal(job.job_key) + 1  # finished: the issue's next job
     start = _start(command, config, config.project, installation_id=repo.installation_id)
-    return (React("eyes"), start)
+    return (React("eyes"), replace(start, ordinal=ordinal))
 
 
 async def on_issues_edited(command: IssueEdited, ctx: AppContext) -> Outcome:
     """Put an edit of a running job's issue to its decider."""
     repo = command.repo
-    job = await ctx.office.records.job_for_key(job_key(repo.owner, repo.name, command.issue.number))
+    job = await ctx.office.records.latest_for_key(
+        job_key(repo.owner, repo.name, command.issue.number)
+    )
     actions = decide_edit(command, job)
     return await ctx.perform(actions, repo=repo, number=command.issue.number)
 

@@ -6,7 +6,7 @@ import re
 import reprlib  # shows a bad value, shortened, in an error message
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bot.errors import BotError
 from bot.github.sanitizer import (
@@ -14,6 +14,9 @@ from bot.github.sanitizer import (
 )
 from bot.github.sanitizer import quote as quote  # re-exported for code that imports them from here
 from bot.github.sanitizer import sanitize
+
+if TYPE_CHECKING:  # parsed there, with this module's accessors (imported when first needed)
+    from bot.handlers.lifecycle_payloads import LifecycleCommand
 
 HANDLED_EVENTS: frozenset[str] = frozenset(
     "ping issues issue_comment installation installation_repositories"
@@ -41,14 +44,12 @@ _ACTORS: dict[str, str] = {
 # Why a handled delivery is not acted on, looked up by "event.action", then by event.
 _IGNORED: dict[str, str] = {
     "issues.opened": "work starts when an issue is labelled, not when it is opened",
-    "issues.unlabeled": "removing a label neither starts nor stops work",
-    "issues.closed": "closing an issue is not acted on yet",
     "issue_comment.edited": "only new comments are read, not edits",
     "issue_comment.deleted": "only new comments are read, not deletions",
     "pull_request.labeled": "labels on pull requests are not acted on yet",
-    "installation": "installation changes are not acted on here",
-    "installation_repositories": "installation changes are not acted on here",
-    "pull_request": "pull request events are not handled yet",
+    "installation": "only an uninstall is acted on",
+    "installation_repositories": "only repositories taken out of the installation are acted on",
+    "pull_request": "only a pull request closed, made a draft, made ready or reopened is acted on",
     "pull_request_review": "only submitted reviews are acted on",
     "pull_request_review_comment": "a review comment is acted on with its review, as one round"
     " (pull_request_review.submitted)",
@@ -185,7 +186,7 @@ def parse_command(
     *,
     app_login: str | None,
     allowed_bots: frozenset[str] = frozenset(),
-) -> Command:
+) -> Command | LifecycleCommand:
     """Turn one delivery's event name and decoded JSON payload into a command; no I/O.
 
     What `app_login` (e.g. "teaparty[bot]") did is Ignored, and so is what any bot did unless
@@ -201,8 +202,8 @@ def parse_command(
     if event not in HANDLED_EVENTS:
         return Ignored(f"{event} is ignored: the app does not handle this event.")
     name = f"{event}.{_req(payload, 'action', str)}"
-    if name == "check_suite.completed":  # whoever pushed: the App, often, whose CI it is
-        return _checks(payload)
+    if found := _elsewhere(name, payload, app_login=app_login, allowed_bots=allowed_bots):
+        return found
     path = _ACTORS.get(name)
     if path is None:
         why = _IGNORED.get(name) or _IGNORED.get(event, "the app does not know it")
@@ -222,6 +223,23 @@ def parse_command(
     return CommentAdded(
         repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor, written
     )
+
+
+def _elsewhere(
+    name: str, payload: dict[str, object], *, app_login: str | None, allowed_bots: frozenset[str]
+) -> ChecksFailed | LifecycleCommand | Ignored | None:
+    """Deliveries not read by who did them: failed checks (whoever pushed: the App, often,
+    whose CI it is), and what follows a job's label (a pull request closed, an issue closed,
+    ...), parsed in lifecycle_payloads. None for any other."""
+    from bot.handlers import lifecycle_payloads  # it imports this module: here, not at the top
+
+    if name == "check_suite.completed":
+        return _checks(payload)
+    if name in lifecycle_payloads.ACTIONS:
+        return lifecycle_payloads.parse_lifecycle(
+            name, payload, app_login=app_login, allowed_bots=allowed_bots
+        )
+    return None
 
 
 FAILED_CHECKS = ("failure", "timed_out")
