@@ -42,8 +42,11 @@ DEFAULT_PERMISSIONS: Final[Mapping[str, str]] = MappingProxyType(
 )
 # The deliveries bot.handlers.payloads acts on; installation events reach every App unasked.
 DEFAULT_EVENTS: Final[tuple[str, ...]] = (
-    "issues",  # issues.labeled: a label hands an issue to the bot
+    "issues",  # labeled: a label hands an issue to the bot; closed, unlabeled: withdrawn
     "issue_comment",  # issue_comment.created: commands written in comments
+    "pull_request",  # the job's pull request merged, closed, made a draft, ready, reopened
+    "pull_request_review",  # a review of the job's pull request: a review round
+    "pull_request_review_comment",  # its inline comments, part of their review's round
 )
 
 

@@ -63,7 +63,13 @@ def test_prints_the_manifest_with_exactly_the_permissions_and_events(
             "contents": "write",
             "metadata": "read",
         },
-        "default_events": ["issues", "issue_comment"],
+        "default_events": [
+            "issues",
+            "issue_comment",
+            "pull_request",
+            "pull_request_review",
+            "pull_request_review_comment",
+        ],
     }
 
 
