@@ -56,11 +56,7 @@ async def test_a_merged_pull_request_completes_the_job_and_clears_its_work(
     found = await world.runtime.office.rounds.pull(job_id)
     assert found is not None
     assert found.state == "merged"
-    assert not space.path.exists()
-    assert not (space.path.parent / "slots").exists() or not any(
-        (space.path.parent / "slots").iterdir()
-    )
-    assert task_branches(space.repo, space.branch) == []
+    assert task_branches(space.repo, space.branch) == []  # its worktrees went when it rested
     assert git(space.repo, "rev-parse", "--verify", f"refs/heads/{space.branch}").strip()
     (tracking,) = world.tracking(number)
     assert f"**Pull request:** {hub.server_url}/{OWNER}/{REPO}/pull/{pull} (merged)" in tracking
@@ -221,6 +217,10 @@ async def test_a_merge_while_a_round_runs_stops_the_round_and_completes_the_job(
     taken = await office.rounds.feedback(job_id, FEEDBACK)
     assert taken.state == "running"
     assert (await world.job(job_id)).state == "active"
+    await world.runtime.service.driver.sync(job_id)  # the round's worktree is made again
+    space = await office.workspace.job(job_id)
+    assert space is not None
+    assert space.path.is_dir()
 
     await hub.merge_pr(OWNER, REPO, pull, "bob")
     # GitHub may send the close first: the App asks whether the merge did it.
@@ -236,6 +236,8 @@ async def test_a_merge_while_a_round_runs_stops_the_round_and_completes_the_job(
         "the pull request was merged while the round ran",
     )
     assert await office.engine.bus.runnable() == []
+    assert not space.path.exists()
+    assert task_branches(space.repo, space.branch) == []
     assert "(merged)" in world.tracking(number)[0]
 
 
@@ -402,7 +404,6 @@ async def test_served_a_merge_arrives_as_webhooks_and_completes_the_job(tmp_path
                 what="the tracking comment to say the pull request was merged",
             )
             assert (await office.records.job(job.job_id)) == replace(job, state="complete")
-            assert not space.path.exists()
             assert task_branches(space.repo, space.branch) == []
     assert hub.violations == [], hub.violations
 
