@@ -8,8 +8,8 @@ OpenAPI description (violations land in `FakeGitHub.violations`).
 Module map: state (the world), git (bare remotes), shapes (response objects), routes / pulls /
 reviews / catchup / branches (one handler per operationId; catchup: the delivery log and
 listings an App reads to catch up after downtime), graphql (the App's known GraphQL
-documents), webhooks, people (helpers that review, reply, push, merge as people do);
-review_state, review_actions, review_shapes, anchors and diffs hold pull request reviews.
+documents), webhooks, people and issue_people (helpers that act as people do); review_state,
+review_actions, review_shapes, anchors and diffs hold pull request reviews.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from bot.fakehub.branches import BRANCH_ROUTES
 from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
 from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
 from bot.fakehub.git import create_bare, refuse_non_fast_forward
+from bot.fakehub.issue_people import IssuePeople
 from bot.fakehub.openapi import OpenAPI, Operation
 from bot.fakehub.people import PullRequestPeople
 from bot.fakehub.pulls import PULL_ROUTES, open_pull
@@ -62,7 +63,7 @@ from bot.fakehub.state import (
 _METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
 
 
-class FakeGitHub(PullRequestPeople):
+class FakeGitHub(PullRequestPeople, IssuePeople):
     """GitHub for one App: serve `asgi` (or `serve()`), arrange state, inspect what happened."""
 
     def __init__(
@@ -237,33 +238,6 @@ class FakeGitHub(PullRequestPeople):
         issue = state.issue(repo, number)
         added = state.add_label(repo, issue, label, actor=sender)
         payload = webhooks.issue_labeled(state, repo, issue, added, self.urls, sender=sender)
-        return (await self._deliver("issues", payload)).delivery_id
-
-    async def unlabel_issue(
-        self, owner: str, name: str, number: int, label: str, *, sender: str
-    ) -> str | None:
-        """Take `label` off as `sender` and deliver `issues.unlabeled`; the delivery id, or
-        None when the issue did not have it (GitHub then sends nothing)."""
-        state = self.state
-        repo = state.repo(owner, name)
-        issue = state.issue(repo, number)
-        removed = state.remove_label(repo, issue, label)
-        if removed is None:
-            return None
-        payload = webhooks.issue_unlabeled(state, repo, issue, removed, self.urls, sender=sender)
-        return (await self._deliver("issues", payload)).delivery_id
-
-    async def close_issue(self, owner: str, name: str, number: int, *, sender: str) -> str | None:
-        """Close the issue as `sender` and deliver `issues.closed`; the delivery id, or None
-        when it was closed already."""
-        state = self.state
-        repo = state.repo(owner, name)
-        issue = state.issue(repo, number)
-        if issue.pull is not None:
-            raise ValueError(f"{owner}/{name}#{number} is a pull request: close_pr closes it")
-        if not state.close_issue(issue):
-            return None
-        payload = webhooks.issue_closed(state, repo, issue, self.urls, sender=sender)
         return (await self._deliver("issues", payload)).delivery_id
 
     async def edit_issue(
