@@ -38,6 +38,7 @@ DEFAULT_PERMISSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "pull_requests": "write",  # open and update the job's pull request
         "contents": "write",  # push job branches; read .teaparty/project.yaml
         "metadata": "read",  # mandatory for every App; collaborator permission checks
+        "checks": "read",  # check_suite: failed checks on a job's pull request (opt-in rounds)
     }
 )
 # The deliveries bot.handlers.payloads acts on; installation events reach every App unasked.
@@ -47,6 +48,7 @@ DEFAULT_EVENTS: Final[tuple[str, ...]] = (
     "pull_request",  # the job's pull request merged, closed, made a draft, ready, reopened
     "pull_request_review",  # a review of the job's pull request: a review round
     "pull_request_review_comment",  # its inline comments, part of their review's round
+    "check_suite",  # failed checks on the job's pull request, where a project opts in
 )
 
 

@@ -62,6 +62,7 @@ def test_prints_the_manifest_with_exactly_the_permissions_and_events(
             "pull_requests": "write",
             "contents": "write",
             "metadata": "read",
+            "checks": "read",
         },
         "default_events": [
             "issues",
@@ -69,6 +70,7 @@ def test_prints_the_manifest_with_exactly_the_permissions_and_events(
             "pull_request",
             "pull_request_review",
             "pull_request_review_comment",
+            "check_suite",
         ],
     }
 
