@@ -154,6 +154,16 @@ async def test_a_review_is_one_round_that_updates_the_same_pull_request(world: W
     assert sorted(len(bodies) for bodies in answered.values()) == [1, 1, 1, 1]  # none twice
     summary2 = next(s for s in app_comments(hub, number, "round:") if "round 2" in s)
     assert summary2.count("- Point ") == 1
+
+    # Merged: the job is complete, its worktrees and task branches gone, its comment final.
+    await hub.merge_pr(OWNER, REPO, number, "alice")
+    await until(lambda: "(merged)" in app_comments(hub, issue, "job:")[0], what="the final comment")
+    home = Path(server.env["TEAPARTY_HOME"]) / "repos" / "github" / OWNER / REPO / "jobs"
+    (folder,) = list(home.iterdir())
+    assert not (folder / "worktree").exists()
+    assert not any((folder / "slots").glob("slot-*"))
+    branches = git(folder / "repo.git", "branch", "--list", "--format=%(refname:short)")
+    assert branches.split() == [head_ref]  # the task branches went; the job's stays
     assert hub.violations == []
 
 
