@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_jobs(commands)
     _add_serve(commands)
+    _add_action(commands)
     _add_demo(commands)
     _add_app_manifest(commands)
     _add_doctor(commands)
@@ -183,6 +184,30 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
     )
     serve.set_defaults(command=_serve)
+
+
+def _add_action(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    action = commands.add_parser(
+        "action",
+        help="runner mode: apply one GitHub Actions event and drive its jobs",
+        description="Apply the event of this workflow run (GITHUB_EVENT_NAME, "
+        "GITHUB_EVENT_PATH, GITHUB_REPOSITORY, GITHUB_RUN_ID) with GITHUB_TOKEN, or as the "
+        "App given GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY; drive its jobs until they park "
+        "or end (TEAPARTY_TIMEOUT_MINUTES before the job's limit); write "
+        "GITHUB_STEP_SUMMARY. Exit 0, or 1 with one line saying what failed.",
+    )
+    action.add_argument(
+        "--model",
+        choices=["scripted", "anthropic"],
+        help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
+    )
+    action.set_defaults(command=_action)
+
+
+def _action(args: argparse.Namespace) -> int:
+    from bot.runner.command import action_command
+
+    return action_command(args, args.environ)
 
 
 def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

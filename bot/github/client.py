@@ -175,6 +175,13 @@ class GitHubApp:
 
         return await _pages(lambda call: self.call(self._app, call), page, what="installations")
 
+    async def repo_installation(self, owner: str, repo: str) -> int:
+        """The id of the App's installation on `owner/repo` (404 when it has none)."""
+        found = await self.call(
+            self._app, lambda gh: gh.rest.apps.async_get_repo_installation(owner, repo)
+        )
+        return int(found["id"])
+
     async def redeliver(self, attempt_id: int) -> None:
         """Ask GitHub to send a delivery attempt again (same X-GitHub-Delivery id)."""
         await self.call(

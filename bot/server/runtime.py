@@ -79,10 +79,12 @@ class Runtime:
         clock: Clock = time.time,
         scripted: bool = False,
         sandbox: Sandbox | None = None,
+        github: GitHubApp | None = None,
     ) -> Runtime:
         """Open the store under the settings' home and wire the App around it.
 
         `sandbox` is how agents are confined; by default, what this host gives (`probe`).
+        `github` is the client (runner mode passes its token's); by default, the App's.
         `sleep` and `clock` are how GitHub's waits are waited out (tests inject both).
         """
         org = load_organisation(settings.config_dir or shipped_org_dir())
@@ -99,7 +101,7 @@ class Runtime:
             sandbox=sandbox,
             scripted=scripted,
         )
-        github = GitHubApp(
+        github = github or GitHubApp(
             app_id=settings.app_id,
             private_key=settings.private_key,
             api_url=settings.api_url,

@@ -1,0 +1,285 @@
+"""`teaparty action`: one GitHub Actions event, applied by the same engine as `teaparty serve`.
+
+The run reads the event GitHub Actions gives it (`GITHUB_EVENT_NAME`, `GITHUB_EVENT_PATH`),
+stores it as a delivery (its id is the workflow run's, so a re-run of the same run is the
+same delivery), and hands it to the App's own handlers (`GitHubService.handle`, the same
+code path below event parsing as a webhook). Then it drives every job of the store that
+has work — the one the event touched, and any other the event woke — until each parks (a
+question, a review, a rate limit) or ends, or the run nears its time limit; then it writes
+the run's summary (`GITHUB_STEP_SUMMARY`) and exits.
+
+It acts with `GITHUB_TOKEN` (its comments are `github-actions[bot]`'s), or as a GitHub App
+when `GITHUB_APP_ID` and a private key are given (the App's installation on the repository,
+looked up once). The state the App keeps in its store is the caller's to load and save
+(bot/runner/state.py keeps it on a git ref between runs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bot.errors import SettingsError
+from bot.github.client import Clock, GitHubApp, Identity
+from bot.github.outbound import Outbound
+from bot.handlers.payloads import parse_command
+from bot.server.runtime import Runtime
+from bot.server.worker import DeliveryWorker
+from bot.settings import DEFAULT_API_URL, DEFAULT_SERVER_URL, Settings
+from orchestrator.api import AgentDef, Arrival, JobStatus, Model, Sandbox
+
+log = logging.getLogger(__name__)
+ACTIONS_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as
+ACTIONS_APP_ID = 15368  # the GitHub Actions App, as `performed_via_github_app.id` names it
+RUNNER_INSTALLATION = 0  # GITHUB_TOKEN belongs to no installation the App can name
+DEFAULT_TIMEOUT_MINUTES = 345.0  # hosted runners stop a job at 6 h; park well before
+MARGIN_S = 300.0  # the run parks this long before its time limit
+
+
+@dataclass(frozen=True)
+class ActionEnv:
+    """What a workflow run gives `teaparty action`; secrets never appear in repr."""
+
+    event_name: str
+    event_path: Path
+    owner: str
+    repo: str
+    run_id: str
+    home: Path
+    token: str = field(repr=False, default="")
+    app_id: str = ""
+    private_key: str = field(repr=False, default="")
+    api_url: str = DEFAULT_API_URL
+    server_url: str = DEFAULT_SERVER_URL
+    summary_path: Path | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_MINUTES * 60
+    bot_login: str = ACTIONS_LOGIN
+    bot_app_id: int | None = ACTIONS_APP_ID
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], *, home: Path) -> ActionEnv:
+        """Read the run's environment; SettingsError lists every missing or bad value."""
+        problems: list[str] = []
+
+        def need(name: str) -> str:
+            value = environ.get(name, "").strip()
+            if not value:
+                problems.append(f"{name} is not set (GitHub Actions sets it for every run)")
+            return value
+
+        event_name, event_path = need("GITHUB_EVENT_NAME"), need("GITHUB_EVENT_PATH")
+        repository, run_id = need("GITHUB_REPOSITORY"), need("GITHUB_RUN_ID")
+        owner, _, repo = repository.partition("/")
+        if repository and (not owner or not repo or "/" in repo):
+            problems.append(f"GITHUB_REPOSITORY is {repository!r}, not owner/name")
+        token = environ.get("GITHUB_TOKEN", "").strip()
+        app_id = environ.get("GITHUB_APP_ID", "").strip()
+        key = environ.get("GITHUB_APP_PRIVATE_KEY", "").strip()
+        if not token and not (app_id and key):
+            problems.append(
+                "neither GITHUB_TOKEN nor GITHUB_APP_ID with GITHUB_APP_PRIVATE_KEY is set: "
+                "pass the workflow's token (env: GITHUB_TOKEN: ${{ github.token }})"
+            )
+        minutes = environ.get("TEAPARTY_TIMEOUT_MINUTES", "").strip()
+        timeout_s = DEFAULT_TIMEOUT_MINUTES * 60
+        if minutes:
+            try:
+                timeout_s = float(minutes) * 60
+            except ValueError:
+                problems.append(f"TEAPARTY_TIMEOUT_MINUTES is {minutes!r}, not a number")
+        bot_app = environ.get("TEAPARTY_BOT_APP_ID", "").strip()
+        if bot_app and not bot_app.isdigit():
+            problems.append(f"TEAPARTY_BOT_APP_ID is {bot_app!r}, not a number")
+        if problems:
+            raise SettingsError(*problems)
+        summary = environ.get("GITHUB_STEP_SUMMARY", "").strip()
+        return cls(
+            event_name=event_name,
+            event_path=Path(event_path),
+            owner=owner,
+            repo=repo,
+            run_id=run_id,
+            home=home,
+            token=token,
+            app_id=app_id,
+            private_key=key,
+            api_url=environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL,
+            server_url=environ.get("GITHUB_SERVER_URL", "").strip() or DEFAULT_SERVER_URL,
+            summary_path=Path(summary) if summary else None,
+            timeout_s=timeout_s,
+            bot_login=environ.get("TEAPARTY_BOT_LOGIN", "").strip() or ACTIONS_LOGIN,
+            bot_app_id=int(bot_app) if bot_app else ACTIONS_APP_ID,
+        )
+
+    @property
+    def app_mode(self) -> bool:
+        """Whether the run acts as a GitHub App (its credentials given) rather than the token."""
+        return bool(self.app_id and self.private_key)
+
+
+class TokenApp(GitHubApp):
+    """GitHubApp's calls made with one token (GITHUB_TOKEN) for every installation."""
+
+    def __init__(
+        self,
+        token: str,
+        identity: Identity,
+        *,
+        api_url: str,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock = time.time,
+        write_interval_s: float = 1.0,
+    ) -> None:
+        super().__init__(
+            app_id="0",  # never used: a token run calls no App endpoint
+            private_key="",
+            api_url=api_url,
+            transport=transport,
+            clock=clock,
+            write_interval_s=write_interval_s,
+        )
+        self._fixed = token
+        self._identity = identity
+
+    async def identity(self) -> Identity:
+        """Who the token writes as."""
+        assert self._identity is not None
+        return self._identity
+
+    async def token(self, installation_id: int) -> str:
+        """The run's token, whatever installation is asked for."""
+        return self._fixed
+
+
+@dataclass(frozen=True)
+class ActionRun:
+    """What one run did: the event's outcome, and each driven job as it ended the run."""
+
+    outcome: str
+    jobs: tuple[JobStatus, ...]
+    parked_for_time: bool = False
+
+
+async def run_action(
+    env: ActionEnv,
+    *,
+    models: Callable[[AgentDef], Model],
+    scripted: bool = False,
+    sandbox: Sandbox | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Clock = time.time,
+) -> ActionRun:
+    """Apply the run's event to the store under `env.home` and drive the jobs with work."""
+    started = clock()
+    payload = json.loads(env.event_path.read_bytes())
+    if not isinstance(payload, dict):
+        raise SettingsError(f"{env.event_path}: the event is not a JSON object")
+    settings = Settings(
+        app_id=env.app_id or "actions",
+        private_key=env.private_key,
+        webhook_secret="",
+        home=env.home,
+        api_url=env.api_url,
+        server_url=env.server_url,
+        write_interval_s=1.0,
+    )
+    github = None
+    if not env.app_mode:
+        identity = Identity(env.bot_login, env.bot_app_id)
+        github = TokenApp(
+            env.token, identity, api_url=env.api_url, transport=transport, clock=clock
+        )
+    runtime = await Runtime.open(
+        settings,
+        models=models,
+        env={},
+        scripted=scripted,
+        sandbox=sandbox,
+        transport=transport,
+        clock=clock,
+        github=github,
+    )
+    try:
+        if "installation" not in payload or env.app_mode:
+            payload["installation"] = {"id": await _installation(runtime, env)}
+        action = str(payload.get("action") or "")
+        body = json.dumps(payload).encode()
+        arrival = Arrival(f"actions-{env.run_id}", env.event_name, action, body)
+        await runtime.office.deliveries.record_all([arrival])
+        await runtime.resume()
+        touched: set[int] = set()
+        worker = DeliveryWorker(
+            runtime.office.deliveries, runtime.service.handle, on_job=touched.add
+        )
+        await worker.drain()
+        record = await runtime.office.deliveries.get(arrival.delivery_id)
+        outcome = record.outcome if record and record.outcome else "nothing to do"
+        deadline = started + env.timeout_s - MARGIN_S
+        jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
+        return ActionRun(outcome, jobs, timed_out)
+    finally:
+        await runtime.close()
+
+
+async def drive(
+    runtime: Runtime, touched: set[int], *, deadline: float, clock: Clock
+) -> tuple[tuple[JobStatus, ...], bool]:
+    """Sync and run every active job (and those the event touched) until none has work left
+    this run can do, or the deadline passes; each job's status at the end, and whether the
+    deadline stopped it."""
+    office, driver = runtime.office, runtime.service.driver
+    jobs = sorted(touched | {job.job_id for job in await office.records.linked("github")})
+    while True:
+        for job_id in jobs:
+            await driver.sync(job_id)
+        if clock() >= deadline:
+            break
+        busy = [job_id for job_id in jobs if await office.engine.bus.runnable(job_id)]
+        if not busy:
+            break
+        await office.run_until_idle()
+    statuses = tuple([await driver.status(job_id) for job_id in jobs])
+    return statuses, clock() >= deadline
+
+
+async def _installation(runtime: Runtime, env: ActionEnv) -> int:
+    """The App's installation on the repository (App mode), else the token's stand-in id."""
+    if not env.app_mode:
+        return RUNNER_INSTALLATION
+    return await runtime.github.repo_installation(env.owner, env.repo)
+
+
+def summary(run: ActionRun, env: ActionEnv) -> str:
+    """The run's summary for GITHUB_STEP_SUMMARY: each job's state, tasks, gates and cost,
+    sanitised like everything the App posts."""
+    agent = Outbound(env.owner, env.repo, 0, env.server_url)
+    lines = ["## TeaParty", "", f"Event `{env.event_name}`: {agent.inline(run.outcome)}", ""]
+    if run.parked_for_time:
+        lines += ["The run neared its time limit: its jobs are parked where they stand.", ""]
+    for status in run.jobs:
+        done = sum(t.state == "done" for t in status.tasks)
+        u = status.usage
+        tokens = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        lines += [
+            f"- **Job {status.job_id}** ({agent.inline(status.title)}): {status.state}; "
+            f"{agent.inline(status.step)}; tasks {done}/{len(status.tasks)} done; "
+            f"{tokens:,} tokens, ${status.cost_usd:.4f}"
+            + (f"; pull request {status.link}" if status.link else "")
+        ]
+    if not run.jobs:
+        lines.append("No job has work.")
+    return "\n".join(lines) + "\n"
+
+
+def ignored_cheaply(event_name: str, payload: Mapping[str, object], login: str) -> str | None:
+    """Why an event needs no store at all (the App's own comment, say), or None: such a run
+    exits before loading anything."""
+    command = parse_command(event_name, dict(payload), app_login=login)
+    reason = getattr(command, "reason", None)
+    return reason if isinstance(reason, str) else None

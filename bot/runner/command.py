@@ -1,0 +1,73 @@
+"""`teaparty action`'s command line: the run's environment in, one clear line out on failure.
+
+A run whose event concerns no job (the App's own comment, another bot's) exits at once,
+before anything is loaded. Otherwise the event is applied (bot/runner/action.py) to the
+store under `TEAPARTY_HOME` (default: `$RUNNER_TEMP/teaparty`), the run's summary goes to
+`GITHUB_STEP_SUMMARY`, and the exit status is 0, or 1 with one line saying what failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.errors import BotError, SettingsError
+from bot.runner.action import ActionEnv, ignored_cheaply, run_action, summary
+from bot.serve import configure_logging, model_kind, models
+from orchestrator.api import OrchestratorError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+log = logging.getLogger(__name__)
+
+
+def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Apply the run's event; the exit status."""
+    configure_logging()
+    home = Path(
+        environ.get("TEAPARTY_HOME")
+        or Path(environ.get("RUNNER_TEMP") or tempfile.gettempdir()) / "teaparty"
+    )
+    try:
+        env = ActionEnv.from_env(environ, home=home)
+        payload = json.loads(env.event_path.read_bytes())
+    except SettingsError as exc:
+        return _fail("; ".join(exc.problems), EXIT_USAGE)
+    except (OSError, ValueError) as exc:
+        return _fail(f"cannot read the event: {exc}", EXIT_USAGE)
+    if isinstance(payload, dict) and (
+        why := ignored_cheaply(env.event_name, payload, env.bot_login)
+    ):
+        print(f"teaparty action: {why}")
+        _write_summary(env, f"## TeaParty\n\n{why}\n")
+        return EXIT_OK
+    kind = model_kind(args.model, environ)
+    try:
+        run = asyncio.run(
+            run_action(env, models=models(args.model, environ), scripted=kind == "scripted")
+        )
+    except (BotError, OrchestratorError) as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    _write_summary(env, summary(run, env))
+    print(f"teaparty action: {run.outcome}")
+    return EXIT_OK
+
+
+def _write_summary(env: ActionEnv, text: str) -> None:
+    if env.summary_path is None:
+        return
+    try:
+        with env.summary_path.open("a", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:  # the summary is a courtesy: the run's work is done
+        log.warning("the run's summary was not written: %s", exc)
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"teaparty action: {message}", file=sys.stderr)
+    return status
