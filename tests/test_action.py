@@ -20,6 +20,13 @@ from bot.fakehub.hub import FakeGitHub
 
 pytestmark = pytest.mark.timeout(180)
 RUNS = count(9_000_001)
+TOKEN_PERMISSIONS = {
+    "issues": "write",
+    "contents": "write",
+    "pull_requests": "write",
+    "actions": "write",
+    "metadata": "read",
+}
 
 
 @dataclass
@@ -29,20 +36,17 @@ class Run:
     summary: str
 
 
-async def act(hub: FakeGitHub, api_url: str, tmp: Path, event: str, body: bytes) -> Run:
-    """One workflow run of `event` whose payload is `body`."""
+async def act(
+    hub: FakeGitHub, api_url: str, tmp: Path, event: str, body: bytes, **more: str
+) -> Run:
+    """One workflow run of `event` whose payload is `body` (`more`: environment to add)."""
     run_id = next(RUNS)
     folder = tmp / f"run-{run_id}"
     folder.mkdir()
     (folder / "event.json").write_bytes(body)
-    token = hub.state.issue_token(
+    token = hub.state.issue_token(  # GITHUB_TOKEN's permissions as the reusable workflow asks
         1,
-        permissions={
-            "issues": "write",
-            "contents": "write",
-            "pull_requests": "write",
-            "metadata": "read",
-        },
+        permissions=TOKEN_PERMISSIONS,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GITHUB_"))}
     env |= {
@@ -57,7 +61,8 @@ async def act(hub: FakeGitHub, api_url: str, tmp: Path, event: str, body: bytes)
         "TEAPARTY_BOT_LOGIN": hub.state.bot.login,
         "TEAPARTY_BOT_APP_ID": str(APP_ID),
         "TEAPARTY_HOME": str(tmp / "home"),
-    }
+        "GITHUB_WORKFLOW_REF": f"{OWNER}/{REPO}/.github/workflows/teaparty.yml@refs/heads/main",
+    } | more
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -110,4 +115,62 @@ async def test_a_label_and_the_deciders_answer_are_two_runs_that_end_in_one_pull
         third = await act(hub, api_url, tmp_path, "issue_comment", own)
         assert third.code == 0
         assert "the app's own account" in third.output
+    assert hub.violations == [], hub.violations
+
+
+async def test_a_run_near_its_time_limit_parks_and_its_continuation_finishes_the_job(
+    tmp_path: Path,
+) -> None:
+    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
+    hub.add_user("alice", "admin")
+    project = "humans: {decider: alice}\ngates: {plan: never}\n"
+    async with hub.serve() as api_url:
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+        number = hub.open_issue(
+            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
+        )
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        first = await act(
+            hub, api_url, tmp_path, "issues", last(hub, "issues"), TEAPARTY_TIMEOUT_MINUTES="1"
+        )
+        assert first.code == 0, first.output
+        assert hub.pulls(OWNER, REPO) == []  # parked before the work was done
+        assert hub.state.workflow_dispatches == [
+            {
+                "repository": f"{OWNER}/{REPO}",
+                "workflow": "teaparty.yml",
+                "ref": "refs/heads/main",
+                "inputs": {},
+            }
+        ]
+        assert "It started its continuation (teaparty.yml@refs/heads/main)" in first.summary
+
+        carry_on = json.dumps({"ref": "refs/heads/main", "inputs": {}}).encode()
+        second = await act(hub, api_url, tmp_path, "workflow_dispatch", carry_on)
+        assert second.code == 0, second.output
+        assert len(hub.pulls(OWNER, REPO)) == 1, second.output
+        assert "✅" in bodies(hub, number, "job:")[0]
+        assert len(hub.state.workflow_dispatches) == 1  # finished: no second continuation
+    assert hub.violations == [], hub.violations
+
+
+async def test_a_reply_whose_run_never_started_is_read_by_the_next_run(tmp_path: Path) -> None:
+    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
+    hub.add_user("alice", "admin")
+    async with hub.serve() as api_url:
+        number = hub.open_issue(
+            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
+        )
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert first.code == 0, first.output
+        assert len(bodies(hub, number, "gate:")) == 1
+        await hub.comment_as(OWNER, REPO, number, "alice", "yes")  # its run is dropped
+        other = hub.open_issue(OWNER, REPO, title="Add a licence", body="MIT.", author="alice")
+        await hub.label_issue(OWNER, REPO, other, "teaparty", sender="alice")
+        later = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert later.code == 0, later.output
+        assert len(hub.pulls(OWNER, REPO)) == 1, later.output  # the reply was taken
+        assert "✅" in bodies(hub, number, "job:")[0]
+        assert len(bodies(hub, other, "gate:")) == 1  # and the new job asks its plan
     assert hub.violations == [], hub.violations

@@ -34,6 +34,7 @@ OPERATIONS = frozenset(
         "repos/get-collaborator-permission-level",
         "repos/get-content",
         "repos/get-branch",
+        "actions/create-workflow-dispatch",
         "issues/get",
         "issues/update",
         "issues/list-for-repo",

@@ -59,6 +59,7 @@ from bot.fakehub.state import (
     UserKind,
     not_found,
 )
+from bot.fakehub.workflows import WORKFLOW_ROUTES
 
 _METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
 
@@ -105,7 +106,9 @@ class FakeGitHub(PullRequestPeople, IssuePeople):
         self.api_url = "http://127.0.0.1/"
         self._faults = Faults(self.state.lock)
         self._used = {"core": 0, "graphql": 0}  # rate-limit points spent, per resource
-        routes = ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES | BRANCH_ROUTES
+        routes = (
+            ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES | BRANCH_ROUTES | WORKFLOW_ROUTES
+        )
         self._routes = routes | DeliveryLog(self.deliveries).routes()
         self.asgi = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=_METHODS)])
 

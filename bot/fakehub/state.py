@@ -206,6 +206,9 @@ class HubState:
         self.users: dict[str, User] = {}
         self.repos: dict[tuple[str, str], HubRepo] = {}
         self.tokens: dict[str, Token] = {}
+        self.workflow_dispatches: list[
+            Mapping[str, object]
+        ] = []  # actions/create-workflow-dispatch
         self._ids = itertools.count(1001)
         self.app_owner = self.user(app_owner, kind="Organization")
         self.bot = self.user(f"{app_slug}[bot]", kind="Bot")

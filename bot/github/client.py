@@ -554,6 +554,15 @@ class Installation:
         pulls = await self.open_pulls(owner, repo, head=f"{owner}:{branch}")
         return next((pull for pull in pulls if identity.opened(pull)), None)
 
+    async def dispatch_workflow(self, owner: str, repo: str, workflow: str, *, ref: str) -> None:
+        """Start a run of `workflow` (its file name) on `ref` (workflow_dispatch). Not
+        looked for after a failure: a second continuation finds its jobs parked and is cheap."""
+        await self._write(
+            lambda gh: gh.rest.actions.async_create_workflow_dispatch(
+                owner, repo, workflow, ref=ref
+            )
+        )
+
     async def update_pull(
         self, owner: str, repo: str, number: int, *, title: str, body: str
     ) -> Json:

@@ -29,12 +29,14 @@ from bot.errors import SettingsError
 from bot.github.client import Clock, GitHubApp, Identity
 from bot.github.outbound import Outbound
 from bot.handlers.payloads import parse_command
+from bot.server.backfill import Backfill
 from bot.server.runtime import Runtime
 from bot.server.worker import DeliveryWorker
 from bot.settings import DEFAULT_API_URL, DEFAULT_SERVER_URL, Settings
 from orchestrator.api import AgentDef, Arrival, JobStatus, Model, Sandbox
 
 log = logging.getLogger(__name__)
+CONTINUATION = "workflow_dispatch"  # the event of a run that carries on after a parked one
 ACTIONS_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as
 ACTIONS_APP_ID = 15368  # the GitHub Actions App, as `performed_via_github_app.id` names it
 RUNNER_INSTALLATION = 0  # GITHUB_TOKEN belongs to no installation the App can name
@@ -61,6 +63,7 @@ class ActionEnv:
     timeout_s: float = DEFAULT_TIMEOUT_MINUTES * 60
     bot_login: str = ACTIONS_LOGIN
     bot_app_id: int | None = ACTIONS_APP_ID
+    workflow_ref: str = ""  # GITHUB_WORKFLOW_REF: owner/repo/.github/workflows/f.yml@ref
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path) -> ActionEnv:
@@ -115,6 +118,7 @@ class ActionEnv:
             timeout_s=timeout_s,
             bot_login=environ.get("TEAPARTY_BOT_LOGIN", "").strip() or ACTIONS_LOGIN,
             bot_app_id=int(bot_app) if bot_app else ACTIONS_APP_ID,
+            workflow_ref=environ.get("GITHUB_WORKFLOW_REF", "").strip(),
         )
 
     @property
@@ -164,6 +168,7 @@ class ActionRun:
     outcome: str
     jobs: tuple[JobStatus, ...]
     parked_for_time: bool = False
+    continued: str | None = None  # the continuation dispatched (workflow@ref), if any
 
 
 async def run_action(
@@ -206,23 +211,39 @@ async def run_action(
         github=github,
     )
     try:
-        if "installation" not in payload or env.app_mode:
-            payload["installation"] = {"id": await _installation(runtime, env)}
-        action = str(payload.get("action") or "")
-        body = json.dumps(payload).encode()
-        arrival = Arrival(f"actions-{env.run_id}", env.event_name, action, body)
-        await runtime.office.deliveries.record_all([arrival])
+        installation = await _installation(runtime, env)
         await runtime.resume()
+        arrival = None
+        if env.event_name != CONTINUATION:
+            if env.app_mode or "installation" not in payload:  # the App's own, in App mode
+                payload["installation"] = {"id": installation}
+            action = str(payload.get("action") or "")
+            body = json.dumps(payload).encode()
+            arrival = Arrival(f"actions-{env.run_id}", env.event_name, action, body)
+            await runtime.office.deliveries.record_all([arrival])
+        backfill = Backfill(
+            runtime.github,
+            runtime.office,
+            runtime.office.deliveries,
+            runtime.service.context.repos,
+            clock=clock,
+        )
+        await backfill.answers()  # replies a run that never started missed
         touched: set[int] = set()
         worker = DeliveryWorker(
             runtime.office.deliveries, runtime.service.handle, on_job=touched.add
         )
         await worker.drain()
-        record = await runtime.office.deliveries.get(arrival.delivery_id)
-        outcome = record.outcome if record and record.outcome else "nothing to do"
+        outcome = "a continuation of the runs before it"
+        if arrival is not None:
+            record = await runtime.office.deliveries.get(arrival.delivery_id)
+            outcome = record.outcome if record and record.outcome else "nothing to do"
         deadline = started + env.timeout_s - MARGIN_S
         jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
-        return ActionRun(outcome, jobs, timed_out)
+        continued = None
+        if timed_out and any(job.state not in ("done", "cancelled") for job in jobs):
+            continued = await _continue(runtime, env, installation)
+        return ActionRun(outcome, jobs, timed_out, continued)
     finally:
         await runtime.close()
 
@@ -248,6 +269,19 @@ async def drive(
     return statuses, clock() >= deadline
 
 
+async def _continue(runtime: Runtime, env: ActionEnv, installation: int) -> str | None:
+    """Start this workflow again (workflow_dispatch) to carry on where this run parked;
+    what was dispatched, or None when the run does not know its workflow."""
+    path, _, ref = env.workflow_ref.partition("@")
+    workflow = path.rsplit("/", 1)[-1]
+    if not ref or not workflow.endswith((".yml", ".yaml")):
+        log.warning("no continuation: GITHUB_WORKFLOW_REF %r names no workflow", env.workflow_ref)
+        return None
+    gh = await runtime.github.installation(installation)
+    await gh.dispatch_workflow(env.owner, env.repo, workflow, ref=ref)
+    return f"{workflow}@{ref}"
+
+
 async def _installation(runtime: Runtime, env: ActionEnv) -> int:
     """The App's installation on the repository (App mode), else the token's stand-in id."""
     if not env.app_mode:
@@ -261,7 +295,11 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
     agent = Outbound(env.owner, env.repo, 0, env.server_url)
     lines = ["## TeaParty", "", f"Event `{env.event_name}`: {agent.inline(run.outcome)}", ""]
     if run.parked_for_time:
-        lines += ["The run neared its time limit: its jobs are parked where they stand.", ""]
+        went_on = f" It started its continuation ({run.continued})." if run.continued else ""
+        lines += [
+            f"The run neared its time limit: its jobs are parked where they stand.{went_on}",
+            "",
+        ]
     for status in run.jobs:
         done = sum(t.state == "done" for t in status.tasks)
         u = status.usage

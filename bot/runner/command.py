@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.errors import BotError, SettingsError
-from bot.runner.action import ActionEnv, ignored_cheaply, run_action, summary
+from bot.runner.action import CONTINUATION, ActionEnv, ignored_cheaply, run_action, summary
 from bot.serve import configure_logging, model_kind, models
 from orchestrator.api import OrchestratorError
 
@@ -40,8 +40,10 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return _fail("; ".join(exc.problems), EXIT_USAGE)
     except (OSError, ValueError) as exc:
         return _fail(f"cannot read the event: {exc}", EXIT_USAGE)
-    if isinstance(payload, dict) and (
-        why := ignored_cheaply(env.event_name, payload, env.bot_login)
+    if (
+        isinstance(payload, dict)
+        and env.event_name != CONTINUATION
+        and (why := ignored_cheaply(env.event_name, payload, env.bot_login))
     ):
         print(f"teaparty action: {why}")
         _write_summary(env, f"## TeaParty\n\n{why}\n")
