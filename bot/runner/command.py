@@ -18,9 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.errors import BotError, SettingsError
-from bot.runner.action import CONTINUATION, ActionEnv, ignored_cheaply, run_action, summary
-from bot.serve import configure_logging, model_kind, models
-from orchestrator.api import OrchestratorError
+from bot.runner.env import CONTINUATION, ActionEnv, ignored_cheaply
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 log = logging.getLogger(__name__)
@@ -28,7 +26,6 @@ log = logging.getLogger(__name__)
 
 def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Apply the run's event; the exit status."""
-    configure_logging()
     home = Path(
         environ.get("TEAPARTY_HOME")
         or Path(environ.get("RUNNER_TEMP") or tempfile.gettempdir()) / "teaparty"
@@ -48,6 +45,11 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(f"teaparty action: {why}")
         _write_summary(env, f"## TeaParty\n\n{why}\n")
         return EXIT_OK
+    from bot.runner.action import run_action, summary  # the engine: only for a run with work
+    from bot.serve import configure_logging, model_kind, models
+    from orchestrator.api import OrchestratorError
+
+    configure_logging()
     kind = model_kind(args.model, environ)
     try:
         run = asyncio.run(
