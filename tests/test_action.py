@@ -174,3 +174,29 @@ async def test_a_reply_whose_run_never_started_is_read_by_the_next_run(tmp_path:
         assert "✅" in bodies(hub, number, "job:")[0]
         assert len(bodies(hub, other, "gate:")) == 1  # and the new job asks its plan
     assert hub.violations == [], hub.violations
+
+
+async def test_a_repository_that_lets_no_workflow_open_pull_requests_is_explained(
+    tmp_path: Path,
+) -> None:
+    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
+    hub.add_user("alice", "admin")
+    project = "humans: {decider: alice}\ngates: {plan: never}\n"
+    refusal = {
+        "message": "GitHub Actions is not permitted to create or approve pull requests.",
+        "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+    }
+    async with hub.serve() as api_url:
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+        number = hub.open_issue(
+            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
+        )
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        hub.fail_next("POST", r"/repos/octo/widgets/pulls$", 403, body=refusal)
+        run = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert run.code == 0, run.output
+        assert hub.pulls(OWNER, REPO) == []
+        (tracking,) = bodies(hub, number, "job:")
+        assert "Allow GitHub Actions to create and approve pull requests" in tracking
+        assert "failed" in run.summary
+    assert hub.violations == [], hub.violations

@@ -46,6 +46,14 @@ from orchestrator.api import (
 )
 
 log = logging.getLogger(__name__)
+# GitHub's answer when a workflow's GITHUB_TOKEN may not open pull requests, and the fix.
+ACTIONS_MAY_NOT_OPEN = "not permitted to create or approve pull requests"
+ACTIONS_SETTING = (
+    "The repository does not let GitHub Actions open pull requests: an admin allows it in "
+    'Settings → Actions → General → Workflow permissions ("Allow GitHub Actions to create '
+    "and approve pull requests\"), or gives the workflow a GitHub App's token instead. The "
+    "branch is pushed; relabel the issue to retry."
+)
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,8 @@ class GitHubForge:
                 identity=self.identity,
             )
         except GitHubError as exc:
+            if exc.status == 403 and ACTIONS_MAY_NOT_OPEN in str(exc):
+                raise GitHubError(f"{exc} {ACTIONS_SETTING}", status=exc.status) from exc
             if exc.status != 422 or "already exists" not in str(exc):
                 raise
             pull = await find_pull(gh, self.identity, s.owner, s.repo, branch)
