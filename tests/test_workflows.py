@@ -1,0 +1,271 @@
+"""Runner mode's packaging: every workflow and action file is valid for GitHub, and each holds
+what issue 16 asks of it (pins, least permissions, one run per issue without cancelling, the
+caller and the reusable workflow agreeing with each other and with the package).
+
+Validity is SchemaStore's github-workflow and github-action JSON Schemas, as vendored by
+check-jsonschema (the `test` extra). actionlint would check more (expressions, contexts), but
+no PyPI package installs it without downloading its binary from GitHub at build time, and its
+latest release (1.7.12) does not know `concurrency.queue` (rhysd/actionlint#657). What the
+schemas cannot see, the tests below check themselves.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
+
+ACTION_ENV = {
+    "GITHUB_TOKEN",
+    "GITHUB_APP_ID",
+    "GITHUB_APP_PRIVATE_KEY",
+    "ANTHROPIC_API_KEY",
+    "TEAPARTY_TIMEOUT_MINUTES",
+}
+PERMISSIONS = {"contents": "write", "issues": "write", "pull-requests": "write", "actions": "write"}
+TIMEOUT = "${{ inputs.timeout-minutes }}"
+
+
+def schema_check(schema: str, path: Path) -> subprocess.CompletedProcess[str]:
+    """check-jsonschema against one of its vendored schemas; it needs no network for these."""
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_workflow_is_valid_for_github(path: Path) -> None:
+    done = schema_check("vendor.github-workflows", path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_composite_action_is_valid_for_github() -> None:
+    done = schema_check("vendor.github-actions", COMPOSITE)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        ("\n      queue: max\n", "\n      queue: maxx\n", "'maxx' is not one of"),
+        ("\n      queue: max\n", "\n      queue: max\n      cancel-after: 5\n", "'cancel-after'"),
+        ("\n    runs-on: ", "\n    runs_on: ", "'runs-on' is a required property"),
+    ],
+    ids=["a queue GitHub does not know", "a key it does not know", "a misspelt key"],
+)
+def test_the_schema_check_refuses_what_github_refuses(
+    tmp_path: Path, old: str, new: str, complaint: str
+) -> None:
+    text = REUSABLE.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    broken = tmp_path / "teaparty.yml"
+    broken.write_text(text.replace(old, new), encoding="utf-8")
+    done = schema_check("vendor.github-workflows", broken)
+    assert done.returncode == 1
+    assert complaint in done.stdout + done.stderr
+
+
+def test_no_workflow_runs_on_pull_request_target() -> None:
+    # it would give a fork's pull request the secrets and a write token
+    for path in WORKFLOWS:
+        assert "pull_request_target" not in load(path)["on"], path
+
+
+def the_job() -> dict[str, Any]:
+    jobs = load(REUSABLE)["jobs"]
+    assert list(jobs) == ["teaparty"]
+    job: dict[str, Any] = jobs["teaparty"]
+    return job
+
+
+def test_the_reusable_workflow_asks_for_least_permissions_and_never_cancels() -> None:
+    workflow, job = load(REUSABLE), the_job()
+    assert list(workflow["on"]) == ["workflow_call"]
+    assert workflow["permissions"] == {}
+    assert job["permissions"] == PERMISSIONS
+    # one group per issue or pull request; a continuation (no number) gets its own
+    assert job["concurrency"] == {
+        "group": "teaparty-${{ github.event.issue.number"
+        " || github.event.pull_request.number || github.run_id }}",
+        "queue": "max",
+    }
+    assert "cancel-in-progress" not in REUSABLE.read_text(encoding="utf-8").replace(
+        "Never cancel-in-progress", ""
+    )
+
+
+def test_the_time_limit_is_one_number_for_github_and_the_engine() -> None:
+    timeout = load(REUSABLE)["on"]["workflow_call"]["inputs"]["timeout-minutes"]
+    assert (timeout["type"], timeout["default"]) == ("number", 345)  # 5 h 45 min, under 6 h
+    job = the_job()
+    assert job["timeout-minutes"] == TIMEOUT
+    assert job["steps"][-1]["env"]["TEAPARTY_TIMEOUT_MINUTES"] == TIMEOUT
+    composite = load(COMPOSITE)
+    assert composite["inputs"]["timeout-minutes"]["default"] == "345"
+
+
+def test_the_steps_end_in_teaparty_action_with_what_it_reads() -> None:
+    for steps in (the_job()["steps"], load(COMPOSITE)["runs"]["steps"]):
+        assert steps[-1]["run"] == "teaparty action"
+        assert set(steps[-1]["env"]) == ACTION_ENV
+    # GitHub refuses secret names that start with GITHUB_
+    secrets = load(REUSABLE)["on"]["workflow_call"]["secrets"]
+    assert not [name for name in secrets if name.upper().startswith("GITHUB_")]
+    assert secrets["ANTHROPIC_API_KEY"] == {"required": True}
+
+
+def test_the_caller_passes_what_the_reusable_workflow_declares() -> None:
+    caller = load(CALLER)
+    (job,) = caller["jobs"].values()
+    assert re.fullmatch(r"[^/\s]+/[^/\s]+/\.github/workflows/teaparty\.yml@\S+", job["uses"])
+    call = load(REUSABLE)["on"]["workflow_call"]
+    passed, declared = set(job.get("secrets", {})), call["secrets"]
+    required = {name for name, spec in declared.items() if spec.get("required")}
+    assert required <= passed <= set(declared)
+    assert set(job.get("with", {})) <= set(call["inputs"])
+    # a called workflow's token can only be narrowed: the caller must grant these exactly
+    assert caller["permissions"] == {}
+    assert job["permissions"] == PERMISSIONS
+
+
+def versions() -> tuple[str, str]:
+    """The package's name and version from pyproject.toml."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project["name"], project["version"]
+
+
+def test_python_and_teaparty_are_pinned_to_exact_versions() -> None:
+    name, version = versions()
+    inputs = (load(REUSABLE)["on"]["workflow_call"]["inputs"], load(COMPOSITE)["inputs"])
+    for declared in inputs:
+        assert declared["teaparty"]["default"] == f"{name}=={version}"
+        assert re.fullmatch(r"3\.(1[1-9])\.\d+", declared["python-version"]["default"])
+
+
+@pytest.mark.parametrize("path", [REUSABLE, COMPOSITE], ids=["workflow", "composite"])
+def test_every_action_used_is_pinned_to_a_commit_and_names_its_version(path: Path) -> None:
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    used = [line for line in lines if re.match(r"(- )?uses: ", line)]
+    assert len(used) == 2  # checkout and setup-python
+    for line in used:
+        assert re.fullmatch(r"(- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", line)
+
+
+def test_the_composite_action_runs_the_workflows_steps() -> None:
+    ours, theirs = the_job()["steps"], load(COMPOSITE)["runs"]["steps"]
+    assert len(ours) == len(theirs)
+    for step, twin in zip(ours, theirs, strict=True):
+        assert (step.get("uses"), step.get("with")) == (twin.get("uses"), twin.get("with"))
+        assert (step.get("name"), step.get("run")) == (twin.get("name"), twin.get("run"))
+        assert set(step.get("env", {})) == set(twin.get("env", {}))
+
+
+def test_no_script_interpolates_an_expression() -> None:
+    # `${{ }}` in a script is pasted into the shell before it runs: values go through env
+    for steps in (the_job()["steps"], load(COMPOSITE)["runs"]["steps"]):
+        assert [step for step in steps if "${{" in step.get("run", "")] == []
+
+
+def step_script(name: str) -> str:
+    (script,) = [step["run"] for step in the_job()["steps"] if step.get("name") == name]
+    return str(script)
+
+
+def run_script(script: str, bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """A step's script as GitHub runs `shell: bash`, with only `bin_dir` on PATH."""
+    bash = shutil.which("bash")
+    assert bash is not None
+    return subprocess.run(
+        [bash, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        env={"PATH": str(bin_dir), **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+def fake(bin_dir: Path, name: str, body: str) -> None:
+    """A stand-in command that appends its arguments to bin_dir/calls, then runs `body`."""
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text(f'#!/bin/sh\necho "{name} $*" >> "{bin_dir}/calls"\n{body}\n')
+    path.chmod(0o755)
+
+
+def calls(bin_dir: Path) -> list[str]:
+    log = bin_dir / "calls"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("requirement", "installs"),
+    [
+        ("teaparty-github==0.1.0", True),
+        ("teaparty-github @ git+https://example.invalid/teaparty.git@0123abc", True),
+        ("teaparty-github", False),
+        ("teaparty-github>=0.1", False),
+    ],
+)
+def test_only_a_pinned_teaparty_is_installed(
+    tmp_path: Path, requirement: str, installs: bool
+) -> None:
+    fake(tmp_path, "python", "exit 0")
+    done = run_script(
+        step_script("Install TeaParty (an exact version)"),
+        tmp_path,
+        TEAPARTY_REQUIREMENT=requirement,
+    )
+    assert (done.returncode == 0) is installs, done.stdout + done.stderr
+    want = f"python -m pip install --disable-pip-version-check --no-input {requirement}"
+    assert calls(tmp_path) == ([want] if installs else [])
+    assert installs or "::error::teaparty must be pinned" in done.stdout
+
+
+SETTING = "kernel.apparmor_restrict_unprivileged_userns"
+SYSCTL = '[ "$1" = -n ] && { [ -n "$RESTRICTED" ] && echo "$RESTRICTED" || exit 255; }; exit 0'
+SUDO = 'shift; exec "$@"'  # past -n, then the command
+
+
+@pytest.mark.parametrize(
+    ("restricted", "sudo", "expected_calls", "says"),
+    [
+        (
+            "1",
+            SUDO,
+            [f"sysctl -n {SETTING}", f"sudo -n sysctl -w {SETTING}=0", f"sysctl -w {SETTING}=0"],
+            "User namespaces allowed",
+        ),
+        ("1", "exit 1", [f"sysctl -n {SETTING}", f"sudo -n sysctl -w {SETTING}=0"], "::notice::"),
+        ("1", None, [f"sysctl -n {SETTING}"], "::notice::"),  # no sudo at all
+        ("0", SUDO, [f"sysctl -n {SETTING}"], ""),  # nothing to lift
+        ("", SUDO, [f"sysctl -n {SETTING}"], ""),  # a kernel without the setting
+    ],
+    ids=["lifted", "sudo refuses", "no sudo", "not restricted", "no such setting"],
+)
+def test_lifting_the_user_namespace_restriction_never_fails_the_run(
+    tmp_path: Path, restricted: str, sudo: str | None, expected_calls: list[str], says: str
+) -> None:
+    fake(tmp_path, "sysctl", SYSCTL)
+    if sudo is not None:
+        fake(tmp_path, "sudo", sudo)
+    done = run_script(
+        step_script("Let the sandbox use user namespaces"), tmp_path, RESTRICTED=restricted
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert calls(tmp_path) == expected_calls
+    assert says in done.stdout
+    if not says:
+        assert done.stdout == ""
