@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from bot.runner.env import ActionEnv
+from tests.test_action import TOKEN_PERMISSIONS
 from tests.workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
 
 ACTION_ENV = {
@@ -124,6 +126,28 @@ def test_the_steps_end_in_teaparty_action_with_what_it_reads() -> None:
     secrets = load(REUSABLE)["on"]["workflow_call"]["secrets"]
     assert not [name for name in secrets if name.upper().startswith("GITHUB_")]
     assert secrets["ANTHROPIC_API_KEY"] == {"required": True}
+
+
+def test_teaparty_action_reads_the_environment_the_step_gives_it(tmp_path: Path) -> None:
+    # GitHub's own variables, then the step's env as GitHub fills it: an unset secret is ''
+    given = {
+        "GITHUB_EVENT_NAME": "issues",
+        "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
+        "GITHUB_REPOSITORY": "octo/repo",
+        "GITHUB_RUN_ID": "9",
+    }
+    step_env = dict.fromkeys(the_job()["steps"][-1]["env"], "")
+    environ = given | step_env | {"GITHUB_TOKEN": "ghs_run", "TEAPARTY_TIMEOUT_MINUTES": "345"}
+    env = ActionEnv.from_env(environ, home=tmp_path)
+    assert (env.token, env.app_mode, env.timeout_s) == ("ghs_run", False, 345 * 60)
+    app = environ | {"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY": "-----BEGIN"}
+    assert ActionEnv.from_env(app, home=tmp_path).app_mode
+
+
+def test_the_end_to_end_runs_use_the_token_this_workflow_asks_for() -> None:
+    # tests/test_action.py plays workflow runs with a stand-in token of these permissions
+    asked = {name.replace("-", "_"): level for name, level in PERMISSIONS.items()}
+    assert TOKEN_PERMISSIONS == asked | {"metadata": "read"}  # every GITHUB_TOKEN reads metadata
 
 
 def test_the_caller_passes_what_the_reusable_workflow_declares() -> None:
