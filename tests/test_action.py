@@ -17,6 +17,7 @@ from app_harness import APP_ID, OWNER, REPO, bodies, make_hub
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
+from bot.runner.action import continuation_target
 
 pytestmark = pytest.mark.timeout(180)
 RUNS = count(9_000_001)
@@ -200,3 +201,18 @@ async def test_a_repository_that_lets_no_workflow_open_pull_requests_is_explaine
         assert "Allow GitHub Actions to create and approve pull requests" in tracking
         assert "failed" in run.summary
     assert hub.violations == [], hub.violations
+
+
+def test_a_continuation_runs_its_workflow_on_a_branch_never_on_a_pull_requests_merge_ref() -> None:
+    ref = f"{OWNER}/{REPO}/.github/workflows/teaparty.yml"
+    assert continuation_target(f"{ref}@refs/heads/main", default="main") == (
+        "teaparty.yml",
+        "refs/heads/main",
+    )
+    assert continuation_target(f"{ref}@refs/pull/7/merge", default="trunk") == (
+        "teaparty.yml",
+        "refs/heads/trunk",
+    )
+    assert continuation_target(f"{ref}@refs/pull/7/merge", default="") is None
+    assert continuation_target("", default="main") is None
+    assert continuation_target(f"{OWNER}/{REPO}/README.md@refs/heads/main", default="m") is None

@@ -153,7 +153,8 @@ async def run_action(
         jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
         continued = None
         if timed_out and any(job.state not in ("done", "cancelled") for job in jobs):
-            continued = await _continue(runtime, env, installation)
+            default = str((payload.get("repository") or {}).get("default_branch") or "")
+            continued = await _continue(runtime, env, installation, default=default)
         return ActionRun(outcome, jobs, timed_out, continued)
     finally:
         await runtime.close()
@@ -172,7 +173,7 @@ async def drive(
             await driver.sync(job_id)
         if clock() >= deadline:
             break
-        busy = [job_id for job_id in jobs if await office.engine.bus.runnable(job_id)]
+        busy = [job_id for job_id in jobs if await office.busy(job_id)]
         if not busy:
             break
         await office.run_until_idle()
@@ -180,17 +181,34 @@ async def drive(
     return statuses, clock() >= deadline
 
 
-async def _continue(runtime: Runtime, env: ActionEnv, installation: int) -> str | None:
+async def _continue(
+    runtime: Runtime, env: ActionEnv, installation: int, *, default: str
+) -> str | None:
     """Start this workflow again (workflow_dispatch) to carry on where this run parked;
-    what was dispatched, or None when the run does not know its workflow."""
-    path, _, ref = env.workflow_ref.partition("@")
-    workflow = path.rsplit("/", 1)[-1]
-    if not ref or not workflow.endswith((".yml", ".yaml")):
+    what was dispatched, or None when the run does not know its workflow. A run of a pull
+    request event has the pull request's merge ref, from which nothing can be dispatched:
+    its continuation runs on the default branch."""
+    target = continuation_target(env.workflow_ref, default=default)
+    if target is None:
         log.warning("no continuation: GITHUB_WORKFLOW_REF %r names no workflow", env.workflow_ref)
         return None
+    workflow, ref = target
     gh = await runtime.github.installation(installation)
     await gh.dispatch_workflow(env.owner, env.repo, workflow, ref=ref)
     return f"{workflow}@{ref}"
+
+
+def continuation_target(workflow_ref: str, *, default: str) -> tuple[str, str] | None:
+    """The workflow file and ref a continuation is dispatched on, from GITHUB_WORKFLOW_REF
+    (`owner/repo/.github/workflows/f.yml@refs/heads/main`); a pull request's merge ref gives
+    way to the default branch. None when it names no workflow."""
+    path, _, ref = workflow_ref.partition("@")
+    workflow = path.rsplit("/", 1)[-1]
+    if ref.startswith("refs/pull/"):
+        ref = f"refs/heads/{default}" if default else ""
+    if not ref or not workflow.endswith((".yml", ".yaml")):
+        return None
+    return workflow, ref
 
 
 async def _installation(runtime: Runtime, env: ActionEnv) -> int:

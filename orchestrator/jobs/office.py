@@ -541,6 +541,10 @@ class Office:
         """The commit the job branch is at."""
         return await rev(job.space.repo, f"refs/heads/{job.space.branch}")
 
+    async def busy(self, job_id: int) -> bool:
+        """Whether a conversation of the job has work it could do now."""
+        return bool(await self.engine.bus.runnable(job_id))
+
     async def has_work(self, job: JobHandle) -> bool:
         """Whether the job branch holds commits beyond the one it started from."""
         return await self.workspace.has_commits(job.space)
