@@ -9,7 +9,9 @@ engine's modules can move and change behind it. What is here:
 - the ports the edge implements or passes in (`Forge`, `Model`);
 - the records that cross the seam (job status, gates, tasks, events, failures, the proxy's
   decisions and figures);
-- configuration loading, the sandbox probe, the deliveries queue, and the error tree.
+- configuration loading, the sandbox probe, the deliveries queue, and the error tree;
+- the store as one file (a consistent snapshot, putting one in place, pruning ended jobs)
+  and the engine's hardened git, for runner mode's state kept on a git ref.
 """
 
 from __future__ import annotations
@@ -100,9 +102,20 @@ from orchestrator.proxy.stats import ProxyStats, proxy_stats, proxy_stats_at
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
+from orchestrator.store.migrations import SCHEMA_VERSION
+from orchestrator.store.prune import KEEP_ENDED_DAYS, Pruned, prune_store
+from orchestrator.store.snapshot import restore_store, snapshot_store
 from orchestrator.store.sqlite import now
 from orchestrator.teams.board import Task
-from orchestrator.workspace.git import GitError, git, slug
+from orchestrator.workspace.git import (
+    NETWORK_TIMEOUT_S,
+    GitError,
+    auth_env,
+    git,
+    git_bytes,
+    reset_config,
+    slug,
+)
 
 __all__ = [
     "AGENT_IDENTITY",
@@ -149,6 +162,7 @@ __all__ = [
     "JobSummary",
     "JobView",
     "JobViews",
+    "KEEP_ENDED_DAYS",
     "LinkedJob",
     "LocalJob",
     "LogEntry",
@@ -158,6 +172,7 @@ __all__ = [
     "ModelError",
     "ModelKind",
     "ModelRequest",
+    "NETWORK_TIMEOUT_S",
     "NotProxyAnsweredError",
     "Office",
     "OrchestratorError",
@@ -170,6 +185,7 @@ __all__ = [
     "ProxyDecision",
     "ProxySettings",
     "ProxyStats",
+    "Pruned",
     "Pull",
     "PullEnded",
     "PullState",
@@ -179,6 +195,7 @@ __all__ = [
     "ReviewRound",
     "RoundPoint",
     "Rounds",
+    "SCHEMA_VERSION",
     "STATE_FILTERS",
     "Sandbox",
     "SandboxError",
@@ -195,12 +212,14 @@ __all__ = [
     "Withdrawn",
     "announce",
     "answer_job",
+    "auth_env",
     "cancel_job",
     "check_model",
     "check_path",
     "clean",
     "forget_repository",
     "git",
+    "git_bytes",
     "load_organisation",
     "load_project",
     "managing",
@@ -211,10 +230,14 @@ __all__ = [
     "progress",
     "proxy_stats",
     "proxy_stats_at",
+    "prune_store",
     "pull_ended",
+    "reset_config",
+    "restore_store",
     "run_local",
     "serve_commands",
     "shipped_org_dir",
     "slug",
+    "snapshot_store",
     "withdraw",
 ]

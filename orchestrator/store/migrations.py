@@ -569,3 +569,5 @@ MIGRATIONS: tuple[str, ...] = (
     ISSUE_REVISIONS,
     REVIEW_ROUNDS,
 )
+
+SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version

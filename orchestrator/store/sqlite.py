@@ -20,7 +20,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar, cast
 
@@ -312,6 +312,17 @@ def _lock(path: Path) -> int:
             f"{path} is in use by another teaparty process (lock {lock_path})"
         ) from None
     return fd
+
+
+@contextlib.contextmanager
+def engine_lock(path: Path) -> Iterator[None]:
+    """Hold the engine lock of the store at `path` while replacing its file from outside;
+    StoreLockedError when an engine has the store open."""
+    fd = _lock(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def now() -> float:
