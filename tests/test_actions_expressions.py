@@ -7,8 +7,7 @@ import math
 from typing import Any
 
 import pytest
-
-from tests.actions_expressions import ExpressionError, equal, evaluate, job_runs, truthy
+from actions_expressions import ExpressionError, equal, evaluate, job_runs, truthy
 
 EVENT: dict[str, Any] = {
     "action": "labeled",

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
-from tests.actions_expressions import job_runs
-from tests.webhook_schemas import webhook_errors
-from tests.workflow_files import CALLER, load
+from actions_expressions import job_runs
+from webhook_schemas import webhook_errors
+from workflow_files import CALLER, load
 
 Payload = dict[str, Any]
 Load = Callable[[str], Payload]

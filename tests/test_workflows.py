@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_action import TOKEN_PERMISSIONS
+from workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
 
 from bot.runner.env import ActionEnv
-from tests.test_action import TOKEN_PERMISSIONS
-from tests.workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
 
 ACTION_ENV = {
     "GITHUB_TOKEN",
