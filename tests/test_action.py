@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from itertools import count
@@ -107,6 +108,21 @@ async def test_a_label_and_the_deciders_answer_are_two_runs_that_end_in_one_pull
         assert len(hub.pulls(OWNER, REPO)) == 1, second.output
         (tracking,) = bodies(hub, number, "job:")
         assert "✅" in tracking
+        remote = hub.root / OWNER / f"{REPO}.git"
+        saves = subprocess.run(
+            ["git", "-C", str(remote), "log", "--format=%s", "refs/teaparty/state"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.splitlines()
+        assert (
+            saves[:2]
+            == [
+                "TeaParty: issue_comment (run 9000002)",
+                "TeaParty: issues (run 9000001)",
+            ]
+            or len(saves) == 2
+        ), saves
 
         # The App's own comments come back as events (GitHub sends them): those runs exit
         # at once, before loading anything.

@@ -26,6 +26,7 @@ import httpx
 
 from bot.errors import SettingsError
 from bot.github.client import Clock, GitHubApp, Identity
+from bot.github.forge import git_credentials
 from bot.github.outbound import Outbound
 from bot.runner.env import CONTINUATION, MARGIN_S, ActionEnv
 from bot.server.backfill import Backfill
@@ -242,3 +243,16 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
     if not run.jobs:
         lines.append("No job has work.")
     return "\n".join(lines) + "\n"
+
+
+async def state_auth(env: ActionEnv) -> str:
+    """The header git sends to the repository for the run's state: the run's token's, or in
+    App mode a fresh installation token's."""
+    if not env.app_mode:
+        return git_credentials(env.token)
+    app = GitHubApp(app_id=env.app_id, private_key=env.private_key, api_url=env.api_url)
+    try:
+        installation = await app.repo_installation(env.owner, env.repo)
+        return git_credentials(await app.token(installation))
+    finally:
+        await app.aclose()

@@ -45,16 +45,38 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         print(f"teaparty action: {why}")
         _write_summary(env, f"## TeaParty\n\n{why}\n")
         return EXIT_OK
-    from bot.runner.action import run_action, summary  # the engine: only for a run with work
+    # The engine, and the state's git: only for a run with work.
+    from bot.runner.action import ActionRun, run_action, state_auth, summary
+    from bot.runner.state import DEFAULT_REF, StateRef
     from bot.serve import configure_logging, model_kind, models
     from orchestrator.api import OrchestratorError
 
     configure_logging()
     kind = model_kind(args.model, environ)
-    try:
-        run = asyncio.run(
-            run_action(env, models=models(args.model, environ), scripted=kind == "scripted")
+    factory = models(args.model, environ)
+    temp = Path(environ.get("RUNNER_TEMP") or tempfile.gettempdir())
+    keep = environ.get("TEAPARTY_STATE_REF", "").strip() or DEFAULT_REF
+
+    async def apply(_: Path) -> ActionRun:
+        return await run_action(env, models=factory, scripted=kind == "scripted")
+
+    async def run_with_state() -> ActionRun:
+        if keep == "off":  # the store stays in TEAPARTY_HOME (a self-hosted runner's disk)
+            return await apply(env.home)
+        state = StateRef(
+            f"{env.server_url.rstrip('/')}/{env.owner}/{env.repo}.git",
+            work=temp / f"teaparty-state-{env.run_id}",
+            ref=keep,
+            auth=await state_auth(env),
+            run=f"{env.server_url.rstrip('/')}/{env.owner}/{env.repo}/actions/runs/{env.run_id}",
         )
+        applied = await state.apply_with_retries(
+            env.home, apply, message=f"TeaParty: {env.event_name} (run {env.run_id})"
+        )
+        return applied.value
+
+    try:
+        run = asyncio.run(run_with_state())
     except (BotError, OrchestratorError) as exc:
         return _fail(str(exc), EXIT_FAILED)
     _write_summary(env, summary(run, env))
