@@ -92,6 +92,14 @@ def auth_env(url: str, header: str | None) -> dict[str, str]:
     }
 
 
+def refuse_option(value: str, what: str) -> str:
+    """`value` (a remote or source the engine names), or GitError when git would read it as
+    an option."""
+    if value.startswith("-"):
+        raise GitError(f"{what} {value!r} would be read as a git option")
+    return value
+
+
 def hardened(git_dir: Path | None, work_tree: Path | None, *args: str) -> list[str]:
     """The argv of an engine git command: named directories, hardening, then `args`."""
     where = [] if git_dir is None else ["--git-dir", str(git_dir)]

@@ -13,7 +13,9 @@ their reach, and the engine makes the commits. Task worktrees are recycled withi
 switching a used worktree to a new branch touches only the files that differ, where a
 full checkout costs seconds on this machine's disk (bench/teams.py). A slot is leased to
 one task in the store; the task's branch stays checked out there until the task ends, so
-a restarted engine finds the worker's uncommitted files where it left them.
+a restarted engine finds the worker's uncommitted files where it left them. On another
+machine (a runner's next run) none of this is there: workspace/rebuild.py lays it out again
+from the job's source and what workspace/preserve.py kept there.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from orchestrator.workspace.git import (
     ensure_branch,
     git,
     merge,
+    refuse_option,
     remove_worktrees,
     reset_config,
     rev,
@@ -93,12 +96,6 @@ def task_branch(job: JobSpace, number: int) -> str:
     return f"{job.branch}--task-{number}"
 
 
-def _refuse_option(value: str, what: str) -> str:
-    if value.startswith("-"):
-        raise GitError(f"{what} {value!r} would be read as a git option")
-    return value
-
-
 class Workspace:
     """Mirrors, job repositories, job worktrees and task slots under one state directory.
 
@@ -127,6 +124,19 @@ class Workspace:
         `auth` is an HTTP header git sends to `source` alone. The URL is passed on each
         fetch, never kept in configuration, and job branches never live here.
         """
+        path = await self.bare_mirror(name)
+        await git(
+            path,
+            *("fetch", "--quiet", "--prune", "--no-tags", refuse_option(source, "source")),
+            *ORIGIN_REFS,
+            env=auth_env(source, auth),
+            timeout_s=NETWORK_TIMEOUT_S,
+        )
+        return path
+
+    async def bare_mirror(self, name: str) -> Path:
+        """The mirror of repository `name` as it is, made empty (nothing fetched) if missing;
+        its configuration the engine's."""
         path = self.repo_dir(name) / "mirror.git"
         if not (path / "HEAD").exists():
             partial = path.with_name("mirror.git.partial")
@@ -135,13 +145,6 @@ class Workspace:
             await git(None, "init", "--quiet", "--bare", "--template=", str(partial))
             partial.rename(path)  # a crash before this leaves only a .partial to redo
         reset_config(path)
-        await git(
-            path,
-            *("fetch", "--quiet", "--prune", "--no-tags", _refuse_option(source, "source")),
-            *ORIGIN_REFS,
-            env=auth_env(source, auth),
-            timeout_s=NETWORK_TIMEOUT_S,
-        )
         return path
 
     async def open_job(
@@ -155,7 +158,7 @@ class Workspace:
         if start_commit is None:
             raise GitError(f"cannot start job {job_id}: {start!r} names no commit in {mirror}")
         folder = mirror.parent / "jobs" / f"job-{job_id}--{slug}"
-        repo = await _job_repo(folder, mirror)
+        repo = await job_repo(folder, mirror)
         await ensure_branch(repo, branch, start_commit)
         _, base = await git(repo, "merge-base", branch, start_commit)
         space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree")
@@ -168,6 +171,11 @@ class Workspace:
                 f"of the same repository"
             )
         return space
+
+    def present(self, space: JobSpace) -> bool:
+        """Whether the job's repository and the mirror it borrows from are on this machine
+        (a runner's next run starts on a fresh one: workspace/rebuild.py makes them again)."""
+        return (space.repo / "HEAD").is_file() and (space.mirror / "HEAD").is_file()
 
     async def has_commits(self, space: JobSpace) -> bool:
         """Whether the job branch moved past the commit the job started from."""
@@ -208,7 +216,7 @@ class Workspace:
 
         Its task slots were the mirror's: they are given back and its tasks start afresh.
         """
-        repo = await _job_repo(path.parent, mirror)
+        repo = await job_repo(path.parent, mirror)
         _, refs = await git(
             mirror, "for-each-ref", "--format=%(objectname) %(refname)", f"refs/heads/{branch}*"
         )
@@ -384,7 +392,7 @@ class Workspace:
         reset_config(job.repo)
         await git(
             job.repo,
-            *("push", "--quiet", _refuse_option(remote, "remote"), f"{commit or ref}:{ref}"),
+            *("push", "--quiet", refuse_option(remote, "remote"), f"{commit or ref}:{ref}"),
             env=auth_env(remote, auth),
             timeout_s=NETWORK_TIMEOUT_S,
         )
@@ -425,7 +433,7 @@ class Workspace:
         await self.store.write(lambda tx: _forget_slots(tx, mirror))
 
 
-async def _job_repo(folder: Path, mirror: Path) -> Path:
+async def job_repo(folder: Path, mirror: Path) -> Path:
     """The job's own repository, borrowing the mirror's objects; made once."""
     repo = folder / "repo.git"
     if (repo / "HEAD").exists():
