@@ -11,7 +11,9 @@ engine's modules can move and change behind it. What is here:
   decisions and figures);
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree;
 - the store as one file (a consistent snapshot, putting one in place, pruning ended jobs)
-  and the engine's hardened git, for runner mode's state kept on a git ref.
+  and the engine's hardened git, for runner mode's state kept on a git ref;
+- jobs' unpublished work kept on their remote between runner runs (`Office.preserve_all`
+  before the store is saved, `Office.forget_ended` after; `Office.prepare` rebuilds).
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ from orchestrator.workspace.git import (
     reset_config,
     slug,
 )
+from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
 
 __all__ = [
     "AGENT_IDENTITY",
@@ -185,6 +188,8 @@ __all__ = [
     "ProxyDecision",
     "ProxySettings",
     "ProxyStats",
+    "Preserved",
+    "PreservedRaceError",
     "Pruned",
     "Pull",
     "PullEnded",
@@ -209,6 +214,7 @@ __all__ = [
     "Team",
     "UnansweredGateError",
     "UsageRecorded",
+    "WORK_REFS",
     "Withdrawn",
     "announce",
     "answer_job",

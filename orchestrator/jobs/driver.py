@@ -248,11 +248,13 @@ class JobDriver:
         None when it cannot be made: the job fails with the reason, until a retry.
         """
         space = await self.office.workspace.job(job_id)
-        if space is not None and await self.office.is_ready(job_id):
+        here = space is not None and self.office.workspace.present(space)
+        if here and await self.office.is_ready(job_id):
             return space
         # Made, but a crash came before the job was ready: finish it, no clone needed; a
-        # review round fetches what people pushed to the branch meanwhile.
-        fetches = space is None or await self.office.rounds.running(job_id) is not None
+        # review round fetches what people pushed to the branch meanwhile. Recorded but not
+        # on this machine (a runner's next run): made again from the source.
+        fetches = not here or await self.office.rounds.running(job_id) is not None
         auth = await forge.credentials() if fetches else None
         try:
             return await self.office.prepare(job_id, auth=auth)

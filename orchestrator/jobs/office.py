@@ -32,6 +32,7 @@ from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.levels import LevelCost, by_level
+from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.round_work import RoundWork
@@ -48,6 +49,7 @@ from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import rev
 from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.tools import WorkspaceTools
 
 log = logging.getLogger(__name__)
@@ -133,6 +135,7 @@ class Office:
         self.issue_edits = IssueEdits(engine.store, engine.events)
         self.rounds = ReviewDesk(engine.store, engine.bus, projects)
         self.round_work = RoundWork(engine.store, workspace, self.rounds, board.workgroups)
+        self.preserved = PreservedWork(engine.store, workspace)
         self.proxy = Proxy(engine.store, engine.bus, agent=org.proxy, models=agents.models)
 
     @classmethod
@@ -328,9 +331,15 @@ class Office:
 
         Slow the first time (a clone or fetch): call it in the job's own time, not on a path
         other jobs wait on. `auth` is an HTTP header git sends to the source alone. A job
-        without learnings gets its repository's here, before its first turn.
+        without learnings gets its repository's here, before its first turn. A workspace the
+        store records but this machine lacks (a runner's next run) is made again from the
+        source and the work preserved there (jobs/preserved.py).
         """
         space = await self.workspace.job(job_id)
+        if space is not None and not self.workspace.present(space):  # a fresh machine
+            space = await self.preserved.rebuild(job_id, space, auth=auth)
+            if await self.is_ready(job_id):
+                return space
         if space is None:
             row = await self.engine.store.read(
                 lambda tx: tx.execute(
@@ -363,7 +372,8 @@ class Office:
         return row is not None and bool(row[0])
 
     async def resume(self) -> Resumed:
-        """After a restart: each active job's project back as it started, its worktree back."""
+        """After a restart: each active job's project back as it started, its worktree back
+        (a workspace this machine lacks comes back at the job's next `prepare`)."""
         rows = await self.engine.store.read(
             lambda tx: tx.execute(
                 "SELECT job_id, project, project_text, learnings FROM jobs"
@@ -381,9 +391,7 @@ class Office:
             except ConfigError as exc:  # one job's project no longer loads: the rest go on
                 log.error("job %d not resumed: %s", job_id, exc)
                 continue
-            space = await self.workspace.job(job_id)
-            if space is not None:
-                await self.workspace.reopen(space)
+            await self._reopen(job_id)
             resumed.append(job_id)
         return Resumed(tuple(resumed), tuple(without))
 
@@ -408,10 +416,20 @@ class Office:
                 )
             )
         self.add_project(project, learnings=await self.learnings.of(job_id))
-        space = await self.workspace.job(job_id)
+        space = await self._reopen(job_id)
         if space is not None:
-            await self.workspace.reopen(space)
             await self._learn(job_id, space)
+
+    async def _reopen(self, job_id: int) -> JobSpace | None:
+        """The job's worktree back, when its workspace is on this machine (else its next
+        `prepare` makes it again, with the source's credentials: None here)."""
+        space = await self.workspace.job(job_id)
+        if space is None:
+            return None
+        if not self.workspace.present(space):
+            log.info("job %d: its workspace is not on this machine; prepare rebuilds it", job_id)
+            return None
+        return await self.workspace.reopen(space)
 
     async def _learn(self, job_id: int, space: JobSpace) -> None:
         """A job without learnings gets its repository's: stored, then served to its agents."""
@@ -521,6 +539,27 @@ class Office:
         """Push the job branch to `remote`, at `job.head` when set (`auth`: an HTTP header
         git sends to it alone)."""
         await self.workspace.publish(job.space, remote, auth=auth, commit=job.head)
+
+    async def preserve(
+        self, job_id: int, remote: str, *, auth: str | None = None
+    ) -> Preserved | None:
+        """Push the job's branch and task branches to `refs/teaparty/work/{job_id}/*` on
+        `remote`, its source (jobs/preserved.py); None without a workspace here."""
+        return await self.preserved.preserve(job_id, remote, auth=auth)
+
+    async def preserve_all(self, remote: str, *, auth: str | None = None) -> tuple[Preserved, ...]:
+        """`preserve` every active job from `remote`: before the store is saved."""
+        return await self.preserved.preserve_all(remote, auth=auth)
+
+    async def forget_preserved(
+        self, job_id: int, remote: str, *, auth: str | None = None
+    ) -> tuple[str, ...]:
+        """Delete the job's preserved refs on `remote`; the refs deleted."""
+        return await self.preserved.forget(job_id, remote, auth=auth)
+
+    async def forget_ended(self, remote: str, *, auth: str | None = None) -> tuple[str, ...]:
+        """Delete the preserved refs of every ended job from `remote`: after the store is saved."""
+        return await self.preserved.forget_ended(remote, auth=auth)
 
     async def cost_by_level(self, job_id: int) -> tuple[LevelCost, ...]:
         """What each level of the organisation spent on the job (jobs/levels.py)."""

@@ -1,0 +1,122 @@
+"""Jobs' unpublished work carried between machines on their remote (runner mode).
+
+A runner's workflow run starts on a fresh machine with the store and nothing else. Before it
+saves the store, the run preserves every active job's branches on the job's remote
+(`preserve_all`, workspace/preserve.py); the next run's `Office.prepare` finds a recorded
+workspace missing and makes it again from them (`rebuild`, workspace/rebuild.py). Once a
+job has ended its refs are deleted (`forget`, or `forget_ended` for every ended job at
+once), only after the run's store is saved: a run whose store lost the race for the state
+ref may be one whose jobs are older than the refs.
+
+The remote is the job's source, as recorded when it started (`job_sources.source`), so the
+loops only touch the jobs of the repository they are given.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import OrchestratorError
+from orchestrator.store.sqlite import Store, Tx
+from orchestrator.workspace import preserve as refs
+from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.preserve import Preserved
+from orchestrator.workspace.rebuild import rebuild
+
+log = logging.getLogger(__name__)
+ENDED = ("complete", "withdrawn")
+
+
+@dataclass(frozen=True)
+class _Source:
+    name: str  # the mirror's (job_sources.repo)
+    source: str
+    slug: str
+
+
+class PreservedWork:
+    """Preserving, forgetting and rebuilding jobs' work over one store and workspace."""
+
+    def __init__(self, store: Store, workspace: Workspace) -> None:
+        self._store = store
+        self._workspace = workspace
+
+    async def preserve(
+        self, job_id: int, remote: str, *, auth: str | None = None
+    ) -> Preserved | None:
+        """Push the job's branch and task branches to its refs on `remote`; None when the
+        job has no workspace on this machine (what the remote has stays as it is).
+        PreservedRaceError when another run preserved newer work."""
+        space = await self._workspace.job(job_id)
+        if space is None or not self._workspace.present(space):
+            return None
+        return await refs.preserve(space, remote, auth=auth)
+
+    async def preserve_all(self, remote: str, *, auth: str | None = None) -> tuple[Preserved, ...]:
+        """`preserve` every active job that comes from `remote` and has a workspace here."""
+        jobs = await self._store.read(lambda tx: _jobs_of(tx, remote, ("active",)))
+        kept = [await self.preserve(job_id, remote, auth=auth) for job_id in jobs]
+        return tuple(found for found in kept if found is not None)
+
+    async def forget(self, job_id: int, remote: str, *, auth: str | None = None) -> tuple[str, ...]:
+        """Delete the job's preserved refs on `remote` (each only while it names the commit
+        just listed); the refs deleted."""
+        listed = await refs.listed(remote, auth=auth, job_id=job_id)
+        found = listed.get(job_id, {})
+        if not found:
+            return ()
+        return await refs.delete(await self._git_dir(job_id), remote, found, auth=auth)
+
+    async def forget_ended(self, remote: str, *, auth: str | None = None) -> tuple[str, ...]:
+        """Delete the preserved refs on `remote` of every job from it that has ended, in one
+        push; the refs deleted. Refs of jobs this store does not know stay (another run's
+        newer store may have them). Call it after this run's store is saved."""
+        listed = await refs.listed(remote, auth=auth)
+        ended = await self._store.read(lambda tx: _jobs_of(tx, remote, ENDED))
+        doomed = {ref: commit for job_id in ended for ref, commit in listed.get(job_id, {}).items()}
+        if not doomed:
+            return ()
+        return await refs.delete(await self._git_dir(ended[0]), remote, doomed, auth=auth)
+
+    async def rebuild(self, job_id: int, recorded: JobSpace, *, auth: str | None) -> JobSpace:
+        """Make the job's recorded workspace again from its source (workspace/rebuild.py)."""
+        source = await self._source(job_id)
+        log.info("job %d: its workspace is not on this machine; rebuilding it", job_id)
+        return await rebuild(
+            self._workspace,
+            recorded,
+            name=source.name,
+            source=source.source,
+            slug=source.slug,
+            auth=auth,
+        )
+
+    async def _git_dir(self, job_id: int) -> Path:
+        """A repository to push deletions from: the mirror of the job's source (made empty
+        when missing; a deletion sends no objects)."""
+        return await self._workspace.bare_mirror((await self._source(job_id)).name)
+
+    async def _source(self, job_id: int) -> _Source:
+        row = await self._store.read(
+            lambda tx: tx.execute(
+                "SELECT repo, source, slug FROM job_sources WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        )
+        if row is None:
+            raise OrchestratorError(f"job {job_id} has no source recorded")
+        return _Source(*row)
+
+
+def _jobs_of(tx: Tx, remote: str, states: tuple[str, ...]) -> list[int]:
+    """The jobs from `remote` in one of `states`, by id."""
+    marks = ", ".join("?" * len(states))
+    return [
+        int(job_id)
+        for (job_id,) in tx.execute(
+            f"SELECT j.job_id FROM jobs j JOIN job_sources s USING (job_id)"
+            f" WHERE s.source = ? AND j.state IN ({marks}) ORDER BY j.job_id",
+            (remote, *states),
+        )
+    ]

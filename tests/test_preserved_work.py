@@ -1,0 +1,454 @@
+"""A job's unpublished work carried to a fresh machine on its remote, as a runner's next run
+needs it: real git (a bare remote as the job's source), real SQLite, the demo organisation.
+
+On home A the job works until it waits (a task merged into its branch, nothing published);
+its branches are preserved on refs outside refs/heads; the store is snapshotted into home B
+and home A is deleted. On home B the job's workspace is rebuilt from the remote at the same
+commits, and driving it to the end delivers the same work. Without anything preserved the
+branch starts again where the job started, and says so. Preserving never forces; forgetting
+deletes only what it listed; the credential reaches no file.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeForge
+from local_repo import ENV, git, make_repo
+
+from orchestrator.api import (
+    WORK_REFS,
+    GitError,
+    Office,
+    Preserved,
+    PreservedRaceError,
+    restore_store,
+    snapshot_store,
+    withdraw,
+)
+from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.office import JobSource
+from orchestrator.jobs.preserved import PreservedWork
+from orchestrator.jobs.rounds import Feedback, Point
+from orchestrator.models.offline import DemoModel
+from orchestrator.ports import Forge, JobState
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.store.sqlite import Store
+from orchestrator.teams.board import create_task
+from orchestrator.workspace import preserve as work_refs
+from orchestrator.workspace.layout import Workspace, task_branch
+
+TITLE = "Add CI"
+NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
+CI = ".github/workflows/ci.yml"  # a protected path: the job waits after its task merged
+SECRET = "c2VjcmV0LXRva2VuLTEyMzQ1"
+AUTH = f"Authorization: Basic {SECRET}"
+TEXT = "humans: {decider: carol}\n"
+
+
+@dataclass
+class PushingForge(FakeForge):
+    """A FakeForge that pushes the job branch to `remote` as GitHub's does, approves plans
+    (unless `hold_plan`) and leaves protected-path gates open for the test to answer."""
+
+    remote: Path | None = None
+    hold_plan: bool = False
+
+    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
+        if gate.kind == "protected-path" or (self.hold_plan and gate.kind == "plan"):
+            if gate.gate_id not in self.asked:
+                self.asked.append(gate.gate_id)
+            return
+        await super().ask(status, gate, suggestion=suggestion)
+
+    async def deliver(self, status: Any, job: Any) -> str:
+        assert self.remote is not None
+        await self.office.publish(job, str(self.remote), auth=AUTH)
+        return await super().deliver(status, job)
+
+    async def credentials(self) -> str | None:
+        return AUTH
+
+
+def bare_remote(tmp_path: Path) -> Path:
+    """The job's source and remote: a bare repository with main's one commit."""
+    work = make_repo(tmp_path / "widgets")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(remote)], check=True, env=ENV)
+    return remote
+
+
+async def open_office(home: Path, path: str = CI) -> Office:
+    org = load_organisation(shipped_org_dir())
+    model = DemoModel(title=TITLE, body="Run the tests on push.", path=path)
+    return await Office.open(
+        home,
+        org=org,
+        projects=[load_project(TEXT, org=org, source="p", default_name="widgets")],
+        models=lambda _: model,
+        env={},
+        sandbox=NOWHERE,
+        scripted=True,
+    )
+
+
+async def start(office: Office, remote: Path) -> int:
+    started = await office.start_job(
+        project="widgets",
+        key="local:widgets#1",
+        title=TITLE,
+        brief=f"Job: {TITLE}\n\n<issue>Run the tests on push.</issue>\nHand it to the lead.",
+        source=JobSource(
+            repo="widgets",
+            source=str(remote),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-ci",
+            slug="ci",
+        ),
+        project_text=TEXT,
+    )
+    return started.job_id
+
+
+async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
+    """Sync and run until the job is done or failed, or waits on an open gate."""
+
+    async def forges(_: int) -> Forge:
+        return forge
+
+    driver = JobDriver(office, forges)
+    while (state := await driver.sync(job_id)) not in ("done", "failed"):
+        if await office.open_gates(job_id):
+            return state
+        await office.run_until_idle(job_id)
+    return state
+
+
+def remote_refs(remote: Path, pattern: str) -> dict[str, str]:
+    out = git(remote, "for-each-ref", "--format=%(refname) %(objectname)", pattern)
+    return dict(line.split(" ") for line in out.splitlines())
+
+
+async def move(office: Office, tmp_path: Path, home_a: Path) -> Path:
+    """The next run's machine: the store snapshotted into home B, home A gone."""
+    snapshot = tmp_path / "state.db"
+    await snapshot_store(home_a / "teaparty.db", snapshot)
+    await office.close()
+    shutil.rmtree(home_a)
+    home_b = tmp_path / "home-b"
+    home_b.mkdir()
+    await restore_store(snapshot, home_b / "teaparty.db")
+    return home_b
+
+
+def files_holding(root: Path, needle: str) -> list[Path]:
+    return [
+        path
+        for path in root.rglob("*")
+        if path.is_file() and not path.is_symlink() and needle.encode() in path.read_bytes()
+    ]
+
+
+async def test_merged_work_comes_back_on_a_fresh_machine_and_is_delivered_as_it_was(
+    tmp_path: Path,
+) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
+    assert await drive(office, forge, job_id) == "waiting"
+    (gate,) = await office.open_gates(job_id)
+    assert gate.kind == "protected-path"
+    space = await office.workspace.job(job_id)
+    assert space is not None
+    head = await office.branch_head(job_id)
+    assert head is not None
+    assert head != space.base, "a task merged into the job branch"
+    task_head = git(space.repo, "rev-parse", f"refs/heads/{task_branch(space, 1)}").strip()
+    assert remote_refs(remote, "refs/heads/teaparty") == {}, "nothing published yet"
+
+    kept = await office.preserve_all(str(remote), auth=AUTH)
+    assert kept == (Preserved(job_id, head, ((1, task_head),)),)
+    assert remote_refs(remote, WORK_REFS) == {
+        f"{WORK_REFS}/{job_id}/job": head,
+        f"{WORK_REFS}/{job_id}/task-1": task_head,
+    }
+    assert await office.preserve(job_id, str(remote), auth=AUTH) == kept[0], "again: no-op"
+    assert files_holding(home_a, SECRET) == []
+
+    home_b = await move(office, tmp_path, home_a)
+    office = await open_office(home_b)
+    try:
+        resumed = await office.resume()
+        assert resumed.jobs == (job_id,), "a missing workspace does not stop the resume"
+        assert not home_a.exists(), "nothing is made where the old machine kept it"
+        forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
+        assert await drive(office, forge, job_id) == "waiting"
+        rebuilt = await office.workspace.job(job_id)
+        assert rebuilt is not None
+        assert rebuilt.repo.is_relative_to(home_b)
+        assert rebuilt.path.is_relative_to(home_b)
+        assert (rebuilt.path / CI).is_file(), "the job worktree is back, with the task's file"
+        assert await office.branch_head(job_id) == head
+        assert git(rebuilt.repo, "rev-parse", f"refs/heads/{task_branch(rebuilt, 1)}").strip() == (
+            task_head
+        )
+        assert git(rebuilt.repo, "for-each-ref", WORK_REFS) == "", "only branches are kept"
+        assert [g.gate_id for g in await office.open_gates(job_id)] == [gate.gate_id]
+
+        await office.answer_gate(gate.gate_id, text="yes", answered_by="carol")
+        assert await drive(office, forge, job_id) == "done"
+        assert forge.delivered == [rebuilt.branch]
+        assert remote_refs(remote, f"refs/heads/{rebuilt.branch}") == {
+            f"refs/heads/{rebuilt.branch}": head
+        }, "the same work, pushed as it was approved"
+
+        assert files_holding(home_b, SECRET) == [], "the credential is in no file, store included"
+        assert files_holding(remote, SECRET) == []
+        assert sorted(await office.forget_ended(str(remote), auth=AUTH)) == [
+            f"{WORK_REFS}/{job_id}/job",
+            f"{WORK_REFS}/{job_id}/task-1",
+        ]
+        assert remote_refs(remote, WORK_REFS) == {}
+        assert await office.forget_ended(str(remote), auth=AUTH) == ()
+    finally:
+        await office.close()
+
+
+async def test_with_nothing_preserved_the_branch_starts_again_where_the_job_started(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
+    assert await drive(office, forge, job_id) == "waiting"
+    space = await office.workspace.job(job_id)
+    assert space is not None
+    assert await office.branch_head(job_id) != space.base
+
+    home_b = await move(office, tmp_path, home_a)
+    office = await open_office(home_b)
+    try:
+        await office.resume()
+        caplog.set_level(logging.INFO, logger="orchestrator")
+        await drive(office, PushingForge(office, remote=remote), job_id)
+        assert await office.branch_head(job_id) == space.base, "the merged work is lost"
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert f"job {job_id}: nothing of its work was preserved on {remote}" in "\n".join(said)
+        rebuilt = await office.workspace.job(job_id)
+        assert rebuilt is not None
+        assert (rebuilt.path / "README.md").is_file()
+        assert not (rebuilt.path / CI).exists()
+    finally:
+        await office.close()
+
+
+async def test_a_job_held_at_its_plan_is_preserved_at_its_start_and_finishes_elsewhere(
+    tmp_path: Path,
+) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a, path="docs/ci.md")
+    job_id = await start(office, remote)
+    held = PushingForge(office, remote=remote, hold_plan=True)
+    assert await drive(office, held, job_id) == "waiting"
+    (plan,) = await office.open_gates(job_id)
+    assert plan.kind == "plan"
+    space = await office.workspace.job(job_id)
+    assert space is not None
+    (kept,) = await office.preserve_all(str(remote), auth=AUTH)
+    assert kept == Preserved(job_id, space.base), "no task yet: the branch at its start"
+
+    home_b = await move(office, tmp_path, home_a)
+    office = await open_office(home_b, path="docs/ci.md")
+    try:
+        await office.resume()
+        forge = PushingForge(office, remote=remote)
+        await office.answer_gate(plan.gate_id, text="yes", answered_by="carol")
+        assert await drive(office, forge, job_id) == "done"
+        head = await office.branch_head(job_id)
+        assert head is not None
+        assert head != space.base
+        assert forge.delivered == [space.branch]
+        assert remote_refs(remote, f"refs/heads/{space.branch}") == {
+            f"refs/heads/{space.branch}": head
+        }
+        assert git(remote, "show", f"{head}:docs/ci.md").startswith("# Add CI")
+    finally:
+        await office.close()
+
+
+async def test_a_delivered_job_back_for_a_review_round_starts_from_its_published_branch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a, path="docs/ci.md")
+    job_id = await start(office, remote)
+    forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
+    assert await drive(office, forge, job_id) == "done"
+    published = await office.branch_head(job_id)
+    await office.rounds.pull_opened(job_id, 2, "https://github.test/o/r/pull/2")
+    assert await office.preserve_all(str(remote), auth=AUTH) == (), "an ended job: nothing"
+
+    home_b = await move(office, tmp_path, home_a)
+    office = await open_office(home_b, path="docs/ci.md")
+    try:
+        await office.resume()
+        point = Point("thread:T1:1", "alice", "Say why.", thread_id="T1", comment_id=1)
+        await office.rounds.feedback(job_id, Feedback(("alice",), (point,)))
+        caplog.set_level(logging.INFO, logger="orchestrator")
+        forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
+        assert await drive(office, forge, job_id) == "done"
+        assert f"job {job_id}: nothing preserved; its branch is back at {published[:12]}" in (
+            caplog.text
+        )
+        (review,) = forge.rounds_delivered
+        assert review.number == 1
+        head = await office.branch_head(job_id)
+        space = await office.workspace.job(job_id)
+        assert space is not None
+        assert head is not None
+        assert head != published
+        assert git(space.repo, "merge-base", "--is-ancestor", published, head) == "", (
+            "the round's work is on top of what was published"
+        )
+    finally:
+        await office.close()
+
+
+async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
+    tmp_path: Path,
+) -> None:
+    """Its commits come back; the files its worker had not had committed do not."""
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    space = await office.prepare(job_id)
+    for title in ("Docs", "CI"):
+        await office.engine.store.write(
+            lambda tx, title=title: create_task(
+                tx, job_id, title=title, spec=f"Add {title}.", created_by="lead"
+            )
+        )
+    reviewed = await office.workspace.lease(space, 1)  # merged; its phase review goes on
+    (reviewed.path / "docs.md").write_text("docs\n")
+    await office.workspace.commit_task(reviewed, "Task #1", author=("w", "w@x"))
+    assert (await office.workspace.merge_task(space, 1, "Docs")).commit is not None
+    await office.engine.store.write(
+        lambda tx: tx.execute("UPDATE tasks SET state = 'done' WHERE number = 1")
+    )
+    slot = await office.workspace.lease(space, 2)
+    (slot.path / "done.txt").write_text("committed\n")
+    committed = await office.workspace.commit_task(slot, "Task #2", author=("w", "w@x"))
+    (slot.path / "draft.txt").write_text("never committed\n")
+    await office.preserve(job_id, str(remote), auth=AUTH)
+    home_b = await move(office, tmp_path, home_a)
+
+    store = await Store.open(home_b / "teaparty.db")  # no Office: no recovery of orphan slots
+    try:
+        workspace = Workspace(home_b, store)
+        recorded = await workspace.job(job_id)
+        assert recorded is not None
+        assert not workspace.present(recorded)
+        rebuilt = await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=AUTH)
+        assert workspace.present(rebuilt)
+        merged = await workspace.task(rebuilt, 1)
+        assert merged is not None
+        assert await merged.checkout.branch() is None, "detached at the job branch, as it was"
+        assert (merged.path / "docs.md").is_file()
+        task = await workspace.task(rebuilt, 2)
+        assert task is not None
+        assert task.path.is_relative_to(home_b)
+        assert await task.checkout.branch() == task_branch(rebuilt, 2)
+        assert git(rebuilt.repo, "rev-parse", f"refs/heads/{task.branch}").strip() == (
+            committed.commit
+        )
+        assert (task.path / "done.txt").read_text() == "committed\n"
+        assert not (task.path / "draft.txt").exists(), "uncommitted work is lost (documented)"
+        slots = await store.read(
+            lambda tx: tx.execute("SELECT path FROM worktree_slots ORDER BY path").fetchall()
+        )
+        assert slots == [(str(merged.path),), (str(task.path),)], "the old machine's are gone"
+    finally:
+        await store.close()
+
+
+async def test_preserving_never_forces_a_ref_another_run_moved(tmp_path: Path) -> None:
+    remote, home = bare_remote(tmp_path), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        job_id = await start(office, remote)
+        space = await office.prepare(job_id)
+        first = await office.preserve(job_id, str(remote))
+        assert first is not None
+        assert first.job == space.base
+
+        later = _commit(space.repo, f"refs/heads/{space.branch}", "a.txt", "ours\n")
+        moved = await office.preserve(job_id, str(remote))
+        assert moved is not None
+        assert moved.job == later, "a fast-forward is pushed"
+
+        theirs = _commit(remote, f"{WORK_REFS}/{job_id}/job", "b.txt", "another run's\n")
+        with pytest.raises(PreservedRaceError, match="another run preserved newer work"):
+            await office.preserve(job_id, str(remote))
+        assert remote_refs(remote, WORK_REFS)[f"{WORK_REFS}/{job_id}/job"] == theirs
+    finally:
+        await office.close()
+
+
+async def test_forgetting_deletes_only_what_it_listed_and_only_ended_jobs(tmp_path: Path) -> None:
+    remote, home = bare_remote(tmp_path), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        job_id = await start(office, remote)
+        space = await office.prepare(job_id)
+        await office.preserve(job_id, str(remote))
+        stranger = f"{WORK_REFS}/99/job"  # a job this store does not know
+        git(remote, "update-ref", stranger, space.base)
+        assert await office.preserve_all(str(tmp_path / "elsewhere.git")) == (), "not its remote"
+
+        assert await office.forget_ended(str(remote)) == (), "the job is active"
+        await withdraw(office, job_id, by="carol")
+        assert await office.forget_ended(str(remote)) == (f"{WORK_REFS}/{job_id}/job",)
+        assert remote_refs(remote, WORK_REFS) == {stranger: space.base}
+
+        await office.preserve(job_id, str(remote))
+        assert await office.forget_preserved(job_id, str(remote)) == (f"{WORK_REFS}/{job_id}/job",)
+        assert await office.forget_preserved(job_id, str(remote)) == ()
+
+        with pytest.raises(GitError, match="stale info"):  # the ref moved after it was listed
+            await work_refs.delete(space.repo, str(remote), {stranger: "0" * 40})
+        assert remote_refs(remote, WORK_REFS) == {stranger: space.base}
+    finally:
+        await office.close()
+
+
+def _commit(repo: Path, ref: str, name: str, text: str) -> str:
+    """A commit on `ref` of bare `repo` adding file `name`, made with plumbing."""
+    parent = git(repo, "rev-parse", ref).strip()
+    blob = subprocess.run(
+        ["git", "-C", str(repo), "hash-object", "-w", "--stdin"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ENV,
+    ).stdout.strip()
+    tree = subprocess.run(
+        ["git", "-C", str(repo), "mktree"],
+        input=f"100644 blob {blob}\t{name}\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        env=ENV,
+    ).stdout.strip()
+    commit = git(repo, "commit-tree", tree, "-p", parent, "-m", name).strip()
+    git(repo, "update-ref", ref, commit, parent)
+    return commit
