@@ -26,6 +26,7 @@ from orchestrator.api import (
     WORK_REFS,
     GitError,
     Office,
+    OrchestratorError,
     Preserved,
     PreservedRaceError,
     restore_store,
@@ -376,6 +377,137 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
             lambda tx: tx.execute("SELECT path FROM worktree_slots ORDER BY path").fetchall()
         )
         assert slots == [(str(merged.path),), (str(task.path),)], "the old machine's are gone"
+    finally:
+        await store.close()
+
+
+async def test_a_task_leased_after_the_last_preserve_starts_again_from_the_job_branch(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    space = await office.prepare(job_id)
+    await office.preserve(job_id, str(remote))
+    await office.engine.store.write(
+        lambda tx: create_task(tx, job_id, title="CI", spec="Add CI.", created_by="lead")
+    )
+    slot = await office.workspace.lease(space, 1)
+    (slot.path / "late.txt").write_text("after the preserve\n")
+    await office.workspace.commit_task(slot, "Task #1", author=("w", "w@x"))
+    home_b = await move(office, tmp_path, home_a)
+
+    store = await Store.open(home_b / "teaparty.db")
+    try:
+        workspace = Workspace(home_b, store)
+        recorded = await workspace.job(job_id)
+        assert recorded is not None
+        caplog.set_level(logging.WARNING, logger="orchestrator")
+        rebuilt = await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=None)
+        assert f"job {job_id} task #1: nothing of its branch was preserved" in caplog.text
+        task = await workspace.task(rebuilt, 1)
+        assert task is not None
+        assert await task.checkout.branch() == task_branch(rebuilt, 1)
+        assert git(rebuilt.repo, "rev-parse", f"refs/heads/{task.branch}").strip() == (space.base)
+        assert not (task.path / "late.txt").exists()
+    finally:
+        await store.close()
+
+
+async def test_a_lost_mirror_alone_is_fetched_again_and_the_job_keeps_its_repository(
+    tmp_path: Path,
+) -> None:
+    """Nothing preserved, yet nothing lost: the engine's commits are in the job's own
+    repository; only the objects it borrowed come back with the mirror."""
+    remote, home = bare_remote(tmp_path), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        job_id = await start(office, remote)
+        space = await office.prepare(job_id)
+        later = _commit(space.repo, f"refs/heads/{space.branch}", "a.txt", "ours\n")
+        shutil.rmtree(space.mirror)
+        assert not office.workspace.present(space)
+        assert await office.prepare(job_id, auth=AUTH) == space
+        assert office.workspace.present(space)
+        assert await office.branch_head(job_id) == later
+        assert git(space.repo, "cat-file", "-t", space.base).strip() == "commit"
+    finally:
+        await office.close()
+
+
+async def test_a_remote_that_fails_is_no_race(tmp_path: Path) -> None:
+    remote, home = bare_remote(tmp_path), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        job_id = await start(office, remote)
+        await office.prepare(job_id)
+        with pytest.raises(GitError) as failed:
+            await office.preserve(job_id, str(tmp_path / "missing.git"), auth=AUTH)
+        assert not isinstance(failed.value, PreservedRaceError)
+        assert SECRET not in str(failed.value)
+        with pytest.raises(GitError, match="would be read as a git option"):
+            await office.preserve(job_id, "--upload-pack=touch /tmp/x")
+        assert await office.preserve(99, str(remote)) is None, "no such job: nothing to push"
+        space = await office.workspace.job(job_id)
+        assert space is not None
+        git(space.repo, "update-ref", "-d", f"refs/heads/{space.branch}")
+        with pytest.raises(GitError, match=f"job {job_id} has no branch"):
+            await office.preserve(job_id, str(remote))
+    finally:
+        await office.close()
+
+
+async def test_refs_that_are_not_a_jobs_branches_are_left_alone(tmp_path: Path) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    space = await office.prepare(job_id)
+    git(space.repo, "update-ref", f"refs/heads/{space.branch}--task-x", space.base)
+    assert await office.preserve(job_id, str(remote)) == Preserved(job_id, space.base)
+    notes, elsewhere = f"{WORK_REFS}/{job_id}/notes", f"refs/x/{WORK_REFS}/{job_id}/job"
+    for ref in (notes, elsewhere):
+        git(remote, "update-ref", ref, space.base)
+    assert await work_refs.listed(str(remote), job_id=job_id) == {
+        job_id: {f"{WORK_REFS}/{job_id}/job": space.base, notes: space.base}
+    }, "ls-remote matches the tails of names too: those are not the job's"
+    assert await work_refs.delete(space.repo, str(remote), {}) == ()
+    home_b = await move(office, tmp_path, home_a)
+
+    store = await Store.open(home_b / "teaparty.db")
+    try:
+        workspace = Workspace(home_b, store)
+        recorded = await workspace.job(job_id)
+        assert recorded is not None
+        work = PreservedWork(store, workspace)
+        rebuilt = await work.rebuild(job_id, recorded, auth=None)
+        assert git(rebuilt.repo, "for-each-ref", "--format=%(refname)") == (
+            f"refs/heads/{space.branch}\n"
+        )
+        with pytest.raises(OrchestratorError, match="job 99 has no source"):
+            await work.rebuild(99, recorded, auth=None)
+    finally:
+        await store.close()
+
+
+async def test_a_base_the_source_no_longer_has_fails_the_rebuild_saying_so(
+    tmp_path: Path,
+) -> None:
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    space = await office.prepare(job_id)
+    home_b = await move(office, tmp_path, home_a)
+    tree = git(remote, "rev-parse", "main^{tree}").strip()
+    unrelated = git(remote, "commit-tree", tree, "-m", "history rewritten").strip()
+    git(remote, "update-ref", "refs/heads/main", unrelated)  # main force-pushed
+
+    store = await Store.open(home_b / "teaparty.db")
+    try:
+        workspace = Workspace(home_b, store)
+        recorded = await workspace.job(job_id)
+        assert recorded is not None
+        with pytest.raises(GitError, match=f"the commit it started from, {space.base}, is not"):
+            await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=None)
     finally:
         await store.close()
 
