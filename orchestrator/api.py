@@ -13,7 +13,8 @@ engine's modules can move and change behind it. What is here:
 - the store as one file (a consistent snapshot, putting one in place, pruning ended jobs)
   and the engine's hardened git, for runner mode's state kept on a git ref;
 - jobs' unpublished work kept on their remote between runner runs (`Office.preserve_all`
-  before the store is saved, `Office.forget_ended` after; `Office.prepare` rebuilds).
+  before the store is saved, `forget_ended_work` or `Office.forget_ended` after;
+  `Office.prepare` rebuilds).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from orchestrator.jobs.local_run import (
     run_local,
 )
 from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
+from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
 from orchestrator.jobs.rounds import (
@@ -223,6 +225,7 @@ __all__ = [
     "check_model",
     "check_path",
     "clean",
+    "forget_ended_work",
     "forget_repository",
     "git",
     "git_bytes",

@@ -5,8 +5,11 @@ saves the store, the run preserves every active job's branches on the job's remo
 (`preserve_all`, workspace/preserve.py); the next run's `Office.prepare` finds a recorded
 workspace missing and makes it again from them (`rebuild`, workspace/rebuild.py). Once a
 job has ended its refs are deleted (`forget`, or `forget_ended` for every ended job at
-once), only after the run's store is saved: a run whose store lost the race for the state
-ref may be one whose jobs are older than the refs.
+once; `forget_ended_work` with no engine open), only after the run's store is saved: a run
+whose store lost the race for the state ref may be one whose jobs are older than the refs.
+A refused preserve (PreservedRaceError) is such a lost race too: the run must save nothing,
+and its retry must start from no job repositories (`{home}/repos` removed), so that each
+job is rebuilt from the winner's refs, not from this run's diverged branches.
 
 The remote is the job's source, as recorded when it started (`job_sources.source`), so the
 loops only touch the jobs of the repository they are given.
@@ -107,6 +110,16 @@ class PreservedWork:
         if row is None:
             raise OrchestratorError(f"job {job_id} has no source recorded")
         return _Source(*row)
+
+
+async def forget_ended_work(home: Path, remote: str, *, auth: str | None = None) -> tuple[str, ...]:
+    """`PreservedWork.forget_ended` on the store under state directory `home`, with no engine
+    open: for a runner once its store is saved and its engine closed; the refs deleted."""
+    store = await Store.open(home / "teaparty.db")
+    try:
+        return await PreservedWork(store, Workspace(home, store)).forget_ended(remote, auth=auth)
+    finally:
+        await store.close()
 
 
 def _jobs_of(tx: Tx, remote: str, states: tuple[str, ...]) -> list[int]:
