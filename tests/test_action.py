@@ -62,7 +62,8 @@ async def act(
         "GITHUB_STEP_SUMMARY": str(folder / "summary.md"),
         "TEAPARTY_BOT_LOGIN": hub.state.bot.login,
         "TEAPARTY_BOT_APP_ID": str(APP_ID),
-        "TEAPARTY_HOME": str(tmp / "home"),
+        "TEAPARTY_HOME": str(folder / "home"),  # a fresh machine: nothing carried over
+        "RUNNER_TEMP": str(folder / "temp"),
         "GITHUB_WORKFLOW_REF": f"{OWNER}/{REPO}/.github/workflows/teaparty.yml@refs/heads/main",
     } | more
     process = await asyncio.create_subprocess_exec(
@@ -233,3 +234,34 @@ def test_a_continuation_runs_its_workflow_on_a_branch_never_on_a_pull_requests_m
     assert continuation_target(f"{ref}@refs/pull/7/merge", default="") is None
     assert continuation_target("", default="main") is None
     assert continuation_target(f"{OWNER}/{REPO}/README.md@refs/heads/main", default="m") is None
+
+
+async def test_two_runs_started_together_on_one_issue_apply_both_events_once(
+    tmp_path: Path,
+) -> None:
+    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
+    hub.add_user("alice", "admin")
+    async with hub.serve() as api_url:
+        number = hub.open_issue(
+            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
+        )
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert first.code == 0, first.output
+        await hub.comment_as(OWNER, REPO, number, "alice", "/steer Use British spelling.")
+        british = last(hub, "issue_comment")
+        await hub.comment_as(OWNER, REPO, number, "alice", "/steer Keep it short.")
+        short = last(hub, "issue_comment")
+        both = await asyncio.gather(
+            act(hub, api_url, tmp_path, "issue_comment", british),
+            act(hub, api_url, tmp_path, "issue_comment", short),
+        )
+        assert [run.code for run in both] == [0, 0], [run.output for run in both]
+        await hub.comment_as(OWNER, REPO, number, "alice", "/status")
+        status = await act(hub, api_url, tmp_path, "issue_comment", last(hub, "issue_comment"))
+        assert status.code == 0, status.output
+        (tracking,) = bodies(hub, number, "job:")
+        assert tracking.count("Use British spelling.") == 1, tracking
+        assert tracking.count("Keep it short.") == 1, tracking
+        assert len(state_saves(hub)) == 4  # one save per run: none lost, none twice
+    assert hub.violations == [], hub.violations

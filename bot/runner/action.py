@@ -91,8 +91,11 @@ async def run_action(
     sandbox: Sandbox | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Clock = time.time,
+    preserve: tuple[str, str | None] | None = None,
 ) -> ActionRun:
-    """Apply the run's event to the store under `env.home` and drive the jobs with work."""
+    """Apply the run's event to the store under `env.home` and drive the jobs with work;
+    with `preserve` (a remote and its auth header), every active job's unpublished work is
+    pushed to its preserved refs before the store is closed, for the next run's machine."""
     started = clock()
     payload = json.loads(env.event_path.read_bytes())
     if not isinstance(payload, dict):
@@ -105,6 +108,7 @@ async def run_action(
         api_url=env.api_url,
         server_url=env.server_url,
         write_interval_s=1.0,
+        progress_interval_s=0.0,  # a run is short: what it leaves must show before it ends
     )
     github = None
     if not env.app_mode:
@@ -152,6 +156,8 @@ async def run_action(
             outcome = record.outcome if record and record.outcome else "nothing to do"
         deadline = started + env.timeout_s - MARGIN_S
         jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
+        if preserve is not None:
+            await runtime.office.preserve_all(preserve[0], auth=preserve[1])
         continued = None
         if timed_out and any(job.state not in ("done", "cancelled") for job in jobs):
             default = str((payload.get("repository") or {}).get("default_branch") or "")

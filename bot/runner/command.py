@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import logging
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -48,8 +49,9 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     # The engine, and the state's git: only for a run with work.
     from bot.runner.action import ActionRun, run_action, state_auth, summary
     from bot.runner.state import DEFAULT_REF, StateRef
+    from bot.runner.state_records import StateRaceError
     from bot.serve import configure_logging, model_kind, models
-    from orchestrator.api import OrchestratorError
+    from orchestrator.api import OrchestratorError, PreservedRaceError, forget_ended_work
 
     configure_logging()
     kind = model_kind(args.model, environ)
@@ -57,22 +59,33 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     temp = Path(environ.get("RUNNER_TEMP") or tempfile.gettempdir())
     keep = environ.get("TEAPARTY_STATE_REF", "").strip() or DEFAULT_REF
 
-    async def apply(_: Path) -> ActionRun:
-        return await run_action(env, models=factory, scripted=kind == "scripted")
+    remote = f"{env.server_url.rstrip('/')}/{env.owner}/{env.repo}.git"
 
     async def run_with_state() -> ActionRun:
         if keep == "off":  # the store stays in TEAPARTY_HOME (a self-hosted runner's disk)
-            return await apply(env.home)
+            return await run_action(env, models=factory, scripted=kind == "scripted")
+        auth = await state_auth(env)
+
+        async def apply(home: Path) -> ActionRun:
+            try:
+                return await run_action(
+                    env, models=factory, scripted=kind == "scripted", preserve=(remote, auth)
+                )
+            except PreservedRaceError as exc:  # another run preserved newer work: start over
+                shutil.rmtree(home / "repos", ignore_errors=True)  # from its branches, not ours
+                raise StateRaceError(str(exc), base=None, found=None) from exc
+
         state = StateRef(
-            f"{env.server_url.rstrip('/')}/{env.owner}/{env.repo}.git",
+            remote,
             work=temp / f"teaparty-state-{env.run_id}",
             ref=keep,
-            auth=await state_auth(env),
+            auth=auth,
             run=f"{env.server_url.rstrip('/')}/{env.owner}/{env.repo}/actions/runs/{env.run_id}",
         )
         applied = await state.apply_with_retries(
             env.home, apply, message=f"TeaParty: {env.event_name} (run {env.run_id})"
         )
+        await forget_ended_work(env.home, remote, auth=auth)  # ended jobs' refs, once saved
         return applied.value
 
     try:

@@ -236,8 +236,8 @@ class StateRef:
         while True:
             attempt += 1
             loaded = await self.load(home)
-            value = await apply(home)
             try:
+                value = await apply(home)  # it may lose a race of its own (a preserve)
                 commit = await self.save(home, loaded.base, message=message)
             except StateRaceError as race:
                 if attempt == attempts:
