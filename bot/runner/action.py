@@ -126,6 +126,7 @@ async def run_action(
         clock=clock,
         github=github,
     )
+    runtime.hold_syncs()  # drive() syncs the jobs, one at a time, in this run's order
     try:
         installation = await _installation(runtime, env)
         await runtime.resume()

@@ -139,11 +139,15 @@ class Runtime:
         self._syncing: dict[int, asyncio.Task[None]] = {}
         self._server: uvicorn.Server | None = None  # while `run` serves it
         self._again: set[int] = set()
+        self._held = False
         self._job_of: dict[str, int] = {}
         self.office.subscribe(self._on_event)
 
     def kick(self, job_id: int) -> None:
-        """Sync a job soon; a sync under way runs once more after it ends."""
+        """Sync a job soon; a sync under way runs once more after it ends. Not while a
+        runner drives its jobs itself (`hold_syncs`): one sync of a job at a time."""
+        if self._held:
+            return
         if job_id in self._syncing:
             self._again.add(job_id)
             return
@@ -165,6 +169,10 @@ class Runtime:
                     return
         finally:
             self._syncing.pop(job_id, None)
+
+    def hold_syncs(self) -> None:
+        """From now on, events start no sync: the caller syncs the jobs (runner mode)."""
+        self._held = True
 
     async def _on_event(self, event: Event) -> None:
         if isinstance(event, JobStarted):
