@@ -94,6 +94,17 @@ def state_saves(hub: FakeGitHub) -> list[str]:
     ).stdout.splitlines()
 
 
+def preserved_refs(hub: FakeGitHub) -> str:
+    """The jobs' preserved work on the stand-in's remote (`refs/teaparty/work/*`)."""
+    remote = hub.root / OWNER / f"{REPO}.git"
+    return subprocess.run(
+        ["git", "-C", str(remote), "for-each-ref", "refs/teaparty/work/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
 def last(hub: FakeGitHub, event: str) -> bytes:
     return next(d.body for d in reversed(hub.deliveries) if d.event == event)
 
@@ -264,4 +275,47 @@ async def test_two_runs_started_together_on_one_issue_apply_both_events_once(
         assert tracking.count("Use British spelling.") == 1, tracking
         assert tracking.count("Keep it short.") == 1, tracking
         assert len(state_saves(hub)) == 4  # one save per run: none lost, none twice
+    assert hub.violations == [], hub.violations
+
+
+async def test_a_review_round_and_the_merge_run_as_in_app_mode(tmp_path: Path) -> None:
+    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
+    hub.add_user("alice", "admin")
+    project = "humans: {decider: alice}\ngates: {plan: never}\n"
+    async with hub.serve() as api_url:
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+        number = hub.open_issue(
+            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
+        )
+        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        (pull,) = hub.pulls(OWNER, REPO)
+        path = "docs/requests/add-a-changelog.md"
+        await hub.review_pr(
+            OWNER,
+            REPO,
+            pull.number,
+            "alice",
+            "changes_requested",
+            "One thing.",
+            comments=[(path, 1, "Title case?")],
+        )
+        review = await act(
+            hub, api_url, tmp_path, "pull_request_review", last(hub, "pull_request_review")
+        )
+        assert review.code == 0, review.output
+        tracking = bodies(hub, number, "job:")[0]
+        assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
+        assert len(hub.pulls(OWNER, REPO)) == 1
+        summaries = [
+            c.body for c in hub.comments(OWNER, REPO, pull.number) if "teaparty:round:" in c.body
+        ]
+        assert len(summaries) == 1
+
+        await hub.merge_pr(OWNER, REPO, pull.number, "alice")
+        merged = await act(hub, api_url, tmp_path, "pull_request", last(hub, "pull_request"))
+        assert merged.code == 0, merged.output
+        assert "(merged)" in bodies(hub, number, "job:")[0]
+        work = preserved_refs(hub)
+        assert work == ""  # the ended job's preserved work is forgotten
     assert hub.violations == [], hub.violations

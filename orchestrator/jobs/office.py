@@ -359,6 +359,7 @@ class Office:
         elif not space.path.exists():  # a review round of a job that rested: back again
             await self.workspace.reopen(space)
         if await self.rounds.running(job_id) is not None:
+            await self._serve_again(job_id)  # it rested through a restart: not resumed then
             await self.round_work.start(job_id, space, auth=auth)
         await self._learn(job_id, space)  # again after a crash before `ready`: it checks
         await self.engine.bus.ready(job_id)
@@ -394,6 +395,19 @@ class Office:
             await self._reopen(job_id)
             resumed.append(job_id)
         return Resumed(tuple(resumed), tuple(without))
+
+    async def _serve_again(self, job_id: int) -> None:
+        """Serve the project of a job a review round woke, as it started, if this process
+        does not (it was complete when the process resumed its jobs)."""
+        row = await self.engine.store.read(
+            lambda tx: tx.execute(
+                "SELECT project, project_text, learnings FROM jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        )
+        if row is None or row[0] in self.projects or row[1] is None:
+            return
+        name, text, learnings = row
+        self.add_project(self._stored_project(job_id, name, text), learnings=learnings)
 
     async def restore_project(
         self, job_id: int, text: str, *, learnings: str | None = None
