@@ -536,6 +536,55 @@ async def test_preserving_never_forces_a_ref_another_run_moved(tmp_path: Path) -
         await office.close()
 
 
+async def test_the_run_that_lost_the_race_retries_from_the_winners_refs(tmp_path: Path) -> None:
+    """Two runs from one saved state (on machines with the same state directory path): the
+    other preserved first; this one's preserve is refused, and so is its retry on the
+    winner's state while its own job repositories remain; without them the retry rebuilds
+    at the winner's commit."""
+    remote, home = bare_remote(tmp_path), tmp_path / "home"
+    office = await open_office(home)
+    job_id = await start(office, remote)
+    await office.prepare(job_id)
+    await office.preserve(job_id, str(remote))
+    saved = tmp_path / "saved.db"
+    await snapshot_store(home / "teaparty.db", saved)
+    await office.close()
+    shutil.rmtree(home)
+    await restore_store(saved, home / "teaparty.db")  # this run, on a fresh machine
+    office = await open_office(home)
+    try:
+        space = await office.prepare(job_id)
+        _commit(space.repo, f"refs/heads/{space.branch}", "ours.txt", "ours\n")
+        won = _commit(remote, f"{WORK_REFS}/{job_id}/job", "theirs.txt", "the winner's\n")
+        with pytest.raises(PreservedRaceError):
+            await office.preserve(job_id, str(remote))
+    finally:
+        await office.close()
+
+    async def retry() -> Office:
+        """The winner's state (its store changed nothing here) put in place again."""
+        await restore_store(saved, home / "teaparty.db")
+        office = await open_office(home)
+        await office.prepare(job_id)
+        return office
+
+    office = await retry()
+    try:
+        with pytest.raises(PreservedRaceError):
+            await office.preserve(job_id, str(remote))
+    finally:
+        await office.close()
+    shutil.rmtree(home / "repos")
+    office = await retry()
+    try:
+        assert await office.branch_head(job_id) == won
+        kept = await office.preserve(job_id, str(remote))
+        assert kept is not None
+        assert kept.job == won
+    finally:
+        await office.close()
+
+
 async def test_forgetting_deletes_only_what_it_listed_and_only_ended_jobs(tmp_path: Path) -> None:
     remote, home = bare_remote(tmp_path), tmp_path / "home"
     office = await open_office(home)
