@@ -66,17 +66,25 @@ async def rebuild(
     leased = await workspace.store.write(lambda tx: _moved(tx, recorded, space))
     await workspace.reopen(space)
     for number, merged in leased:
-        if number not in tasks:
-            log.warning(
-                "job %d task #%d: nothing of its branch was preserved; it starts again from "
-                "the job branch",
-                space.job_id,
-                number,
-            )
-        slot = await workspace.lease(space, number)
-        if merged:  # its phase reviewer reads the whole job in its slot (teams/tools.py)
-            await slot.checkout.git("checkout", "--quiet", "--detach", space.branch)
+        await _lease_again(workspace, space, number, merged=merged, kept=number in tasks)
     return space
+
+
+async def _lease_again(
+    workspace: Workspace, space: JobSpace, number: int, *, merged: bool, kept: bool
+) -> None:
+    """A fresh slot for a task whose slot was leased: on its branch, or, once it is merged,
+    detached at the job branch, where its phase reviewer reads the whole job (teams/tools.py)."""
+    if not kept:
+        log.warning(
+            "job %d task #%d: nothing of its branch was preserved; it starts again from the "
+            "job branch",
+            space.job_id,
+            number,
+        )
+    slot = await workspace.lease(space, number)
+    if merged:
+        await slot.checkout.git("checkout", "--quiet", "--detach", space.branch)
 
 
 async def _start(space: JobSpace, preserved: str | None, source: str) -> str:
