@@ -83,6 +83,24 @@ async def act(
     )
 
 
+NO_PLAN = "humans: {decider: alice}\ngates: {plan: never}\n"  # a project file: no plan gate
+
+
+def runner_hub(tmp: Path) -> FakeGitHub:
+    """The stand-in with octo/widgets, alice its admin; no server receives its webhooks (a
+    runner reads each event from its file)."""
+    hub = make_hub(tmp / "hub", port=free_port(), pem=private_key_pem())
+    hub.add_user("alice", "admin")
+    return hub
+
+
+async def labelled(hub: FakeGitHub, title: str, body: str) -> int:
+    """An issue alice opens and labels `teaparty`; its number."""
+    number = hub.open_issue(OWNER, REPO, title=title, body=body, author="alice")
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+    return number
+
+
 def state_saves(hub: FakeGitHub) -> list[str]:
     """The subjects of the state ref's commits on the stand-in's remote, newest first."""
     remote = hub.root / OWNER / f"{REPO}.git"
@@ -112,13 +130,9 @@ def last(hub: FakeGitHub, event: str) -> bytes:
 async def test_a_label_and_the_deciders_answer_are_two_runs_that_end_in_one_pull_request(
     tmp_path: Path,
 ) -> None:
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
-    hub.add_user("alice", "admin")
+    hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        number = hub.open_issue(
-            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
-        )
-        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        number = await labelled(hub, "Add a changelog", "Please.")
         first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
         assert first.code == 0, first.output
         assert len(bodies(hub, number, "gate:")) == 1, first.output  # the plan, asked
@@ -151,15 +165,10 @@ async def test_a_label_and_the_deciders_answer_are_two_runs_that_end_in_one_pull
 async def test_a_run_near_its_time_limit_parks_and_its_continuation_finishes_the_job(
     tmp_path: Path,
 ) -> None:
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
-    hub.add_user("alice", "admin")
-    project = "humans: {decider: alice}\ngates: {plan: never}\n"
+    hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
-        number = hub.open_issue(
-            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
-        )
-        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
+        number = await labelled(hub, "Add a changelog", "Please.")
         first = await act(
             hub, api_url, tmp_path, "issues", last(hub, "issues"), TEAPARTY_TIMEOUT_MINUTES="1"
         )
@@ -185,19 +194,14 @@ async def test_a_run_near_its_time_limit_parks_and_its_continuation_finishes_the
 
 
 async def test_a_reply_whose_run_never_started_is_read_by_the_next_run(tmp_path: Path) -> None:
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
-    hub.add_user("alice", "admin")
+    hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        number = hub.open_issue(
-            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
-        )
-        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        number = await labelled(hub, "Add a changelog", "Please.")
         first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
         assert first.code == 0, first.output
         assert len(bodies(hub, number, "gate:")) == 1
         await hub.comment_as(OWNER, REPO, number, "alice", "yes")  # its run is dropped
-        other = hub.open_issue(OWNER, REPO, title="Add a licence", body="MIT.", author="alice")
-        await hub.label_issue(OWNER, REPO, other, "teaparty", sender="alice")
+        other = await labelled(hub, "Add a licence", "MIT.")
         later = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
         assert later.code == 0, later.output
         assert len(hub.pulls(OWNER, REPO)) == 1, later.output  # the reply was taken
@@ -209,19 +213,14 @@ async def test_a_reply_whose_run_never_started_is_read_by_the_next_run(tmp_path:
 async def test_a_repository_that_lets_no_workflow_open_pull_requests_is_explained(
     tmp_path: Path,
 ) -> None:
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
-    hub.add_user("alice", "admin")
-    project = "humans: {decider: alice}\ngates: {plan: never}\n"
+    hub = runner_hub(tmp_path)
     refusal = {
         "message": "GitHub Actions is not permitted to create or approve pull requests.",
         "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
     }
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
-        number = hub.open_issue(
-            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
-        )
-        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
+        number = await labelled(hub, "Add a changelog", "Please.")
         hub.fail_next("POST", r"/repos/octo/widgets/pulls$", 403, body=refusal)
         run = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
         assert run.code == 0, run.output
@@ -250,13 +249,9 @@ def test_a_continuation_runs_its_workflow_on_a_branch_never_on_a_pull_requests_m
 async def test_two_runs_started_together_on_one_issue_apply_both_events_once(
     tmp_path: Path,
 ) -> None:
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
-    hub.add_user("alice", "admin")
+    hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        number = hub.open_issue(
-            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
-        )
-        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        number = await labelled(hub, "Add a changelog", "Please.")
         first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
         assert first.code == 0, first.output
         await hub.comment_as(OWNER, REPO, number, "alice", "/steer Use British spelling.")
@@ -279,15 +274,10 @@ async def test_two_runs_started_together_on_one_issue_apply_both_events_once(
 
 
 async def test_a_review_round_and_the_merge_run_as_in_app_mode(tmp_path: Path) -> None:
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=private_key_pem())
-    hub.add_user("alice", "admin")
-    project = "humans: {decider: alice}\ngates: {plan: never}\n"
+    hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
-        number = hub.open_issue(
-            OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
-        )
-        await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
+        number = await labelled(hub, "Add a changelog", "Please.")
         assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
         (pull,) = hub.pulls(OWNER, REPO)
         path = "docs/requests/add-a-changelog.md"
