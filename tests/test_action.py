@@ -309,3 +309,54 @@ async def test_a_review_round_and_the_merge_run_as_in_app_mode(tmp_path: Path) -
         work = preserved_refs(hub)
         assert work == ""  # the ended job's preserved work is forgotten
     assert hub.violations == [], hub.violations
+
+
+async def test_a_review_whose_run_never_started_is_read_by_the_next_run(tmp_path: Path) -> None:
+    hub = runner_hub(tmp_path)
+    async with hub.serve() as api_url:
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
+        number = await labelled(hub, "Add a changelog", "Please.")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        (pull,) = hub.pulls(OWNER, REPO)
+        path = "docs/requests/add-a-changelog.md"
+        await hub.review_pr(  # its run is dropped
+            OWNER, REPO, pull.number, "alice", "changes_requested", "One thing.",
+            comments=[(path, 1, "Title case?")],
+        )  # fmt: skip
+        dropped = last(hub, "pull_request_review")
+        await labelled(hub, "Add a licence", "MIT.")
+        later = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert later.code == 0, later.output
+        tracking = bodies(hub, number, "job:")[0]
+        assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
+
+        # The dropped run starts after all (a queue let it through late): nothing twice.
+        late = await act(hub, api_url, tmp_path, "pull_request_review", dropped)
+        assert late.code == 0, late.output
+        assert "handled already: an earlier run read it from GitHub" in late.summary
+        rounds = [c for c in hub.comments(OWNER, REPO, pull.number) if "teaparty:round:" in c.body]
+        assert len(rounds) == 1
+        assert "round 2" not in bodies(hub, number, "job:")[0]
+    assert hub.violations == [], hub.violations
+
+
+async def test_lone_review_comments_are_gathered_within_one_run(tmp_path: Path) -> None:
+    hub = runner_hub(tmp_path)
+    project = NO_PLAN + "rounds: {window_s: 3}\n"
+    async with hub.serve() as api_url:
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+        number = await labelled(hub, "Add a changelog", "Please.")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        (pull,) = hub.pulls(OWNER, REPO)
+        path = "docs/requests/add-a-changelog.md"
+        await hub.comment_as(OWNER, REPO, pull.number, "alice", "/teaparty add a date")  # dropped
+        await hub.review_pr(OWNER, REPO, pull.number, "alice", "commented", None,
+                            comments=[(path, 1, "Title case?")])  # fmt: skip
+        lone = await act(
+            hub, api_url, tmp_path, "pull_request_review", last(hub, "pull_request_review")
+        )
+        assert lone.code == 0, lone.output
+        tracking = bodies(hub, number, "job:")[0]
+        assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
+        assert "round 2" not in tracking
+    assert hub.violations == [], hub.violations

@@ -272,6 +272,28 @@ def test_any_schema_is_pruned_by_its_foreign_keys(tmp_path: Path) -> None:
     db.close()
 
 
+def test_deliveries_the_next_read_of_github_reads_again_are_kept_past_the_window(
+    tmp_path: Path,
+) -> None:
+    """A repository idle for weeks: its last run's read mark is old, and what that run
+    handled just before it must still be recognised when the next run reads from the mark."""
+    at = now()
+    mark = at - OLD
+    path = database(
+        tmp_path / "idle.db",
+        "CREATE TABLE jobs (job_id INTEGER PRIMARY KEY, state TEXT, updated_at REAL);"
+        "CREATE TABLE deliveries (delivery_id TEXT PRIMARY KEY, state TEXT, received_at REAL);"
+        "CREATE TABLE read_marks (scope TEXT PRIMARY KEY, read_at REAL);"
+        f"INSERT INTO read_marks VALUES ('github/octo/widgets', {mark});"
+        f"INSERT INTO deliveries VALUES ('near-the-mark', 'done', {mark - DAY_S / 2}),"
+        f" ('long-before', 'done', {mark - 2 * DAY_S});",
+    )
+    assert prune(path).deliveries == 1
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT delivery_id FROM deliveries").fetchall() == [("near-the-mark",)]
+    db.close()
+
+
 def test_what_cannot_be_pruned_or_copied_says_why(tmp_path: Path) -> None:
     composite = database(
         tmp_path / "composite.db",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -11,11 +11,11 @@ import pytest
 from bot.errors import DeliveryError, GitHubError, NotYetError, RateLimitedError
 from bot.handlers.payloads import HANDLED_EVENTS, PayloadError
 from bot.server.endpoint import create_app
-from bot.server.webhooks import parse_delivery, signature
+from bot.server.webhooks import parse_delivery, signature, subject_of
 from bot.server.worker import DeliveryWorker
 from orchestrator.store import deliveries as inbox
 from orchestrator.store.deliveries import DeliveryQueue
-from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite import Store, Tx
 
 PAYLOADS = Path(__file__).parent / "payloads"
 SECRET = "It's a Secret to Everybody"
@@ -271,3 +271,54 @@ async def test_only_handled_deliveries_past_the_keep_window_are_forgotten(store:
         lambda tx: [r[0] for r in tx.execute("SELECT delivery_id FROM deliveries ORDER BY 1")]
     )
     assert left == ["new-done", "old-pending"]
+
+
+async def test_a_second_delivery_of_the_same_comment_or_review_is_a_redelivery(
+    store: Store,
+) -> None:
+    """A webhook and a catch-up read of one comment (or a runner's own event and the next
+    run's reconciliation) carry different ids and the same subject: stored once."""
+
+    def record(delivery_id: str, subject: str | None) -> Callable[[Tx], bool]:
+        return lambda tx: inbox.record(
+            tx,
+            delivery_id=delivery_id,
+            event="issue_comment",
+            action="created",
+            body=b"{}",
+            at=0.0,
+            subject=subject,
+        )
+
+    assert await store.write(record("webhook-guid", "comment:7"))
+    assert not await store.write(record("catch-up:comment:7", "comment:7"))
+    assert await store.write(record("catch-up:review:7", "review:7"))
+    assert await store.write(record("a", None))
+    assert await store.write(record("b", None))  # no subject: the id alone decides
+
+
+async def test_a_read_mark_never_moves_back(store: Store) -> None:
+    queue = DeliveryQueue(store)
+    assert await queue.read_mark("github/octo/widgets") is None
+    await queue.set_read_mark("github/octo/widgets", 200.0)
+    await queue.set_read_mark("github/octo/widgets", 100.0)  # a run that started earlier
+    assert await queue.read_mark("github/octo/widgets") == 200.0
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "subject"),
+    [
+        ("issue_comment", {"action": "created", "comment": {"id": 42}}, "comment:42"),
+        ("pull_request_review", {"action": "submitted", "review": {"id": 9}}, "review:9"),
+        ("issue_comment", {"action": "edited", "comment": {"id": 42}}, None),
+        ("issue_comment", {"action": "created", "comment": {"id": "42"}}, None),
+        ("issue_comment", {"action": "created", "comment": {"id": True}}, None),
+        ("issue_comment", {"action": "created", "comment": {"id": 0}}, None),
+        ("issue_comment", {"action": "created", "comment": None}, None),
+        ("issues", {"action": "labeled", "label": {"id": 3}}, None),
+    ],
+)
+def test_what_a_delivery_is_about_is_named_only_from_a_real_id(
+    event: str, payload: dict[str, object], subject: str | None
+) -> None:
+    assert subject_of(event, payload) == subject

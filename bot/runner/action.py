@@ -2,11 +2,15 @@
 
 The run reads the event GitHub Actions gives it (`GITHUB_EVENT_NAME`, `GITHUB_EVENT_PATH`),
 stores it as a delivery (its id is the workflow run's, so a re-run of the same run is the
-same delivery), and hands it to the App's own handlers (`GitHubService.handle`, the same
+same delivery) together with what was said on GitHub since the last run read it (comments
+and reviews on live jobs' issues and pull requests: what a run that never started, or was
+cancelled, would have brought; a comment or review stored once whichever way it came), and
+hands them, oldest first, to the App's own handlers (`GitHubService.handle`, the same
 code path below event parsing as a webhook). Then it drives every job of the store that
 has work — the one the event touched, and any other the event woke — until each parks (a
-question, a review, a rate limit) or ends, or the run nears its time limit; then it writes
-the run's summary (`GITHUB_STEP_SUMMARY`) and exits.
+question, a review, a rate limit) or ends, or the run nears its time limit (a delivery due
+within five minutes, such as lone review comments being gathered, is waited for); then it
+writes the run's summary (`GITHUB_STEP_SUMMARY`) and exits.
 
 It acts with `GITHUB_TOKEN` (its comments are `github-actions[bot]`'s), or as a GitHub App
 when `GITHUB_APP_ID` and a private key are given (the App's installation on the repository,
@@ -16,6 +20,7 @@ looked up once). The state the App keeps in its store is the caller's to load an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -25,17 +30,19 @@ from dataclasses import dataclass
 import httpx
 
 from bot.errors import SettingsError
-from bot.github.client import Clock, GitHubApp, Identity
+from bot.github.client import Clock, GitHubApp, Identity, Json, github_time
 from bot.github.forge import git_credentials
 from bot.github.outbound import Outbound
 from bot.runner.env import CONTINUATION, MARGIN_S, ActionEnv
 from bot.server.backfill import Backfill
 from bot.server.runtime import Runtime
+from bot.server.webhooks import subject_of
 from bot.server.worker import DeliveryWorker
 from bot.settings import Settings
-from orchestrator.api import AgentDef, Arrival, JobStatus, Model, Sandbox
+from orchestrator.api import AgentDef, Arrival, DeliveryRecord, JobStatus, Model, Sandbox
 
 log = logging.getLogger(__name__)
+WAIT_CAP_S = 300.0  # a delivery due sooner is waited for; a later one waits for the next run
 RUNNER_INSTALLATION = 0  # GITHUB_TOKEN belongs to no installation the App can name
 
 
@@ -136,8 +143,8 @@ async def run_action(
                 payload["installation"] = {"id": installation}
             action = str(payload.get("action") or "")
             body = json.dumps(payload).encode()
-            arrival = Arrival(f"actions-{env.run_id}", env.event_name, action, body)
-            await runtime.office.deliveries.record_all([arrival])
+            subject = subject_of(env.event_name, payload)
+            arrival = Arrival(f"actions-{env.run_id}", env.event_name, action, body, subject)
         backfill = Backfill(
             runtime.github,
             runtime.office,
@@ -145,18 +152,9 @@ async def run_action(
             runtime.service.context.repos,
             clock=clock,
         )
-        await backfill.answers()  # replies a run that never started missed
-        touched: set[int] = set()
-        worker = DeliveryWorker(
-            runtime.office.deliveries, runtime.service.handle, on_job=touched.add
-        )
-        await worker.drain()
-        outcome = "a continuation of the runs before it"
-        if arrival is not None:
-            record = await runtime.office.deliveries.get(arrival.delivery_id)
-            outcome = record.outcome if record and record.outcome else "nothing to do"
+        fresh = await _reconcile(runtime, backfill, env, arrival, payload, clock=clock)
         deadline = started + env.timeout_s - MARGIN_S
-        jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
+        outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline, clock=clock)
         if preserve is not None:
             await runtime.office.preserve_all(preserve[0], auth=preserve[1])
         continued = None
@@ -166,6 +164,91 @@ async def run_action(
         return ActionRun(outcome, jobs, timed_out, continued)
     finally:
         await runtime.close()
+
+
+async def _work(
+    runtime: Runtime, arrival: Arrival | None, fresh: bool, deadline: float, *, clock: Clock
+) -> tuple[str, tuple[JobStatus, ...], bool]:
+    """Handle the stored deliveries and drive the jobs, waiting in the run for a delivery due
+    soon (a gathering window); the event's outcome, each job's status, and whether the
+    deadline stopped the run."""
+    touched: set[int] = set()
+    worker = DeliveryWorker(runtime.office.deliveries, runtime.service.handle, on_job=touched.add)
+    outcome = "a continuation of the runs before it"
+    if arrival is not None and not fresh:
+        outcome = "handled already: an earlier run read it from GitHub"
+    while True:
+        await worker.drain()
+        if arrival is not None and fresh:
+            outcome = _outcome(await runtime.office.deliveries.get(arrival.delivery_id))
+        jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
+        wait = await _wait_for(runtime, deadline, clock=clock)
+        if timed_out or wait is None:
+            return outcome, jobs, timed_out
+        log.info("a delivery is due in %.0f s (gathering comments): waiting for it", wait)
+        await asyncio.sleep(wait)
+
+
+async def _reconcile(
+    runtime: Runtime,
+    backfill: Backfill,
+    env: ActionEnv,
+    arrival: Arrival | None,
+    payload: Json,
+    *,
+    clock: Clock,
+) -> bool:
+    """Store the run's event with what was said on GitHub since the last run read it (what
+    runs that never started would have brought), oldest first; whether the event is new.
+
+    The first read of a state (no read mark yet) reads only the replies to parked questions."""
+    scope = f"github/{env.owner}/{env.repo}"
+    read_at = clock()
+    since = await runtime.office.deliveries.read_mark(scope)
+    earlier: list[Arrival] = []
+    later: list[Arrival] = []
+    if since is None:
+        await backfill.answers()
+    else:
+        own_at = _said_at(payload, default=read_at)
+        for found in await backfill.activity(since=since):
+            if arrival is None or found.arrival.subject != arrival.subject:
+                (earlier if found.at <= own_at else later).append(found.arrival)
+    ordered = [*earlier, *([arrival] if arrival else []), *later]
+    stored = set(await backfill.store(ordered)) if ordered else set()
+    if len(stored) > (arrival is not None and arrival.delivery_id in stored):
+        log.info("%d event(s) read from GitHub that no run brought", len(stored))
+    await runtime.office.deliveries.set_read_mark(scope, read_at)
+    return arrival is not None and arrival.delivery_id in stored
+
+
+def _said_at(payload: Json, *, default: float) -> float:
+    """When the event's comment or review was written, as GitHub says."""
+    for path, field in (("comment", "created_at"), ("review", "submitted_at")):
+        obj = payload.get(path)
+        if isinstance(obj, dict) and obj.get(field):
+            return github_time(obj[field]) or default
+    return default
+
+
+def _outcome(record: DeliveryRecord | None) -> str:
+    if record is None or record.outcome:
+        return record.outcome if record and record.outcome else "nothing to do"
+    if record.state == "pending":  # a gathering window or a rate limit past this run
+        return f"waits for a later run ({record.error or 'not due yet'})"
+    return f"failed: {record.error}" if record.state == "failed" else "nothing to do"
+
+
+async def _wait_for(runtime: Runtime, deadline: float, *, clock: Clock) -> float | None:
+    """How long until the next pending delivery is due, when this run should wait for it (a
+    gathering window, a short backoff); None when none is, or not before the run must end."""
+    due = await runtime.office.deliveries.next_due_at()
+    if due is None:
+        return None
+    wait = max(0.0, due - time.time())  # the queue keeps wall-clock times
+    if wait > WAIT_CAP_S or clock() + wait >= deadline:
+        return None
+    return wait
 
 
 async def drive(

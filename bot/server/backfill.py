@@ -6,15 +6,21 @@ that, and whenever a redelivery is lost too, the App reads the state it acts on:
 - **answers**: for every job parked at a question the App posted, the issue's comments
   since it was asked; each comment by the decider posted after a question becomes a
   delivery, as if GitHub had sent it (`issue_comment.created`).
+- **activity** (runner mode, every run): for every live job, what was said since the last
+  run read GitHub (the store's read mark) — comments on its issue and its pull request,
+  reviews of its pull request — each as the delivery GitHub Actions would have given a run
+  that never started (`issue_comment.created`, `pull_request_review.submitted`).
 - **labels** (on start): every repository of every installation, for open issues that carry
   the trigger label and have no job; the latest time the label was added becomes a
   delivery (`issues.labeled`, its sender the person who added it), so who may start a job
   is decided as for any label.
 
-Each delivery's id names what it stands for (`catch-up:comment:{id}`,
-`catch-up:labeled:{event id}`), so reading the same state again stores nothing new, and
-the handlers decide as they would for GitHub's own delivery: a comment answers one gate,
-once (the store records which), and an issue with a job starts no second one.
+Each delivery's id names what it stands for (`catch-up:comment:{id}`, `catch-up:review:{id}`,
+`catch-up:labeled:{event id}`), and a comment's or a review's subject is the one its webhook
+carries (`comment:{id}`, bot/server/webhooks.py), so reading the same state again, or what
+a webhook already brought, stores nothing new; the handlers decide as they would for
+GitHub's own delivery: a comment answers one gate, once (the store records which), and an
+issue with a job starts no second one.
 """
 
 from __future__ import annotations
@@ -28,15 +34,19 @@ from dataclasses import dataclass
 from bot.errors import GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Installation, Json, github_time
 from bot.github.forge import Subject
+from bot.github.reviews import PullReviews
 from bot.handlers.actions import job_key
 from bot.handlers.issue_comment import comment_ref
 from bot.handlers.repos import PROJECT_FILE, Repos, load_config, trigger_label
+from bot.server.webhooks import subject_of
 from orchestrator.api import Arrival, DeliveryQueue, Gate, Office
 
 log = logging.getLogger(__name__)
 
 CLOCK_SKEW_S = 600.0  # comments are read from this long before a question was asked
 RATE_RESERVE = 1000  # a label scan leaves an installation this many requests an hour
+LIVE = ("active", "complete")  # the job states whose issue and pull request are read
+ENDED_PULLS = ("merged", "gone")  # a job whose pull request ended this way hears nothing more
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,38 @@ class Backfill:
                     continue
                 arrivals.append(_comment_arrival(s, comment))
                 log.info("job %d: reply %s read from the issue", job_id, comment["id"])
+        return await self._store(arrivals)
+
+    async def activity(self, *, since: float) -> list[Found]:
+        """What was said on live jobs' issues and pull requests since `since` (less the clock
+        skew): comments and reviews by anyone but the App, oldest first, not yet stored. A
+        job whose issue or pull request is out of reach is logged and skipped."""
+        app = (await self.github.identity()).login.casefold()
+        start = since - CLOCK_SKEW_S
+        found: list[Found] = []
+        for linked in await self.office.records.linked("github", active=False):
+            pull = await self.office.rounds.pull(linked.job_id)
+            ended = pull is None or pull.state in ENDED_PULLS
+            if linked.state not in LIVE or (linked.state == "complete" and ended):
+                continue
+            s = Subject.from_json(linked.subject)
+            try:
+                gh = await self.github.installation(s.installation_id)
+                found += _comments(s, await gh.comments(s.owner, s.repo, s.number, since=start))
+                if pull is not None and not ended:
+                    pr = pull.number
+                    said = await gh.comments(s.owner, s.repo, pr, since=start)
+                    found += _comments(s, said, pull=pr)
+                    found += await _reviews(PullReviews(gh), s, pr, start)
+            except RateLimitedError:
+                raise
+            except GitHubError as exc:
+                log.warning("job %d: %s/%s not read: %s", linked.job_id, s.owner, s.repo, exc)
+        mine = [f for f in found if f.author != app and f.at >= start]
+        return sorted(mine, key=lambda f: f.at)
+
+    async def store(self, arrivals: list[Arrival]) -> list[str]:
+        """Store deliveries in this order; the ids new here (nothing seen before)."""
         return await self._store(arrivals)
 
     async def labels(self) -> list[str]:
@@ -185,6 +227,47 @@ class Backfill:
         return new
 
 
+@dataclass(frozen=True)
+class Found:
+    """Something said on GitHub, as the delivery it would have been: when, and by whom."""
+
+    at: float
+    author: str  # casefolded
+    arrival: Arrival
+
+
+def _comments(s: Subject, comments: Iterable[Json], *, pull: int | None = None) -> list[Found]:
+    return [
+        Found(
+            github_time(c.get("created_at")),
+            str((c.get("user") or {}).get("login", "")).casefold(),
+            _comment_arrival(s, c, pull=pull),
+        )
+        for c in comments
+        if c.get("user")  # a deleted account's comment says nothing a job acts on
+    ]
+
+
+async def _reviews(reviews: PullReviews, s: Subject, number: int, start: float) -> list[Found]:
+    """The pull request's reviews submitted since `start` (pending ones are nobody's yet)."""
+    found = [
+        r
+        for r in await reviews.reviews(s.owner, s.repo, number)
+        if r.get("user") and r.get("submitted_at") and github_time(r["submitted_at"]) >= start
+    ]
+    if not found:
+        return []
+    pr = await reviews.pull(s.owner, s.repo, number)
+    return [
+        Found(
+            github_time(r["submitted_at"]),
+            str((r.get("user") or {}).get("login", "")).casefold(),
+            _review_arrival(s, pr, r),
+        )
+        for r in found
+    ]
+
+
 def _last_labelled(events: Iterable[Json], label: str) -> Json | None:
     """The latest event that added `label` (names compared as GitHub does, any case)."""
     found = None
@@ -195,16 +278,36 @@ def _last_labelled(events: Iterable[Json], label: str) -> Json | None:
     return found
 
 
-def _comment_arrival(s: Subject, comment: Json) -> Arrival:
+def _comment_arrival(s: Subject, comment: Json, *, pull: int | None = None) -> Arrival:
+    issue: Json = {"number": s.number, "title": s.title, "labels": []}
+    if pull is not None:  # a comment in the job's pull request's conversation
+        issue = {"number": pull, "title": s.title, "labels": [], "pull_request": {}}
     payload = {
         "action": "created",
-        "issue": {"number": s.number, "title": s.title, "labels": []},
+        "issue": issue,
         "comment": comment,
         "repository": _repository(s.owner, s.repo, s.default_branch),
         "installation": {"id": s.installation_id},
         "sender": comment.get("user"),
     }
-    return Arrival(f"catch-up:comment:{comment['id']}", "issue_comment", "created", _body(payload))
+    return _arrival(f"catch-up:comment:{comment['id']}", "issue_comment", payload)
+
+
+def _review_arrival(s: Subject, pr: Json, review: Json) -> Arrival:
+    payload = {
+        "action": "submitted",
+        "review": review,
+        "pull_request": pr,
+        "repository": _repository(s.owner, s.repo, s.default_branch),
+        "installation": {"id": s.installation_id},
+        "sender": review.get("user"),
+    }
+    return _arrival(f"catch-up:review:{review['id']}", "pull_request_review", payload)
+
+
+def _arrival(delivery_id: str, event: str, payload: Json) -> Arrival:
+    action = str(payload["action"])
+    return Arrival(delivery_id, event, action, _body(payload), subject_of(event, payload))
 
 
 def _label_arrival(repo: Json, issue: Json, added: Json, installation_id: int) -> Arrival:

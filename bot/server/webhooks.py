@@ -25,6 +25,13 @@ _DELIVERY_ID = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
 _EVENT = re.compile(r"^[a-z_]{1,64}$")
 _ACTION = re.compile(r"^[a-z0-9_]{1,64}$")
 _SHOWN_CHARS = 100
+# What a delivery is about, by "event.action": the kind, and the object whose id names it.
+# A comment or a review read again (a catch-up pass, a runner's reconciliation) is the same
+# subject as its webhook, so the deliveries queue stores it once.
+_SUBJECTS = {
+    "issue_comment.created": ("comment", "comment"),
+    "pull_request_review.submitted": ("review", "review"),
+}
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,22 @@ def decode(head: Head, body: bytes) -> Arrival:
         raise DeliveryError(400, "body is not a JSON object", delivery_id=delivery_id)
     action = payload.get("action", "")
     plain = isinstance(action, str) and _ACTION.match(action)
-    return Arrival(delivery_id, head.event, action if plain else "", body)
+    subject = subject_of(head.event, payload)
+    return Arrival(delivery_id, head.event, action if plain else "", body, subject)
+
+
+def subject_of(event: str, payload: Mapping[str, object]) -> str | None:
+    """What a delivery is about (`comment:ID`, `review:ID`), or None when it names nothing
+    the edge reads again; an id that is not a positive integer names nothing."""
+    found = _SUBJECTS.get(f"{event}.{payload.get('action')}")
+    if found is None:
+        return None
+    kind, field = found
+    obj = payload.get(field)
+    ident = obj.get("id") if isinstance(obj, dict) else None
+    if type(ident) is not int or ident <= 0:
+        return None
+    return f"{kind}:{ident}"
 
 
 def parse_delivery(

@@ -1,8 +1,10 @@
 """Deliveries from the outside world, stored before they are acknowledged and then worked off.
 
 A delivery is committed before its sender hears 202, deduplicated by its id (a redelivery
-is acknowledged and does nothing), and consumed by a worker: one that fails is retried
-with exponential backoff and, after its attempts, marked failed with the error kept.
+is acknowledged and does nothing) and by its subject when the edge names one (`comment:ID`:
+the same comment read again under another id is a redelivery too), and consumed by a
+worker: one that fails is retried with exponential backoff and, after its attempts, marked
+failed with the error kept.
 Nothing is deleted until it is done and older than the redelivery window.
 """
 
@@ -46,14 +48,38 @@ class DeliveryRecord:
     error: str | None
 
 
-def record(tx: Tx, *, delivery_id: str, event: str, action: str, body: bytes, at: float) -> bool:
-    """Store a delivery once; False when its id was seen before (a redelivery)."""
+def record(
+    tx: Tx,
+    *,
+    delivery_id: str,
+    event: str,
+    action: str,
+    body: bytes,
+    at: float,
+    subject: str | None = None,
+) -> bool:
+    """Store a delivery once; False when its id, or its subject, was seen before."""
     cursor = tx.execute(
         "INSERT OR IGNORE INTO deliveries (delivery_id, event, action, body, received_at,"
-        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (delivery_id, event, action, body, at, at),
+        " next_attempt_at, subject) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (delivery_id, event, action, body, at, at, subject),
     )
     return cursor.rowcount == 1
+
+
+def read_mark(tx: Tx, scope: str) -> float | None:
+    """When the edge last read the outside world's state for `scope`, if it has."""
+    row = tx.execute("SELECT read_at FROM read_marks WHERE scope = ?", (scope,)).fetchone()
+    return None if row is None else float(row[0])
+
+
+def set_read_mark(tx: Tx, scope: str, at: float) -> None:
+    """The edge read `scope`'s state as of `at` (a mark never moves back)."""
+    tx.execute(
+        "INSERT INTO read_marks (scope, read_at) VALUES (?, ?) ON CONFLICT (scope)"
+        " DO UPDATE SET read_at = max(read_at, excluded.read_at)",
+        (scope, at),
+    )
 
 
 def due(tx: Tx, *, at: float, limit: int = 50) -> list[Delivery]:
@@ -152,12 +178,14 @@ class Backlog:
 
 @dataclass(frozen=True)
 class Arrival:
-    """A verified delivery to store."""
+    """A verified delivery to store; `subject` names what it is about when the edge can
+    (`comment:ID`), so another delivery of the same thing is a redelivery."""
 
     delivery_id: str
     event: str
     action: str
     body: bytes
+    subject: str | None = None
 
 
 class DeliveryQueue:
@@ -179,6 +207,7 @@ class DeliveryQueue:
                     action=a.action,
                     body=a.body,
                     at=at,
+                    subject=a.subject,
                 )
                 for a in arrivals
             ]
@@ -212,6 +241,14 @@ class DeliveryQueue:
     async def get(self, delivery_id: str) -> DeliveryRecord | None:
         """One delivery's bookkeeping."""
         return await self._store.read(lambda tx: get(tx, delivery_id))
+
+    async def read_mark(self, scope: str) -> float | None:
+        """When the edge last read `scope`'s state."""
+        return await self._store.read(lambda tx: read_mark(tx, scope))
+
+    async def set_read_mark(self, scope: str, at: float) -> None:
+        """The edge read `scope`'s state as of `at`."""
+        await self._store.write(lambda tx: set_read_mark(tx, scope, at))
 
     async def prune(self) -> int:
         """Forget handled deliveries past the keep window."""

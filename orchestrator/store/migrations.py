@@ -549,6 +549,19 @@ ALTER TABLE tasks ADD COLUMN allowance_usd REAL;
 ALTER TABLE tasks ADD COLUMN merge_base TEXT;
 """
 
+# What a delivery is about, when the edge can name it (`comment:ID`, `review:ID`): a second
+# delivery of the same thing (a webhook and a catch-up read of the same comment, a runner's
+# own event and the next run's reconciliation) is a redelivery. When the edge last read the
+# outside world's state for a scope (a runner's repository), so the next read starts there.
+DELIVERY_SUBJECTS = """
+ALTER TABLE deliveries ADD COLUMN subject TEXT;
+CREATE UNIQUE INDEX deliveries_subject ON deliveries (subject) WHERE subject IS NOT NULL;
+CREATE TABLE read_marks (
+    scope   TEXT PRIMARY KEY,
+    read_at REAL NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -568,6 +581,7 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_TOKEN_BUDGETS,
     ISSUE_REVISIONS,
     REVIEW_ROUNDS,
+    DELIVERY_SUBJECTS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version

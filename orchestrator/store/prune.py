@@ -12,7 +12,9 @@ without a change here. A `failed` job stays: it waits for someone to ask for a r
 
 A row reached that way which names a job that stays (its `job_id`) would mean the two jobs
 are entangled; the job it was reached from is then kept whole, never half-deleted. Deliveries
-handled (done or failed) and received more than `keep_days` ago go too; pending ones stay.
+handled (done or failed) and received more than `keep_days` ago go too, unless they are
+within a day of the oldest read mark (the next read of GitHub starts a little before it, and
+must recognise what it reads again); pending ones stay.
 The store is then VACUUMed, so the file shrinks to what is left.
 """
 
@@ -29,6 +31,7 @@ from orchestrator.store.sqlite import now
 
 KEEP_ENDED_DAYS = 30.0
 DAY_S = 86_400.0
+MARK_OVERLAP_S = DAY_S  # deliveries this long before a read mark are kept: a read overlaps
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,10 @@ def _delete(db: sqlite3.Connection, cutoff: float) -> tuple[tuple[int, ...], dic
             rows[table] = deleted
     db.execute("DROP TABLE doomed")
     deliveries = 0
+    if "read_marks" in tables:  # what the next read of GitHub reads again stays recognised
+        (oldest_mark,) = db.execute("SELECT min(read_at) FROM read_marks").fetchone()
+        if oldest_mark is not None:
+            cutoff = min(cutoff, float(oldest_mark) - MARK_OVERLAP_S)
     if "deliveries" in tables:
         deliveries = db.execute(
             "DELETE FROM deliveries WHERE state != 'pending' AND received_at < ?", (cutoff,)
