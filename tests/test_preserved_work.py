@@ -328,7 +328,8 @@ async def test_a_delivered_job_back_for_a_review_round_starts_from_its_published
 async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
     tmp_path: Path,
 ) -> None:
-    """Its commits come back; the files its worker had not had committed do not."""
+    """Its commits come back, and the files its worker had not had committed come back
+    uncommitted: changed, added and deleted as they were."""
     remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
     office = await open_office(home_a)
     job_id = await start(office, remote)
@@ -350,7 +351,14 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
     (slot.path / "done.txt").write_text("committed\n")
     committed = await office.workspace.commit_task(slot, "Task #2", author=("w", "w@x"))
     (slot.path / "draft.txt").write_text("never committed\n")
-    await office.preserve(job_id, str(remote), auth=AUTH)
+    (slot.path / "done.txt").write_text("committed, then changed\n")
+    (slot.path / "README.md").unlink()
+    preserved = await office.preserve(job_id, str(remote), auth=AUTH)
+    assert preserved is not None
+    assert [n for n, _ in preserved.snapshots] == [2], "only the working slot's"
+    assert git(slot.path, "status", "--porcelain") == (
+        " D README.md\n M done.txt\n?? draft.txt\n"
+    ), "the slot itself is untouched"
     home_b = await move(office, tmp_path, home_a)
 
     store = await Store.open(home_b / "teaparty.db")  # no Office: no recovery of orphan slots
@@ -372,8 +380,12 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
         assert git(rebuilt.repo, "rev-parse", f"refs/heads/{task.branch}").strip() == (
             committed.commit
         )
-        assert (task.path / "done.txt").read_text() == "committed\n"
-        assert not (task.path / "draft.txt").exists(), "uncommitted work is lost (documented)"
+        assert (task.path / "draft.txt").read_text() == "never committed\n"
+        assert (task.path / "done.txt").read_text() == "committed, then changed\n"
+        assert not (task.path / "README.md").exists()
+        assert git(task.path, "status", "--porcelain") == (
+            " D README.md\n M done.txt\n?? draft.txt\n"
+        ), "uncommitted again, as the worker left it"
         slots = await store.read(
             lambda tx: tx.execute("SELECT path FROM worktree_slots ORDER BY path").fetchall()
         )
@@ -638,3 +650,92 @@ def _commit(repo: Path, ref: str, name: str, text: str) -> str:
     commit = git(repo, "commit-tree", tree, "-p", parent, "-m", name).strip()
     git(repo, "update-ref", ref, commit, parent)
     return commit
+
+
+async def test_a_snapshot_follows_its_slot_and_is_never_forced_over_another_runs(
+    tmp_path: Path,
+) -> None:
+    """A slot's snapshot is replaced as its work changes, deleted once the slot is clean,
+    and refused (a lost race) when another run replaced it since this machine saw it; a
+    snapshot taken on another commit than the slot's is not put back."""
+    remote, home = bare_remote(tmp_path), tmp_path / "home"
+    office = await open_office(home)
+    try:
+        job_id = await start(office, remote)
+        space = await office.prepare(job_id)
+        await office.engine.store.write(
+            lambda tx: create_task(tx, job_id, title="Docs", spec="Add docs.", created_by="lead")
+        )
+        slot = await office.workspace.lease(space, 1)
+        wip = f"{WORK_REFS}/{job_id}/wip-1"
+        assert (await office.preserve(job_id, str(remote))).snapshots == ()
+        assert wip not in remote_refs(remote, WORK_REFS)
+
+        (slot.path / "a.txt").write_text("one\n")
+        first = await office.preserve(job_id, str(remote))
+        assert first is not None
+        ((n, snapshot),) = first.snapshots
+        assert (n, remote_refs(remote, WORK_REFS)[wip]) == (1, snapshot)
+        assert git(remote, "show", f"{snapshot}:a.txt") == "one\n"
+        (slot.path / "a.txt").write_text("two\n")
+        second = await office.preserve(job_id, str(remote))
+        assert second is not None
+        assert git(remote, "show", f"{wip}:a.txt") == "two\n", "replaced: no fast-forward needed"
+
+        await office.workspace.commit_task(slot, "Task #1", author=("w", "w@x"))
+        assert (await office.preserve(job_id, str(remote))).snapshots == ()
+        assert wip not in remote_refs(remote, WORK_REFS), "a clean slot leaves no snapshot"
+
+        (slot.path / "b.txt").write_text("ours\n")
+        await office.preserve(job_id, str(remote))
+        theirs = _commit(remote, wip, "c.txt", "another run's\n")
+        (slot.path / "b.txt").write_text("ours, later\n")
+        with pytest.raises(PreservedRaceError, match="another run preserved newer work"):
+            await office.preserve(job_id, str(remote))
+        assert remote_refs(remote, WORK_REFS)[wip] == theirs, "theirs stays"
+
+        git(remote, "fetch", "-q", str(space.repo), f"{task_branch(space, 1)}:refs/heads/old")
+        stale = _commit(remote, "refs/heads/old", "d.txt", "on an older commit\n")
+        git(space.repo, "fetch", "-q", str(remote), f"{stale}:refs/stale")
+        commit_before = git(slot.path, "rev-parse", "HEAD")
+        (slot.path / "b.txt").unlink()
+        _commit(space.repo, f"refs/heads/{task_branch(space, 1)}", "e.txt", "the slot moved on\n")
+        git(slot.path, "reset", "-q", "--hard", task_branch(space, 1))
+        assert git(slot.path, "rev-parse", "HEAD") != commit_before
+        assert not await work_refs.restore(slot.checkout, stale)
+        assert not (slot.path / "d.txt").exists()
+    finally:
+        await office.close()
+
+
+async def test_a_merge_in_progress_comes_back_with_its_files(tmp_path: Path) -> None:
+    """A base-conflict task's slot mid-merge: its markers and the merge it is in come back,
+    so the worker's commit is still the merge that makes the pull request mergeable."""
+    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home_a)
+    job_id = await start(office, remote)
+    space = await office.prepare(job_id)
+    await office.engine.store.write(
+        lambda tx: create_task(tx, job_id, title="Merge", spec="Merge main.", created_by="lead")
+    )
+    slot = await office.workspace.lease(space, 1)
+    ours = _commit(space.repo, f"refs/heads/{task_branch(space, 1)}", "README.md", "ours\n")
+    theirs = _commit(space.repo, f"refs/heads/{space.branch}", "README.md", "theirs\n")
+    git(slot.path, "reset", "-q", "--hard", ours)
+    with pytest.raises(subprocess.CalledProcessError):  # a conflict: the merge stops
+        git(slot.path, "merge", "--no-commit", theirs)
+    await office.preserve(job_id, str(remote))
+    home_b = await move(office, tmp_path, home_a)
+
+    store = await Store.open(home_b / "teaparty.db")
+    try:
+        workspace = Workspace(home_b, store)
+        recorded = await workspace.job(job_id)
+        assert recorded is not None
+        rebuilt = await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=None)
+        task = await workspace.task(rebuilt, 1)
+        assert task is not None
+        assert "<<<<<<<" in (task.path / "README.md").read_text()
+        assert (task.checkout.admin / "MERGE_HEAD").read_text().strip() == theirs
+    finally:
+        await store.close()

@@ -2,7 +2,8 @@
 
 A runner's workflow run starts on a fresh machine with the store and nothing else. Before it
 saves the store, the run preserves every active job's branches on the job's remote
-(`preserve_all`, workspace/preserve.py); the next run's `Office.prepare` finds a recorded
+(`preserve_all`, workspace/preserve.py), with a snapshot of what each working slot holds
+uncommitted; the next run's `Office.prepare` finds a recorded
 workspace missing and makes it again from them (`rebuild`, workspace/rebuild.py). Once a
 job has ended its refs are deleted (`forget`, or `forget_ended` for every ended job at
 once; `forget_ended_work` with no engine open), only after the run's store is saved: a run
@@ -24,6 +25,7 @@ from pathlib import Path
 from orchestrator.errors import OrchestratorError
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace import preserve as refs
+from orchestrator.workspace.git import Checkout
 from orchestrator.workspace.layout import JobSpace, Workspace
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.rebuild import rebuild
@@ -55,7 +57,10 @@ class PreservedWork:
         space = await self._workspace.job(job_id)
         if space is None or not self._workspace.present(space):
             return None
-        return await refs.preserve(space, remote, auth=auth)
+        rows = await self._store.read(lambda tx: _working(tx, job_id, str(space.repo)))
+        slots = [(number, Checkout(space.repo, Path(path))) for number, path in rows]
+        present = [(number, slot) for number, slot in slots if slot.exists()]
+        return await refs.preserve(space, remote, auth=auth, slots=present)
 
     async def preserve_all(self, remote: str, *, auth: str | None = None) -> tuple[Preserved, ...]:
         """`preserve` every active job that comes from `remote` and has a workspace here."""
@@ -120,6 +125,18 @@ async def forget_ended_work(home: Path, remote: str, *, auth: str | None = None)
         return await PreservedWork(store, Workspace(home, store)).forget_ended(remote, auth=auth)
     finally:
         await store.close()
+
+
+def _working(tx: Tx, job_id: int, repo: str) -> list[tuple[int, str]]:
+    """The slots leased to the job's tasks not yet merged: (task number, path)."""
+    return [
+        (int(number), str(path))
+        for number, path in tx.execute(
+            "SELECT t.number, s.path FROM worktree_slots s JOIN tasks t ON t.task_id = s.task_id"
+            " WHERE t.job_id = ? AND s.mirror = ? AND t.state != 'done' ORDER BY t.number",
+            (job_id, repo),
+        )
+    ]
 
 
 def _jobs_of(tx: Tx, remote: str, states: tuple[str, ...]) -> list[int]:

@@ -12,10 +12,10 @@ from what outlives the machine:
   work merged but never preserved or published is not there); each preserved task branch;
 - the job worktree, and a fresh slot for each task still leased, on its task branch.
 
-What cannot come back is what was never committed: the files a worker changed in its slot
-and the engine had not yet committed when the run ended mid-task (at the time limit, or
-while the worker waits on a question). The worker's conversation goes on in a slot holding
-its task branch as last committed.
+- in each such slot, what its worker had changed and the engine had not yet committed when
+  the run ended mid-task (at the time limit, or while the worker waits on a question), from
+  the slot's preserved snapshot, uncommitted again: the worker's conversation goes on with
+  the files it left.
 
 The store's rows are moved to the new layout in one transaction: the job's workspace row
 names the new paths, and its old slot rows are dropped (those still leased are leased again).
@@ -31,6 +31,7 @@ from orchestrator.store.sqlite import Tx
 from orchestrator.workspace import preserve
 from orchestrator.workspace.git import GitError, git, rev
 from orchestrator.workspace.layout import JobSpace, Workspace, job_repo, task_branch
+from orchestrator.workspace.preserve import Fetched
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +56,28 @@ async def rebuild(
     folder = mirror.parent / "jobs" / f"job-{recorded.job_id}--{slug}"
     await asyncio.to_thread(shutil.rmtree, folder, True)  # what a rebuild cut short left
     repo = await job_repo(folder, mirror)
-    job, tasks = await preserve.fetch(repo, source, recorded.job_id, auth=auth)
+    fetched = await preserve.fetch(repo, source, recorded.job_id, auth=auth)
     space = JobSpace(
         recorded.job_id, repo, mirror, recorded.branch, recorded.base, folder / "worktree"
     )
-    start = await _start(space, job, source)
+    start = await _start(space, fetched.job, source)
     await git(repo, "update-ref", f"refs/heads/{space.branch}", start)
-    for number, commit in sorted(tasks.items()):
+    for number, commit in sorted(fetched.tasks.items()):
         await git(repo, "update-ref", f"refs/heads/{task_branch(space, number)}", commit)
     leased = await workspace.store.write(lambda tx: _moved(tx, recorded, space))
     await workspace.reopen(space)
     for number, merged in leased:
-        await _lease_again(workspace, space, number, merged=merged, kept=number in tasks)
+        await _lease_again(workspace, space, number, merged=merged, fetched=fetched)
     return space
 
 
 async def _lease_again(
-    workspace: Workspace, space: JobSpace, number: int, *, merged: bool, kept: bool
+    workspace: Workspace, space: JobSpace, number: int, *, merged: bool, fetched: Fetched
 ) -> None:
-    """A fresh slot for a task whose slot was leased: on its branch, or, once it is merged,
-    detached at the job branch, where its phase reviewer reads the whole job (teams/tools.py)."""
-    if not kept:
+    """A fresh slot for a task whose slot was leased: on its branch with its uncommitted work
+    back, or, once it is merged, detached at the job branch, where its phase reviewer reads
+    the whole job (teams/tools.py)."""
+    if number not in fetched.tasks:
         log.warning(
             "job %d task #%d: nothing of its branch was preserved; it starts again from the "
             "job branch",
@@ -85,6 +87,9 @@ async def _lease_again(
     slot = await workspace.lease(space, number)
     if merged:
         await slot.checkout.git("checkout", "--quiet", "--detach", space.branch)
+    elif (snapshot := fetched.snapshots.get(number)) is not None:
+        if await preserve.restore(slot.checkout, snapshot):
+            log.info("job %d task #%d: its uncommitted work is back", space.job_id, number)
 
 
 async def _start(space: JobSpace, preserved: str | None, source: str) -> str:
