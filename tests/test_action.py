@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -138,6 +139,10 @@ async def test_a_label_and_the_deciders_answer_are_two_runs_that_end_in_one_pull
         assert len(bodies(hub, number, "gate:")) == 1, first.output  # the plan, asked
         assert "Job 1" in first.summary
         assert "waiting" in first.summary
+        used = re.search(r"GitHub API: (\d+) request\(s\) this run; ([\d,]+) of 5,000 left until"
+                         r" \d\d:\d\d UTC", first.summary)  # fmt: skip
+        assert used is not None, first.summary
+        assert 0 < int(used[1]) < 40, "a run that starts a job and asks its plan"
 
         await hub.comment_as(OWNER, REPO, number, "alice", "yes")
         second = await act(hub, api_url, tmp_path, "issue_comment", last(hub, "issue_comment"))

@@ -21,7 +21,7 @@ import base64
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -82,6 +82,16 @@ class Identity:
         return isinstance(login, str) and login.casefold() == self.login.casefold()
 
 
+@dataclass(frozen=True)
+class Quota:
+    """What GitHub last said of one rate-limit resource (`core`, `graphql`): requests left,
+    the hour's limit, and when it resets (epoch seconds)."""
+
+    remaining: int
+    limit: int
+    reset_at: float
+
+
 @dataclass
 class _Token:
     value: str
@@ -115,6 +125,8 @@ class GitHubApp:
         self._token_locks: dict[int, asyncio.Lock] = {}
         self._clients: dict[int, tuple[str, GitHub[Any]]] = {}
         self._identity: Identity | None = None
+        self.requests = 0  # sent since this object was made, retries included
+        self.quotas: dict[str, Quota] = {}  # by resource, as the latest response said
 
     def _client(self, auth: Any) -> GitHub[Any]:
         return GitHub(
@@ -251,10 +263,19 @@ class GitHubApp:
     ) -> Json:
         if write:
             await self._pace()
+        self.requests += 1
         response = await call(gh)
+        self._note_quota(response.headers)
         if headers is not None:
             headers.update({k.lower(): v for k, v in response.headers.items()})
         return response.json() if response.content else None
+
+    def _note_quota(self, headers: Mapping[str, str]) -> None:
+        left, limit = headers.get("x-ratelimit-remaining", ""), headers.get("x-ratelimit-limit", "")
+        reset = headers.get("x-ratelimit-reset", "")
+        if left.isdigit() and limit.isdigit() and reset.isdigit():
+            resource = headers.get("x-ratelimit-resource", "core")
+            self.quotas[resource] = Quota(int(left), int(limit), float(reset))
 
     async def _pace(self) -> None:
         async with self._write_lock:

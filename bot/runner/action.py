@@ -88,6 +88,7 @@ class ActionRun:
     jobs: tuple[JobStatus, ...]
     parked_for_time: bool = False
     continued: str | None = None  # the continuation dispatched (workflow@ref), if any
+    api: str = ""  # the GitHub API requests the run made, and what its token has left
 
 
 async def run_action(
@@ -161,7 +162,7 @@ async def run_action(
         if timed_out and any(job.state not in ("done", "cancelled") for job in jobs):
             default = str((payload.get("repository") or {}).get("default_branch") or "")
             continued = await _continue(runtime, env, installation, default=default)
-        return ActionRun(outcome, jobs, timed_out, continued)
+        return ActionRun(outcome, jobs, timed_out, continued, _api_use(runtime.github))
     finally:
         await runtime.close()
 
@@ -309,6 +310,21 @@ async def _installation(runtime: Runtime, env: ActionEnv) -> int:
     return await runtime.github.repo_installation(env.owner, env.repo)
 
 
+def _api_use(github: GitHubApp) -> str:
+    """The run's GitHub API requests, and what the token has left this hour (GITHUB_TOKEN:
+    1,000 an hour per repository, shared by every run); a warning in the log when under a
+    tenth is left."""
+    said = f"GitHub API: {github.requests:,} request(s) this run"
+    quota = github.quotas.get("core")
+    if quota is None:
+        return said
+    reset = time.strftime("%H:%M UTC", time.gmtime(quota.reset_at))
+    said += f"; {quota.remaining:,} of {quota.limit:,} left until {reset}"
+    if quota.remaining < quota.limit / 10:
+        log.warning("%s: jobs wait at GitHub's rate limit when none is left", said)
+    return said
+
+
 def summary(run: ActionRun, env: ActionEnv) -> str:
     """The run's summary for GITHUB_STEP_SUMMARY: each job's state, tasks, gates and cost,
     sanitised like everything the App posts."""
@@ -332,6 +348,8 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
         ]
     if not run.jobs:
         lines.append("No job has work.")
+    if run.api:
+        lines += ["", run.api + "."]
     return "\n".join(lines) + "\n"
 
 
