@@ -172,10 +172,67 @@ def versions() -> tuple[str, str]:
 
 def test_python_and_teaparty_are_pinned_to_exact_versions() -> None:
     name, version = versions()
-    inputs = (load(REUSABLE)["on"]["workflow_call"]["inputs"], load(COMPOSITE)["inputs"])
-    for declared in inputs:
-        assert declared["teaparty"]["default"] == f"{name}=={version}"
+    workflow, composite = load(REUSABLE)["on"]["workflow_call"]["inputs"], load(COMPOSITE)["inputs"]
+    assert workflow["teaparty"]["default"] == f"{name}=={version}"
+    assert composite["teaparty"]["default"] == ""  # its own source, at the sha `uses:` names
+    for declared in (workflow, composite):
         assert re.fullmatch(r"3\.(1[1-9])\.\d+", declared["python-version"]["default"])
+
+
+def install(tmp_path: Path, requirement: str, action_path: Path | None) -> tuple[int, str, str]:
+    """The install step's script run by bash with a `python` that records what pip was asked
+    to install; its exit code, output, and the recorded arguments."""
+    (step,) = [s for s in the_job()["steps"] if s.get("name", "").startswith("Install")]
+    fake = tmp_path / "bin"
+    fake.mkdir(exist_ok=True)
+    (fake / "python").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/pip-args\n')
+    (fake / "python").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "TEAPARTY_REQUIREMENT": requirement}
+    if action_path is not None:
+        env["GITHUB_ACTION_PATH"] = str(action_path)
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
+    )
+    args = tmp_path / "pip-args"
+    return done.returncode, done.stdout, args.read_text().strip() if args.exists() else ""
+
+
+def test_the_composite_action_installs_its_own_source_when_no_version_is_given(
+    tmp_path: Path,
+) -> None:
+    code, _, args = install(tmp_path, "", ROOT / ".github" / "actions" / "teaparty")
+    assert code == 0
+    # the repository (its pyproject.toml) at the commit `uses:` named
+    assert args == f"-m pip install --disable-pip-version-check --no-input {ROOT}", args
+
+
+@pytest.mark.parametrize(
+    ("requirement", "action_path", "complaint"),
+    [
+        ("", None, "teaparty must be pinned"),  # the reusable workflow: no action path
+        ("teaparty-github", None, "teaparty must be pinned"),
+        ("teaparty-github>=0.1", None, "teaparty must be pinned"),
+        ("", "elsewhere", "no pyproject.toml at"),
+    ],
+)
+def test_the_install_step_refuses_what_is_not_pinned(
+    tmp_path: Path, requirement: str, action_path: str | None, complaint: str
+) -> None:
+    where = None if action_path is None else tmp_path / action_path / "a" / "b"
+    if where is not None:
+        where.mkdir(parents=True)
+    code, out, args = install(tmp_path, requirement, where)
+    assert (code, args) == (1, "")
+    assert out.startswith("::error::"), out
+    assert complaint in out, out
+
+
+def test_the_install_step_installs_an_exact_pin(tmp_path: Path) -> None:
+    name, version = versions()
+    assert install(tmp_path, f"{name}=={version}", None)[::2] == (
+        0,
+        f"-m pip install --disable-pip-version-check --no-input {name}=={version}",
+    )
 
 
 @pytest.mark.parametrize("path", [REUSABLE, COMPOSITE], ids=["workflow", "composite"])
