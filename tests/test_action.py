@@ -87,10 +87,10 @@ async def act(
 NO_PLAN = "humans: {decider: alice}\ngates: {plan: never}\n"  # a project file: no plan gate
 
 
-def runner_hub(tmp: Path) -> FakeGitHub:
-    """The stand-in with octo/widgets, alice its admin; no server receives its webhooks (a
-    runner reads each event from its file)."""
-    hub = make_hub(tmp / "hub", port=free_port(), pem=private_key_pem())
+def runner_hub(tmp: Path, pem: str | None = None) -> FakeGitHub:
+    """The stand-in with octo/widgets, alice its admin, the App's key `pem` (fresh if not
+    given); no server receives its webhooks (a runner reads each event from its file)."""
+    hub = make_hub(tmp / "hub", port=free_port(), pem=pem or private_key_pem())
     hub.add_user("alice", "admin")
     return hub
 
@@ -364,4 +364,27 @@ async def test_lone_review_comments_are_gathered_within_one_run(tmp_path: Path) 
         tracking = bodies(hub, number, "job:")[0]
         assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
         assert "round 2" not in tracking
+    assert hub.violations == [], hub.violations
+
+
+async def test_runs_with_app_credentials_act_as_the_app(tmp_path: Path) -> None:
+    """App-token mode: the run finds the App's installation on the repository, and its
+    comments, pull request and state saves are the App's, so they start CI."""
+    pem = private_key_pem()
+    hub = runner_hub(tmp_path, pem)
+    as_app = {"GITHUB_APP_ID": str(APP_ID), "GITHUB_APP_PRIVATE_KEY": pem, "GITHUB_TOKEN": ""}
+    async with hub.serve() as api_url:
+        number = await labelled(hub, "Add a changelog", "Please.")
+        first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"), **as_app)
+        assert first.code == 0, first.output
+        (gate,) = [c for c in hub.comments(OWNER, REPO, number) if "teaparty:gate:" in c.body]
+        assert gate.author == hub.state.bot.login  # the App's `{slug}[bot]`
+        await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+        second = await act(
+            hub, api_url, tmp_path, "issue_comment", last(hub, "issue_comment"), **as_app
+        )
+        assert second.code == 0, second.output
+        (pull,) = hub.pulls(OWNER, REPO)
+        assert pull.author == hub.state.bot.login
+        assert len(state_saves(hub)) == 2
     assert hub.violations == [], hub.violations
