@@ -388,3 +388,26 @@ async def test_runs_with_app_credentials_act_as_the_app(tmp_path: Path) -> None:
         assert pull.author == hub.state.bot.login
         assert len(state_saves(hub)) == 2
     assert hub.violations == [], hub.violations
+
+
+async def test_a_merge_whose_run_never_started_ends_its_job_in_the_next_run(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    async with hub.serve() as api_url:
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
+        number = await labelled(hub, "Add a changelog", "Please.")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        (pull,) = hub.pulls(OWNER, REPO)
+        await hub.merge_pr(OWNER, REPO, pull.number, "alice")  # its run is dropped
+        dropped = last(hub, "pull_request")
+        await labelled(hub, "Add a licence", "MIT.")
+        later = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert later.code == 0, later.output
+        assert "(merged)" in bodies(hub, number, "job:")[0]
+        assert not [ref for ref in preserved_refs(hub).splitlines() if "/work/1/" in ref]
+
+        late = await act(hub, api_url, tmp_path, "pull_request", dropped)
+        assert late.code == 0, late.output
+        assert "handled already: an earlier run read it from GitHub" in late.summary
+    assert hub.violations == [], hub.violations

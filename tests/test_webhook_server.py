@@ -316,6 +316,13 @@ async def test_a_read_mark_never_moves_back(store: Store) -> None:
         ("issue_comment", {"action": "created", "comment": {"id": 0}}, None),
         ("issue_comment", {"action": "created", "comment": None}, None),
         ("issues", {"action": "labeled", "label": {"id": 3}}, None),
+        (
+            "pull_request",
+            {"action": "closed", "pull_request": {"id": 5, "closed_at": "2026-11-25T12:00:00Z"}},
+            "pull-closed:5:2026-11-25T12:00:00Z",
+        ),
+        ("pull_request", {"action": "closed", "pull_request": {"id": 5}}, None),
+        ("pull_request", {"action": "reopened", "pull_request": {"id": 5}}, None),
     ],
 )
 def test_what_a_delivery_is_about_is_named_only_from_a_real_id(

@@ -8,8 +8,11 @@ that, and whenever a redelivery is lost too, the App reads the state it acts on:
   delivery, as if GitHub had sent it (`issue_comment.created`).
 - **activity** (runner mode, every run): for every live job, what was said since the last
   run read GitHub (the store's read mark) — comments on its issue and its pull request,
-  reviews of its pull request — each as the delivery GitHub Actions would have given a run
-  that never started (`issue_comment.created`, `pull_request_review.submitted`).
+  reviews of its pull request, and its merge — each as the delivery GitHub Actions would
+  have given a run that never started (`issue_comment.created`,
+  `pull_request_review.submitted`, `pull_request.closed`). A pull request closed unmerged,
+  made a draft or ready, an issue closed or unlabelled, are not read (only the issue's
+  events say who did it).
 - **labels** (on start): every repository of every installation, for open issues that carry
   the trigger label and have no job; the latest time the label was added becomes a
   delivery (`issues.labeled`, its sender the person who added it), so who may start a job
@@ -131,15 +134,22 @@ class Backfill:
                 gh = await self.github.installation(s.installation_id)
                 found += _comments(s, await gh.comments(s.owner, s.repo, s.number, since=start))
                 if pull is not None and not ended:
-                    pr = pull.number
-                    said = await gh.comments(s.owner, s.repo, pr, since=start)
-                    found += _comments(s, said, pull=pr)
-                    found += await _reviews(PullReviews(gh), s, pr, start)
+                    reader = PullReviews(gh)
+                    pr = await reader.pull(s.owner, s.repo, pull.number)
+                    said = await gh.comments(s.owner, s.repo, pull.number, since=start)
+                    found += _comments(s, said, pull=pull.number)
+                    found += _reviews(s, pr, await reader.reviews(s.owner, s.repo, pull.number))
+                    found += _merged(s, pr)
             except RateLimitedError:
                 raise
             except GitHubError as exc:
                 log.warning("job %d: %s/%s not read: %s", linked.job_id, s.owner, s.repo, exc)
-        mine = [f for f in found if f.author != app and f.at >= start]
+        # A merge is read whenever it happened: the store says the pull request is open.
+        mine = [
+            f
+            for f in found
+            if f.author != app and (f.at >= start or f.arrival.event == "pull_request")
+        ]
         return sorted(mine, key=lambda f: f.at)
 
     async def store(self, arrivals: list[Arrival]) -> list[str]:
@@ -248,24 +258,34 @@ def _comments(s: Subject, comments: Iterable[Json], *, pull: int | None = None) 
     ]
 
 
-async def _reviews(reviews: PullReviews, s: Subject, number: int, start: float) -> list[Found]:
-    """The pull request's reviews submitted since `start` (pending ones are nobody's yet)."""
-    found = [
-        r
-        for r in await reviews.reviews(s.owner, s.repo, number)
-        if r.get("user") and r.get("submitted_at") and github_time(r["submitted_at"]) >= start
-    ]
-    if not found:
-        return []
-    pr = await reviews.pull(s.owner, s.repo, number)
+def _reviews(s: Subject, pr: Json, reviews: Iterable[Json]) -> list[Found]:
+    """The pull request's submitted reviews (pending ones are nobody's yet)."""
     return [
         Found(
             github_time(r["submitted_at"]),
-            str((r.get("user") or {}).get("login", "")).casefold(),
+            str(r["user"].get("login", "")).casefold(),
             _review_arrival(s, pr, r),
         )
-        for r in found
+        for r in reviews
+        if r.get("user") and r.get("submitted_at")
     ]
+
+
+def _merged(s: Subject, pr: Json) -> list[Found]:
+    """The pull request's merge, when it is merged: a job's end that a dropped run would
+    have brought (who merged it is the sender, as in GitHub's own delivery)."""
+    if not pr.get("merged") or not pr.get("merged_by") or not pr.get("closed_at"):
+        return []
+    payload = {
+        "action": "closed",
+        "number": pr["number"],
+        "pull_request": pr,
+        "repository": _repository(s.owner, s.repo, s.default_branch),
+        "installation": {"id": s.installation_id},
+        "sender": pr["merged_by"],
+    }
+    arrival = _arrival(f"catch-up:merged:{pr['id']}", "pull_request", payload)
+    return [Found(github_time(pr["closed_at"]), str(pr["merged_by"]["login"]).casefold(), arrival)]
 
 
 def _last_labelled(events: Iterable[Json], label: str) -> Json | None:

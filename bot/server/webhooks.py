@@ -143,9 +143,16 @@ def decode(head: Head, body: bytes) -> Arrival:
 
 
 def subject_of(event: str, payload: Mapping[str, object]) -> str | None:
-    """What a delivery is about (`comment:ID`, `review:ID`), or None when it names nothing
-    the edge reads again; an id that is not a positive integer names nothing."""
-    found = _SUBJECTS.get(f"{event}.{payload.get('action')}")
+    """What a delivery is about (`comment:ID`, `review:ID`, `pull-closed:ID:WHEN`), or None
+    when it names nothing the edge reads again; an id that is not a positive integer names
+    nothing."""
+    name = f"{event}.{payload.get('action')}"
+    if name == "pull_request.closed":  # one close of one pull request: its id and when
+        pull = payload.get("pull_request")
+        if isinstance(pull, dict) and type(pull.get("id")) is int and pull.get("closed_at"):
+            return f"pull-closed:{pull['id']}:{pull['closed_at']}"
+        return None
+    found = _SUBJECTS.get(name)
     if found is None:
         return None
     kind, field = found
