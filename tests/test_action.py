@@ -411,3 +411,26 @@ async def test_a_merge_whose_run_never_started_ends_its_job_in_the_next_run(
         assert late.code == 0, late.output
         assert "handled already: an earlier run read it from GitHub" in late.summary
     assert hub.violations == [], hub.violations
+
+
+async def test_a_label_whose_run_never_started_starts_its_job_in_the_next_run(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    async with hub.serve() as api_url:
+        first = await labelled(hub, "Add a changelog", "Please.")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        second = await labelled(hub, "Add a licence", "MIT.")  # its run is dropped
+        dropped = last(hub, "issues")
+        await hub.comment_as(OWNER, REPO, first, "alice", "yes")
+        reply = await act(hub, api_url, tmp_path, "issue_comment", last(hub, "issue_comment"))
+        assert reply.code == 0, reply.output
+        assert len(hub.pulls(OWNER, REPO)) == 1, reply.output
+        assert len(bodies(hub, second, "gate:")) == 1, reply.output  # its plan, asked
+        assert "Job 2" in reply.summary
+
+        late = await act(hub, api_url, tmp_path, "issues", dropped)
+        assert late.code == 0, late.output
+        assert len(bodies(hub, second, "job:")) == 1  # one job, one tracking comment
+        assert len(bodies(hub, second, "gate:")) == 1
+    assert hub.violations == [], hub.violations

@@ -153,7 +153,9 @@ async def run_action(
             runtime.service.context.repos,
             clock=clock,
         )
-        fresh = await _reconcile(runtime, backfill, env, arrival, payload, clock=clock)
+        fresh = await _reconcile(
+            runtime, backfill, env, arrival, payload, installation=installation, clock=clock
+        )
         deadline = started + env.timeout_s - MARGIN_S
         outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline, clock=clock)
         if preserve is not None:
@@ -197,10 +199,12 @@ async def _reconcile(
     arrival: Arrival | None,
     payload: Json,
     *,
+    installation: int,
     clock: Clock,
 ) -> bool:
     """Store the run's event with what was said on GitHub since the last run read it (what
-    runs that never started would have brought), oldest first; whether the event is new.
+    runs that never started would have brought: comments, reviews, merges, labels), oldest
+    first; whether the event is new.
 
     The first read of a state (no read mark yet) reads only the replies to parked questions."""
     scope = f"github/{env.owner}/{env.repo}"
@@ -212,8 +216,15 @@ async def _reconcile(
         await backfill.answers()
     else:
         own_at = _said_at(payload, default=read_at)
-        for found in await backfill.activity(since=since):
-            if arrival is None or found.arrival.subject != arrival.subject:
+        said = await backfill.activity(since=since)
+        repository = payload.get("repository")
+        if isinstance(repository, dict):  # labels whose runs never started: jobs not begun
+            own_issue = (payload.get("issue") or {}).get("number")
+            skip = own_issue if env.event_name == "issues" else None
+            said += await backfill.labels_in(installation, repository, since=since, skip=skip)
+        own = arrival.subject if arrival is not None else None
+        for found in sorted(said, key=lambda f: f.at):
+            if own is None or found.arrival.subject != own:
                 (earlier if found.at <= own_at else later).append(found.arrival)
     ordered = [*earlier, *([arrival] if arrival else []), *later]
     stored = set(await backfill.store(ordered)) if ordered else set()

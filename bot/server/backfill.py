@@ -13,6 +13,8 @@ that, and whenever a redelivery is lost too, the App reads the state it acts on:
   `pull_request_review.submitted`, `pull_request.closed`). A pull request closed unmerged,
   made a draft or ready, an issue closed or unlabelled, are not read (only the issue's
   events say who did it).
+- **labels in one repository** (runner mode, every run): the trigger label added since the
+  last run read GitHub to an open issue with no job, as below.
 - **labels** (on start): every repository of every installation, for open issues that carry
   the trigger label and have no job; the latest time the label was added becomes a
   delivery (`issues.labeled`, its sender the person who added it), so who may start a job
@@ -34,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bot.errors import GitHubError, RateLimitedError
+from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Installation, Json, github_time
 from bot.github.forge import Subject
 from bot.github.reviews import PullReviews
@@ -42,7 +44,7 @@ from bot.handlers.actions import job_key
 from bot.handlers.issue_comment import comment_ref
 from bot.handlers.repos import PROJECT_FILE, Repos, load_config, trigger_label
 from bot.server.webhooks import subject_of
-from orchestrator.api import Arrival, DeliveryQueue, Gate, Office
+from orchestrator.api import Arrival, DeliveryQueue, Gate, Office, OrchestratorError
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +160,7 @@ class Backfill:
 
     async def labels(self) -> list[str]:
         """Store the trigger labels on open issues without a job; the ids new here."""
-        arrivals = []
+        arrivals: list[Arrival] = []
         for installation in await self.github.installations():
             gh = await self.github.installation(int(installation["id"]))
             for repo in await gh.repositories():
@@ -173,14 +175,32 @@ class Backfill:
                 if repo.get("archived") or repo.get("disabled") or not repo.get("has_issues"):
                     continue
                 try:
-                    arrivals.extend(await self._labelled(gh, int(installation["id"]), repo))
+                    found = await self._labelled(gh, int(installation["id"]), repo)
+                    arrivals.extend(f.arrival for f in found)
                 except RateLimitedError:
                     raise
                 except GitHubError as exc:
                     log.warning("%s: labels not read: %s", repo.get("full_name"), exc)
         return await self._store(arrivals)
 
-    async def _labelled(self, gh: Installation, installation_id: int, repo: Json) -> list[Arrival]:
+    async def labels_in(
+        self, installation_id: int, repo: Json, *, since: float, skip: int | None = None
+    ) -> list[Found]:
+        """Runner mode: the trigger label added since `since` (less the clock skew) to open
+        issues of `repo` that have no job (but issue `skip`, the run's own), not yet stored.
+        A project file that cannot be read, or GitHub failing, is logged: nothing found."""
+        start = since - CLOCK_SKEW_S
+        try:
+            gh = await self.github.installation(installation_id)
+            found = await self._labelled(gh, installation_id, repo)
+        except RateLimitedError:
+            raise
+        except (GitHubError, BotError, OrchestratorError) as exc:
+            log.warning("%s: labels not read: %s", repo.get("full_name"), exc)
+            return []
+        return [f for f in found if f.at >= start and f.number != skip]
+
+    async def _labelled(self, gh: Installation, installation_id: int, repo: Json) -> list[Found]:
         owner, name = str(repo["owner"]["login"]), str(repo["name"])
         # Read past the handlers' cache: a label added after start then costs its job the
         # same calls as any other.
@@ -205,7 +225,9 @@ class Backfill:
                     label,
                 )
                 continue
-            found.append(_label_arrival(repo, issue, added, installation_id))
+            author = str((added.get("actor") or {}).get("login", "")).casefold()
+            arrival = _label_arrival(repo, issue, added, installation_id)
+            found.append(Found(github_time(added.get("created_at")), author, arrival, number))
             log.info("%s/%s#%d: label %r found without a job", owner, name, number, label)
         return found
 
@@ -244,6 +266,7 @@ class Found:
     at: float
     author: str  # casefolded
     arrival: Arrival
+    number: int | None = None  # the issue a label was added to
 
 
 def _comments(s: Subject, comments: Iterable[Json], *, pull: int | None = None) -> list[Found]:
