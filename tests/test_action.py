@@ -102,6 +102,22 @@ async def labelled(hub: FakeGitHub, title: str, body: str) -> int:
     return number
 
 
+CHANGELOG = "docs/requests/add-a-changelog.md"  # the file the demo job adds
+
+
+async def delivered(
+    hub: FakeGitHub, api_url: str, tmp: Path, project: str = NO_PLAN
+) -> tuple[int, int]:
+    """A labelled issue whose job, with no plan question, runs to its pull request in one
+    run; the issue's number and the pull request's."""
+    await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+    number = await labelled(hub, "Add a changelog", "Please.")
+    run = await act(hub, api_url, tmp, "issues", last(hub, "issues"))
+    assert run.code == 0, run.output
+    (pull,) = hub.pulls(OWNER, REPO)
+    return number, pull.number
+
+
 def state_saves(hub: FakeGitHub) -> list[str]:
     """The subjects of the state ref's commits on the stand-in's remote, newest first."""
     remote = hub.root / OWNER / f"{REPO}.git"
@@ -281,19 +297,15 @@ async def test_two_runs_started_together_on_one_issue_apply_both_events_once(
 async def test_a_review_round_and_the_merge_run_as_in_app_mode(tmp_path: Path) -> None:
     hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
-        number = await labelled(hub, "Add a changelog", "Please.")
-        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
-        (pull,) = hub.pulls(OWNER, REPO)
-        path = "docs/requests/add-a-changelog.md"
+        number, pr = await delivered(hub, api_url, tmp_path)
         await hub.review_pr(
             OWNER,
             REPO,
-            pull.number,
+            pr,
             "alice",
             "changes_requested",
             "One thing.",
-            comments=[(path, 1, "Title case?")],
+            comments=[(CHANGELOG, 1, "Title case?")],
         )
         review = await act(
             hub, api_url, tmp_path, "pull_request_review", last(hub, "pull_request_review")
@@ -302,12 +314,10 @@ async def test_a_review_round_and_the_merge_run_as_in_app_mode(tmp_path: Path) -
         tracking = bodies(hub, number, "job:")[0]
         assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
         assert len(hub.pulls(OWNER, REPO)) == 1
-        summaries = [
-            c.body for c in hub.comments(OWNER, REPO, pull.number) if "teaparty:round:" in c.body
-        ]
+        summaries = [c.body for c in hub.comments(OWNER, REPO, pr) if "teaparty:round:" in c.body]
         assert len(summaries) == 1
 
-        await hub.merge_pr(OWNER, REPO, pull.number, "alice")
+        await hub.merge_pr(OWNER, REPO, pr, "alice")
         merged = await act(hub, api_url, tmp_path, "pull_request", last(hub, "pull_request"))
         assert merged.code == 0, merged.output
         assert "(merged)" in bodies(hub, number, "job:")[0]
@@ -319,14 +329,10 @@ async def test_a_review_round_and_the_merge_run_as_in_app_mode(tmp_path: Path) -
 async def test_a_review_whose_run_never_started_is_read_by_the_next_run(tmp_path: Path) -> None:
     hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
-        number = await labelled(hub, "Add a changelog", "Please.")
-        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
-        (pull,) = hub.pulls(OWNER, REPO)
-        path = "docs/requests/add-a-changelog.md"
+        number, pr = await delivered(hub, api_url, tmp_path)
         await hub.review_pr(  # its run is dropped
-            OWNER, REPO, pull.number, "alice", "changes_requested", "One thing.",
-            comments=[(path, 1, "Title case?")],
+            OWNER, REPO, pr, "alice", "changes_requested", "One thing.",
+            comments=[(CHANGELOG, 1, "Title case?")],
         )  # fmt: skip
         dropped = last(hub, "pull_request_review")
         await labelled(hub, "Add a licence", "MIT.")
@@ -339,7 +345,7 @@ async def test_a_review_whose_run_never_started_is_read_by_the_next_run(tmp_path
         late = await act(hub, api_url, tmp_path, "pull_request_review", dropped)
         assert late.code == 0, late.output
         assert "handled already: an earlier run read it from GitHub" in late.summary
-        rounds = [c for c in hub.comments(OWNER, REPO, pull.number) if "teaparty:round:" in c.body]
+        rounds = [c for c in hub.comments(OWNER, REPO, pr) if "teaparty:round:" in c.body]
         assert len(rounds) == 1
         assert "round 2" not in bodies(hub, number, "job:")[0]
     assert hub.violations == [], hub.violations
@@ -349,14 +355,10 @@ async def test_lone_review_comments_are_gathered_within_one_run(tmp_path: Path) 
     hub = runner_hub(tmp_path)
     project = NO_PLAN + "rounds: {window_s: 3}\n"
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
-        number = await labelled(hub, "Add a changelog", "Please.")
-        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
-        (pull,) = hub.pulls(OWNER, REPO)
-        path = "docs/requests/add-a-changelog.md"
-        await hub.comment_as(OWNER, REPO, pull.number, "alice", "/teaparty add a date")  # dropped
-        await hub.review_pr(OWNER, REPO, pull.number, "alice", "commented", None,
-                            comments=[(path, 1, "Title case?")])  # fmt: skip
+        number, pr = await delivered(hub, api_url, tmp_path, project)
+        await hub.comment_as(OWNER, REPO, pr, "alice", "/teaparty add a date")  # dropped
+        await hub.review_pr(OWNER, REPO, pr, "alice", "commented", None,
+                            comments=[(CHANGELOG, 1, "Title case?")])  # fmt: skip
         lone = await act(
             hub, api_url, tmp_path, "pull_request_review", last(hub, "pull_request_review")
         )
@@ -395,11 +397,8 @@ async def test_a_merge_whose_run_never_started_ends_its_job_in_the_next_run(
 ) -> None:
     hub = runner_hub(tmp_path)
     async with hub.serve() as api_url:
-        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": NO_PLAN})
-        number = await labelled(hub, "Add a changelog", "Please.")
-        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
-        (pull,) = hub.pulls(OWNER, REPO)
-        await hub.merge_pr(OWNER, REPO, pull.number, "alice")  # its run is dropped
+        number, pr = await delivered(hub, api_url, tmp_path)
+        await hub.merge_pr(OWNER, REPO, pr, "alice")  # its run is dropped
         dropped = last(hub, "pull_request")
         await labelled(hub, "Add a licence", "MIT.")
         later = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
