@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import demo_office
+from demo_office import start_job
 from fakes import FakeForge
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.messages import AssistantTurn, Message, job_conversation_id
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, ModelRequest
-from orchestrator.sandbox.confine import Sandbox
 from orchestrator.store.sqlite import Tx
 
 TITLE = "Add a changelog"
 BODY = "We need one."
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 ASKS_INTENT = "humans: {decider: carol}\ngates: {intent: always, plan: always}\n"
 DEFAULTS = "humans: {decider: carol}\ngates: {plan: always}\n"
 
@@ -41,35 +40,11 @@ class CountingDemo(DemoModel):
 
 
 async def open_office(home: Path, project_text: str, model: DemoModel) -> Office:
-    org = load_organisation(shipped_org_dir())
-    project = load_project(project_text, org=org, source="p", default_name="widgets")
-    return await Office.open(
-        home,
-        org=org,
-        projects=[project],
-        models=lambda _: model,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, project_text, model)
 
 
 async def start(office: Office, repo: Path, project_text: str) -> int:
-    started = await office.start_job(
-        project="widgets",
-        key="local:widgets#1",
-        title=TITLE,
-        brief=f"Job: {TITLE}\n\n<issue>{BODY}</issue>\nHand it to the project's lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
-            slug="changelog",
-        ),
-        project_text=project_text,
-    )
-    return started.job_id
+    return await start_job(office, repo, project_text, title=TITLE, body=BODY)
 
 
 class Drive:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import demo_office
+from demo_office import start_job
 from fakes import (
     CODING_LEAD,
     IMPLEMENTER,
@@ -23,20 +25,18 @@ from local_repo import make_repo as repository
 
 from orchestrator.agents.engine import Engine
 from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult, Usage
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.config import shipped_org_dir
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.views import JobViews
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState, ModelRequest
-from orchestrator.sandbox.confine import Sandbox
 from orchestrator.store.sqlite import Store, Tx
 
 TITLE = "Add a changelog"
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 TOKENS = 100  # what every model call is billed, the proxy's included
 CAP = 250  # tokens: the demo job's fourth call is past it
 
@@ -56,34 +56,11 @@ def billed() -> FunctionModel:
 
 
 async def open_office(home: Path, text: str, model: FunctionModel) -> Office:
-    org = load_organisation(shipped_org_dir())
-    return await Office.open(
-        home,
-        org=org,
-        projects=[load_project(text, org=org, source="p", default_name="widgets")],
-        models=lambda _: model,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, text, model)
 
 
 async def start(office: Office, repo: Path, text: str) -> int:
-    started = await office.start_job(
-        project="widgets",
-        key="local:widgets#1",
-        title=TITLE,
-        brief=f"Job: {TITLE}\n\n<issue>We need one.</issue>\nHand it to the project's lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
-            slug="changelog",
-        ),
-        project_text=text,
-    )
-    return started.job_id
+    return await start_job(office, repo, text, title=TITLE, body="We need one.")
 
 
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:

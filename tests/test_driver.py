@@ -10,53 +10,28 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import demo_office
+from demo_office import start_job
 from fakes import FakeForge
 from local_repo import make_repo as repository
 
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.errors import ForgeError, ForgeWaitError
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState
-from orchestrator.sandbox.confine import Sandbox
 
 TITLE = "Add a changelog"
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 PROJECT = "humans: {decider: carol}\n"
 
 
 async def open_office(home: Path) -> Office:
-    org = load_organisation(shipped_org_dir())
-    project = load_project(PROJECT, org=org, source="p", default_name="widgets")
     demo = DemoModel(title=TITLE, body="We need one.", path="docs/requests/changelog.md")
-    return await Office.open(
-        home,
-        org=org,
-        projects=[project],
-        models=lambda _: demo,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, PROJECT, demo)
 
 
 async def start(office: Office, repo: Path) -> int:
-    started = await office.start_job(
-        project="widgets",
-        key="local:widgets#1",
-        title=TITLE,
-        brief=f"Job: {TITLE}\n\n<issue>We need one.</issue>\nHand it to the project's lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
-            slug="changelog",
-        ),
-        project_text=PROJECT,
-    )
-    return started.job_id
+    return await start_job(office, repo, PROJECT, title=TITLE, body="We need one.")
 
 
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import demo_office
 import pytest
+from demo_office import start_job
 from fakes import FakeForge
 from local_repo import ENV, git, make_repo
 
@@ -34,21 +36,17 @@ from orchestrator.api import (
     snapshot_store,
     withdraw,
 )
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.office import JobSource
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.rounds import Feedback, Point
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState
-from orchestrator.sandbox.confine import Sandbox
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
 from orchestrator.workspace.layout import Workspace, task_branch
 
 TITLE = "Add CI"
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 CI = ".github/workflows/ci.yml"  # a protected path: the job waits after its task merged
 SECRET = "c2VjcmV0LXRva2VuLTEyMzQ1"
 AUTH = f"Authorization: Basic {SECRET}"
@@ -88,35 +86,15 @@ def bare_remote(tmp_path: Path) -> Path:
 
 
 async def open_office(home: Path, path: str = CI) -> Office:
-    org = load_organisation(shipped_org_dir())
     model = DemoModel(title=TITLE, body="Run the tests on push.", path=path)
-    return await Office.open(
-        home,
-        org=org,
-        projects=[load_project(TEXT, org=org, source="p", default_name="widgets")],
-        models=lambda _: model,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, TEXT, model)
 
 
 async def start(office: Office, remote: Path) -> int:
-    started = await office.start_job(
-        project="widgets",
-        key="local:widgets#1",
-        title=TITLE,
-        brief=f"Job: {TITLE}\n\n<issue>Run the tests on push.</issue>\nHand it to the lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(remote),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-ci",
-            slug="ci",
-        ),
-        project_text=TEXT,
+    body, hand_off = "Run the tests on push.", "Hand it to the lead."
+    return await start_job(
+        office, remote, TEXT, title=TITLE, body=body, slug="ci", hand_off=hand_off
     )
-    return started.job_id
 
 
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:

@@ -9,13 +9,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from demo_office import start_job
 from fakes import FakeForge
 from local_repo import make_repo
 from test_budget_gate import billed, drive, open_office, project
 
 from orchestrator.errors import StoreError
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.withdraw import withdraw
 from orchestrator.store.prune import DAY_S, prune
 from orchestrator.store.snapshot import restore, snapshot
@@ -75,21 +76,10 @@ FILL = {
 
 
 async def start(office: Office, repo: Path, number: int) -> int:
-    started = await office.start_job(
-        project="widgets",
-        key=f"local:widgets#{number}",
-        title=f"Job {number}",
-        brief=f"Job: Add a changelog\n\n<issue>We need one ({number}).</issue>",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
-            slug="changelog",
-        ),
-        project_text=TEXT,
+    body = f"We need one ({number})."
+    return await start_job(
+        office, repo, TEXT, title=f"Job {number}", body=body, number=number, hand_off=""
     )
-    return started.job_id
 
 
 async def run_jobs(home: Path, repo: Path) -> dict[str, int]:

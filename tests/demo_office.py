@@ -1,0 +1,60 @@
+"""The shape most engine tests begin with: an office of the shipped organisation over one
+project, "widgets", whose agents a scripted model plays, and a job started on a local
+repository (its source), as `teaparty run` starts one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.api import Model, Office
+from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.jobs.office import JobSource
+from orchestrator.sandbox.confine import Sandbox
+
+NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
+HAND_OFF = "Hand it to the project's lead."
+
+
+async def open_office(home: Path, project_text: str, model: Model) -> Office:
+    """The office under `home`: project "widgets" configured by `project_text`, every agent
+    played by `model`, no sandbox (the scripted model runs no shell)."""
+    org = load_organisation(shipped_org_dir())
+    return await Office.open(
+        home,
+        org=org,
+        projects=[load_project(project_text, org=org, source="p", default_name="widgets")],
+        models=lambda _: model,
+        env={},
+        sandbox=NOWHERE,
+        scripted=True,
+    )
+
+
+async def start_job(
+    office: Office,
+    source: Path,
+    project_text: str,
+    *,
+    title: str,
+    body: str,
+    number: int = 1,
+    slug: str = "changelog",
+    hand_off: str = HAND_OFF,
+) -> int:
+    """Start job `local:widgets#{number}` on the repository at `source` (its main branch);
+    its id. The brief is the issue's `title` and `body`, then `hand_off`."""
+    started = await office.start_job(
+        project="widgets",
+        key=f"local:widgets#{number}",
+        title=title,
+        brief=f"Job: {title}\n\n<issue>{body}</issue>\n{hand_off}".rstrip(),
+        source=JobSource(
+            repo="widgets",
+            source=str(source),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-{slug}",
+            slug=slug,
+        ),
+        project_text=project_text,
+    )
+    return started.job_id
