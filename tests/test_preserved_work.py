@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from orchestrator.ports import Forge, JobState
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
-from orchestrator.workspace.layout import Workspace, task_branch
+from orchestrator.workspace.layout import JobSpace, Workspace, task_branch
 
 TITLE = "Add CI"
 CI = ".github/workflows/ci.yml"  # a protected path: the job waits after its task merged
@@ -126,6 +128,20 @@ async def move(office: Office, tmp_path: Path, home_a: Path) -> Path:
     home_b.mkdir()
     await restore_store(snapshot, home_b / "teaparty.db")
     return home_b
+
+
+@asynccontextmanager
+async def on_machine(home: Path, job_id: int) -> AsyncIterator[tuple[Store, Workspace, JobSpace]]:
+    """The next machine's store and workspace under `home`, with no Office (so no recovery
+    of orphan slots), and job `job_id`'s workspace as recorded."""
+    store = await Store.open(home / "teaparty.db")
+    try:
+        workspace = Workspace(home, store)
+        recorded = await workspace.job(job_id)
+        assert recorded is not None
+        yield store, workspace, recorded
+    finally:
+        await store.close()
 
 
 def files_holding(root: Path, needle: str) -> list[Path]:
@@ -339,11 +355,7 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
     ), "the slot itself is untouched"
     home_b = await move(office, tmp_path, home_a)
 
-    store = await Store.open(home_b / "teaparty.db")  # no Office: no recovery of orphan slots
-    try:
-        workspace = Workspace(home_b, store)
-        recorded = await workspace.job(job_id)
-        assert recorded is not None
+    async with on_machine(home_b, job_id) as (store, workspace, recorded):
         assert not workspace.present(recorded)
         rebuilt = await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=AUTH)
         assert workspace.present(rebuilt)
@@ -368,8 +380,6 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
             lambda tx: tx.execute("SELECT path FROM worktree_slots ORDER BY path").fetchall()
         )
         assert slots == [(str(merged.path),), (str(task.path),)], "the old machine's are gone"
-    finally:
-        await store.close()
 
 
 async def test_a_task_leased_after_the_last_preserve_starts_again_from_the_job_branch(
@@ -388,11 +398,7 @@ async def test_a_task_leased_after_the_last_preserve_starts_again_from_the_job_b
     await office.workspace.commit_task(slot, "Task #1", author=("w", "w@x"))
     home_b = await move(office, tmp_path, home_a)
 
-    store = await Store.open(home_b / "teaparty.db")
-    try:
-        workspace = Workspace(home_b, store)
-        recorded = await workspace.job(job_id)
-        assert recorded is not None
+    async with on_machine(home_b, job_id) as (store, workspace, recorded):
         caplog.set_level(logging.WARNING, logger="orchestrator")
         rebuilt = await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=None)
         assert f"job {job_id} task #1: nothing of its branch was preserved" in caplog.text
@@ -401,8 +407,6 @@ async def test_a_task_leased_after_the_last_preserve_starts_again_from_the_job_b
         assert await task.checkout.branch() == task_branch(rebuilt, 1)
         assert git(rebuilt.repo, "rev-parse", f"refs/heads/{task.branch}").strip() == (space.base)
         assert not (task.path / "late.txt").exists()
-    finally:
-        await store.close()
 
 
 async def test_a_lost_mirror_alone_is_fetched_again_and_the_job_keeps_its_repository(
@@ -464,11 +468,7 @@ async def test_refs_that_are_not_a_jobs_branches_are_left_alone(tmp_path: Path) 
     assert await work_refs.delete(space.repo, str(remote), {}) == ()
     home_b = await move(office, tmp_path, home_a)
 
-    store = await Store.open(home_b / "teaparty.db")
-    try:
-        workspace = Workspace(home_b, store)
-        recorded = await workspace.job(job_id)
-        assert recorded is not None
+    async with on_machine(home_b, job_id) as (store, workspace, recorded):
         work = PreservedWork(store, workspace)
         rebuilt = await work.rebuild(job_id, recorded, auth=None)
         assert git(rebuilt.repo, "for-each-ref", "--format=%(refname)") == (
@@ -476,8 +476,6 @@ async def test_refs_that_are_not_a_jobs_branches_are_left_alone(tmp_path: Path) 
         )
         with pytest.raises(OrchestratorError, match="job 99 has no source"):
             await work.rebuild(99, recorded, auth=None)
-    finally:
-        await store.close()
 
 
 async def test_a_base_the_source_no_longer_has_fails_the_rebuild_saying_so(
@@ -492,15 +490,9 @@ async def test_a_base_the_source_no_longer_has_fails_the_rebuild_saying_so(
     unrelated = git(remote, "commit-tree", tree, "-m", "history rewritten").strip()
     git(remote, "update-ref", "refs/heads/main", unrelated)  # main force-pushed
 
-    store = await Store.open(home_b / "teaparty.db")
-    try:
-        workspace = Workspace(home_b, store)
-        recorded = await workspace.job(job_id)
-        assert recorded is not None
+    async with on_machine(home_b, job_id) as (store, workspace, recorded):
         with pytest.raises(GitError, match=f"the commit it started from, {space.base}, is not"):
             await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=None)
-    finally:
-        await store.close()
 
 
 async def test_preserving_never_forces_a_ref_another_run_moved(tmp_path: Path) -> None:
@@ -705,15 +697,9 @@ async def test_a_merge_in_progress_comes_back_with_its_files(tmp_path: Path) -> 
     await office.preserve(job_id, str(remote))
     home_b = await move(office, tmp_path, home_a)
 
-    store = await Store.open(home_b / "teaparty.db")
-    try:
-        workspace = Workspace(home_b, store)
-        recorded = await workspace.job(job_id)
-        assert recorded is not None
+    async with on_machine(home_b, job_id) as (store, workspace, recorded):
         rebuilt = await PreservedWork(store, workspace).rebuild(job_id, recorded, auth=None)
         task = await workspace.task(rebuilt, 1)
         assert task is not None
         assert "<<<<<<<" in (task.path / "README.md").read_text()
         assert (task.checkout.admin / "MERGE_HEAD").read_text().strip() == theirs
-    finally:
-        await store.close()
