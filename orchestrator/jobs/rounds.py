@@ -404,7 +404,9 @@ def brief(found: ReviewRound) -> str:
         "each point: `change` (tasks on the board, as before, on the job branch), `answer` "
         "(a reply only), or `disagree` (only after asking the decider with ask_human); and "
         "records each with answer_review (point number, action, one short reply for the "
-        "reviewer). Reply with a short summary of the round when the lead is done.",
+        "reviewer), several points in one turn: every model turn counts against the lead's "
+        "turn limit, a tool call does not. Reply with a short summary of the round when the "
+        "lead is done.",
     ]
     for p in found.points:
         point = p.point

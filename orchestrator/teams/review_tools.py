@@ -47,7 +47,8 @@ SPECS: Mapping[str, ToolSpec] = {
         "Record your answer to one point of the running review round. Every point gets one: "
         "the engine replies once in the point's thread when the round is pushed, and never "
         "resolves a thread (that is the reviewer's act). A later call for the same point "
-        "replaces the answer.",
+        "replaces the answer. Answer the points you have settled together, one call each in "
+        "the same turn: a round of many points answered one per turn can run out of turns.",
         AnswerReview,
     )
 }
