@@ -433,3 +433,29 @@ async def test_a_label_whose_run_never_started_starts_its_job_in_the_next_run(
         assert len(bodies(hub, second, "job:")) == 1  # one job, one tracking comment
         assert len(bodies(hub, second, "gate:")) == 1
     assert hub.violations == [], hub.violations
+
+
+async def test_closes_whose_runs_never_started_are_read_by_the_next_run(tmp_path: Path) -> None:
+    """An issue closed while its job waits withdraws the job; a pull request closed unmerged
+    closes its job: both read by a later run, each once."""
+    hub = runner_hub(tmp_path)
+    async with hub.serve() as api_url:
+        number, pr = await delivered(hub, api_url, tmp_path)
+        await hub.close_pr(OWNER, REPO, pr, "alice")  # its run is dropped
+        dropped = last(hub, "pull_request")
+        asks = "humans: {decider: alice}\n"  # the plan is asked again
+        await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": asks})
+        waiting = await labelled(hub, "Add a licence", "MIT.")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        assert len(bodies(hub, waiting, "gate:")) == 1
+        assert "(closed" in bodies(hub, number, "job:")[0], bodies(hub, number, "job:")[0]
+        late = await act(hub, api_url, tmp_path, "pull_request", dropped)
+        assert "handled already: an earlier run read it from GitHub" in late.summary
+
+        await hub.close_issue(OWNER, REPO, waiting, sender="alice")  # its run is dropped
+        await labelled(hub, "Add a readme", "Short.")
+        third = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert third.code == 0, third.output
+        tracking = bodies(hub, waiting, "job:")[0]
+        assert "TeaParty job 2: cancelled" in tracking, tracking  # withdrawn by the close
+    assert hub.violations == [], hub.violations

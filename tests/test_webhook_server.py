@@ -322,6 +322,11 @@ async def test_a_read_mark_never_moves_back(store: Store) -> None:
             "pull-closed:5:2026-11-25T12:00:00Z",
         ),
         ("pull_request", {"action": "closed", "pull_request": {"id": 5}}, None),
+        (
+            "issues",
+            {"action": "closed", "issue": {"id": 8, "closed_at": "2026-11-25T12:00:00Z"}},
+            "issue-closed:8:2026-11-25T12:00:00Z",
+        ),
         ("pull_request", {"action": "reopened", "pull_request": {"id": 5}}, None),
     ],
 )

@@ -46,7 +46,7 @@ class IssuePeople:
         issue = state.issue(repo, number)
         if issue.pull is not None:
             raise ValueError(f"{owner}/{name}#{number} is a pull request: close_pr closes it")
-        if not state.close_issue(issue):
+        if not state.close_issue(issue, by=sender):
             return None
         payload = webhooks.issue_closed(state, repo, issue, self.urls, sender=sender)
         return (await self._deliver("issues", payload)).delivery_id

@@ -173,7 +173,7 @@ class PullRequestPeople:
     async def close_pr(self, owner: str, name: str, number: int, login: str) -> None:
         """Close the pull request unmerged and deliver `pull_request.closed`."""
         repo, issue = self._pull_request(owner, name, number)
-        self._close(issue)
+        self._close(issue, login)
         await self._pull_event(repo, issue, "closed", login)
 
     async def delete_head_branch(self, owner: str, name: str, number: int, login: str) -> None:
@@ -182,7 +182,7 @@ class PullRequestPeople:
         assert issue.pull is not None
         git.delete_branch(repo.path, issue.pull.head_ref)
         if issue.state == "open":
-            self._close(issue)
+            self._close(issue, login)
             await self._pull_event(repo, issue, "closed", login)
 
     async def merge_pr(
@@ -204,7 +204,7 @@ class PullRequestPeople:
         with self.state.lock:
             pull.merged_at, pull.merged_by = self.state.clock(), self.state.user(login).login
             pull.merge_commit_sha = sha
-        self._close(issue)
+        self._close(issue, login)
         if delete_branch:
             git.delete_branch(repo.path, pull.head_ref)
         await self._pull_event(repo, issue, "closed", login)
@@ -212,15 +212,15 @@ class PullRequestPeople:
             await self._close_linked(repo, issue, login)
         return sha
 
-    def _close(self, issue: HubIssue) -> None:
-        self.state.close_issue(issue)
+    def _close(self, issue: HubIssue, login: str) -> None:
+        self.state.close_issue(issue, by=login)
 
     async def _close_linked(self, repo: HubRepo, pull: HubIssue, login: str) -> None:
         for number in dict.fromkeys(int(n) for n in _CLOSES.findall(pull.body or "")):
             issue = repo.issues.get(number)
             if issue is None or issue.pull is not None or issue.state != "open":
                 continue
-            self._close(issue)
+            self._close(issue, login)
             payload = webhooks.issue_closed(self.state, repo, issue, self.urls, sender=login)
             await self._deliver_all([("issues", payload)])
 

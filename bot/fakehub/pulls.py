@@ -209,6 +209,7 @@ async def update_pull(state: HubState, call: Call) -> Reply:
         if changed:
             issue.state = body["state"]
             issue.closed_at = now if issue.state == "closed" else None
+            issue.closed_by = state.bot.login if issue.state == "closed" else None
         issue.updated_at = now
     pull = await _full(state, repo, issue, call)
     deliveries: list[webhooks.Outgoing] = []

@@ -276,6 +276,11 @@ def issue_json(state: HubState, repo: HubRepo, issue: HubIssue, urls: Urls) -> J
         "active_lock_reason": None,
         "comments": len(issue.comments),
         "closed_at": timestamp(issue.closed_at),
+        "closed_by": (
+            user_json(state.user(issue.closed_by), urls)
+            if issue.state == "closed" and issue.closed_by
+            else None
+        ),
         "created_at": timestamp(issue.created_at),
         "updated_at": timestamp(issue.updated_at),
         "author_association": association(state, repo, issue.author),

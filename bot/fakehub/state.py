@@ -140,6 +140,7 @@ class HubIssue:
     updated_at: float
     state: Literal["open", "closed"] = "open"
     closed_at: float | None = None
+    closed_by: str | None = None  # who closed it, while it is closed
     labels: list[Label] = field(default_factory=list)
     comments: list[Comment] = field(default_factory=list)
     reactions: list[Reaction] = field(default_factory=list)
@@ -329,13 +330,14 @@ class HubState:
             issue.updated_at = self.clock()
             return label
 
-    def close_issue(self, issue: HubIssue) -> bool:
-        """Close `issue`; False when it was closed already."""
+    def close_issue(self, issue: HubIssue, *, by: str) -> bool:
+        """Close `issue` as `by`; False when it was closed already."""
         with self.lock:
             if issue.state == "closed":
                 return False
             now = self.clock()
             issue.state, issue.closed_at, issue.updated_at = "closed", now, now
+            issue.closed_by = self.user(by).login
             return True
 
     def issue_token(

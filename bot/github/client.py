@@ -592,6 +592,11 @@ class Installation:
             lambda gh: gh.rest.pulls.async_update(owner, repo, number, title=title, body=body)
         )
 
+    async def issue(self, owner: str, repo: str, number: int) -> Json:
+        """Issue (or pull request) `number` as GitHub has it now: `state`, `closed_at` and,
+        while it is closed, `closed_by`."""
+        return await self._get(lambda gh: gh.rest.issues.async_get(owner, repo, number))
+
     async def pull(self, owner: str, repo: str, number: int) -> Json:
         """Pull request `number` as GitHub has it now (`merged`, `state`, `draft`, ...)."""
         return await self._get(lambda gh: gh.rest.pulls.async_get(owner, repo, number))

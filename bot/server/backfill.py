@@ -8,11 +8,11 @@ that, and whenever a redelivery is lost too, the App reads the state it acts on:
   delivery, as if GitHub had sent it (`issue_comment.created`).
 - **activity** (runner mode, every run): for every live job, what was said since the last
   run read GitHub (the store's read mark) — comments on its issue and its pull request,
-  reviews of its pull request, and its merge — each as the delivery GitHub Actions would
-  have given a run that never started (`issue_comment.created`,
-  `pull_request_review.submitted`, `pull_request.closed`). A pull request closed unmerged,
-  made a draft or ready, an issue closed or unlabelled, are not read (only the issue's
-  events say who did it).
+  reviews of its pull request, its issue closed, its pull request merged or closed — each
+  as the delivery GitHub Actions would have given a run that never started
+  (`issue_comment.created`, `pull_request_review.submitted`, `issues.closed`,
+  `pull_request.closed`). A pull request made a draft or ready, and a label removed, are
+  not read (only the issue's events say who did it).
 - **labels in one repository** (runner mode, every run): the trigger label added since the
   last run read GitHub to an open issue with no job, as below.
 - **labels** (on start): every repository of every installation, for open issues that carry
@@ -44,7 +44,7 @@ from bot.handlers.actions import job_key
 from bot.handlers.issue_comment import comment_ref
 from bot.handlers.repos import PROJECT_FILE, Repos, load_config, trigger_label
 from bot.server.webhooks import subject_of
-from orchestrator.api import Arrival, DeliveryQueue, Gate, Office, OrchestratorError
+from orchestrator.api import Arrival, DeliveryQueue, Gate, Office, OrchestratorError, Pull
 
 log = logging.getLogger(__name__)
 
@@ -136,21 +136,16 @@ class Backfill:
                 gh = await self.github.installation(s.installation_id)
                 found += _comments(s, await gh.comments(s.owner, s.repo, s.number, since=start))
                 if pull is not None and not ended:
-                    reader = PullReviews(gh)
-                    pr = await reader.pull(s.owner, s.repo, pull.number)
-                    said = await gh.comments(s.owner, s.repo, pull.number, since=start)
-                    found += _comments(s, said, pull=pull.number)
-                    found += _reviews(s, pr, await reader.reviews(s.owner, s.repo, pull.number))
-                    found += _merged(s, pr)
+                    found += await _pull_activity(gh, s, pull, start)
+                if linked.state == "active":  # after a merge that closed it, if one did
+                    found += _closed(s, await gh.issue(s.owner, s.repo, s.number))
             except RateLimitedError:
                 raise
             except GitHubError as exc:
                 log.warning("job %d: %s/%s not read: %s", linked.job_id, s.owner, s.repo, exc)
-        # A merge is read whenever it happened: the store says the pull request is open.
+        # A close is read whenever it happened: the store says the job goes on.
         mine = [
-            f
-            for f in found
-            if f.author != app and (f.at >= start or f.arrival.event == "pull_request")
+            f for f in found if f.author != app and (f.at >= start or f.arrival.action == "closed")
         ]
         return sorted(mine, key=lambda f: f.at)
 
@@ -294,10 +289,25 @@ def _reviews(s: Subject, pr: Json, reviews: Iterable[Json]) -> list[Found]:
     ]
 
 
-def _merged(s: Subject, pr: Json) -> list[Found]:
-    """The pull request's merge, when it is merged: a job's end that a dropped run would
-    have brought (who merged it is the sender, as in GitHub's own delivery)."""
-    if not pr.get("merged") or not pr.get("merged_by") or not pr.get("closed_at"):
+async def _pull_activity(gh: Installation, s: Subject, pull: Pull, start: float) -> list[Found]:
+    """The job's pull request: its comments since `start`, its reviews, and its close when
+    the store still has it open."""
+    reader = PullReviews(gh)
+    pr = await reader.pull(s.owner, s.repo, pull.number)
+    said = await gh.comments(s.owner, s.repo, pull.number, since=start)
+    found = _comments(s, said, pull=pull.number)
+    found += _reviews(s, pr, await reader.reviews(s.owner, s.repo, pull.number))
+    if pr.get("state") == "closed" and pull.state in ("open", "draft"):
+        closer = None if pr.get("merged") else await gh.issue(s.owner, s.repo, pull.number)
+        found += _pull_closed(s, pr, closer)
+    return found
+
+
+def _pull_closed(s: Subject, pr: Json, closer: Json | None) -> list[Found]:
+    """The pull request's close, merged or not, as GitHub would have delivered it: the
+    sender is who merged it, or (`closer`, its issue) who closed it."""
+    by = pr.get("merged_by") if pr.get("merged") else (closer or {}).get("closed_by")
+    if not isinstance(by, dict) or not pr.get("closed_at"):
         return []
     payload = {
         "action": "closed",
@@ -305,10 +315,26 @@ def _merged(s: Subject, pr: Json) -> list[Found]:
         "pull_request": pr,
         "repository": _repository(s.owner, s.repo, s.default_branch),
         "installation": {"id": s.installation_id},
-        "sender": pr["merged_by"],
+        "sender": by,
     }
-    arrival = _arrival(f"catch-up:merged:{pr['id']}", "pull_request", payload)
-    return [Found(github_time(pr["closed_at"]), str(pr["merged_by"]["login"]).casefold(), arrival)]
+    arrival = _arrival(f"catch-up:pull-closed:{pr['id']}", "pull_request", payload)
+    return [Found(github_time(pr["closed_at"]), str(by.get("login", "")).casefold(), arrival)]
+
+
+def _closed(s: Subject, issue: Json) -> list[Found]:
+    """The job's issue closed, as GitHub would have delivered it (the sender: who closed it)."""
+    by = issue.get("closed_by")
+    if issue.get("state") != "closed" or not isinstance(by, dict) or not issue.get("closed_at"):
+        return []
+    payload = {
+        "action": "closed",
+        "issue": issue,
+        "repository": _repository(s.owner, s.repo, s.default_branch),
+        "installation": {"id": s.installation_id},
+        "sender": by,
+    }
+    arrival = _arrival(f"catch-up:issue-closed:{issue['id']}", "issues", payload)
+    return [Found(github_time(issue["closed_at"]), str(by.get("login", "")).casefold(), arrival)]
 
 
 def _last_labelled(events: Iterable[Json], label: str) -> Json | None:

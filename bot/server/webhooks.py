@@ -32,6 +32,10 @@ _SUBJECTS = {
     "issue_comment.created": ("comment", "comment"),
     "pull_request_review.submitted": ("review", "review"),
 }
+_CLOSES = {
+    "pull_request.closed": ("pull-closed", "pull_request"),
+    "issues.closed": ("issue-closed", "issue"),
+}
 
 
 @dataclass(frozen=True)
@@ -143,14 +147,16 @@ def decode(head: Head, body: bytes) -> Arrival:
 
 
 def subject_of(event: str, payload: Mapping[str, object]) -> str | None:
-    """What a delivery is about (`comment:ID`, `review:ID`, `pull-closed:ID:WHEN`), or None
+    """What a delivery is about (`comment:ID`, `review:ID`, `pull-closed:ID:WHEN`,
+    `issue-closed:ID:WHEN`), or None
     when it names nothing the edge reads again; an id that is not a positive integer names
     nothing."""
     name = f"{event}.{payload.get('action')}"
-    if name == "pull_request.closed":  # one close of one pull request: its id and when
-        pull = payload.get("pull_request")
-        if isinstance(pull, dict) and type(pull.get("id")) is int and pull.get("closed_at"):
-            return f"pull-closed:{pull['id']}:{pull['closed_at']}"
+    if name in _CLOSES:  # one close of one issue or pull request: its id and when
+        kind, field = _CLOSES[name]
+        obj = payload.get(field)
+        if isinstance(obj, dict) and type(obj.get("id")) is int and obj.get("closed_at"):
+            return f"{kind}:{obj['id']}:{obj['closed_at']}"
         return None
     found = _SUBJECTS.get(name)
     if found is None:
