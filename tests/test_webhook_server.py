@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import httpx
 import pytest
 
 from bot.errors import DeliveryError, GitHubError, NotYetError, RateLimitedError
+from bot.github.forge import Subject
 from bot.handlers.payloads import HANDLED_EVENTS, PayloadError
+from bot.server import backfill
 from bot.server.endpoint import create_app
 from bot.server.webhooks import parse_delivery, signature, subject_of
 from bot.server.worker import DeliveryWorker
@@ -334,3 +337,32 @@ def test_what_a_delivery_is_about_is_named_only_from_a_real_id(
     event: str, payload: dict[str, object], subject: str | None
 ) -> None:
     assert subject_of(event, payload) == subject
+
+
+@pytest.mark.parametrize(
+    ("event", "name", "field"),
+    [
+        ("issue_comment", "issue_comment.created", "comment"),
+        ("pull_request_review", "pull_request_review.submitted", "review"),
+    ],
+)
+def test_a_webhook_and_a_catch_up_read_of_it_name_the_same_subject(
+    event: str, name: str, field: str
+) -> None:
+    """GitHub's own payload (octokit's example) and the delivery the App makes from what it
+    reads of the same comment or review carry one subject, so the store keeps one."""
+    body = (PAYLOADS / f"{name}.json").read_bytes()
+    webhook = parse_delivery(
+        lower(headers(body, event=event)), body, secret=SECRET, events=HANDLED_EVENTS
+    )
+    payload = json.loads(body)
+    subject = Subject(
+        owner="o", repo="r", number=1, installation_id=1, default_branch="main", title="t",
+        requester="a", decider="a", trigger_label="teaparty",
+    )  # fmt: skip
+    if field == "comment":
+        read = backfill._comment_arrival(subject, payload["comment"])
+    else:
+        read = backfill._review_arrival(subject, payload["pull_request"], payload["review"])
+    assert webhook.subject == read.subject == f"{field}:{payload[field]['id']}"
+    assert webhook.delivery_id != read.delivery_id
