@@ -703,3 +703,43 @@ async def test_a_merge_in_progress_comes_back_with_its_files(tmp_path: Path) -> 
         assert task is not None
         assert "<<<<<<<" in (task.path / "README.md").read_text()
         assert (task.checkout.admin / "MERGE_HEAD").read_text().strip() == theirs
+
+
+async def test_a_new_job_continues_from_its_branch_a_run_that_lost_its_state_pushed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A runner killed after it pushed the job branch but before it saved its state: the
+    next run starts the job again (its label read again) and continues from that branch, so
+    its push is a fast-forward. A branch already merged into main is history instead."""
+    remote = bare_remote(tmp_path)
+    lost = await open_office(tmp_path / "home-lost")
+    job_id = await start(lost, remote)
+    space = await lost.prepare(job_id)
+    pushed = _commit(space.repo, f"refs/heads/{space.branch}", "ci.txt", "the lost run's\n")
+    await lost.workspace.publish(space, str(remote))
+    await lost.close()
+    shutil.rmtree(tmp_path / "home-lost")  # the state went with it
+
+    office = await open_office(tmp_path / "home")
+    try:
+        caplog.set_level(logging.WARNING, logger="orchestrator")
+        assert await start(office, remote) == job_id
+        again = await office.prepare(job_id)
+        assert git(again.repo, "rev-parse", f"refs/heads/{again.branch}").strip() == pushed
+        assert again.base == git(remote, "rev-parse", "main").strip()
+        assert "is already on the source" in caplog.text
+        await office.workspace.publish(again, str(remote))  # a fast-forward: no error
+    finally:
+        await office.close()
+
+    git(remote, "update-ref", "refs/heads/main", pushed)  # merged: the branch is history
+    main = _commit(remote, "refs/heads/main", "after.txt", "main moved on\n")
+    shutil.rmtree(tmp_path / "home")
+    fresh = await open_office(tmp_path / "home")
+    try:
+        assert await start(fresh, remote) == job_id
+        third = await fresh.prepare(job_id)
+        assert git(third.repo, "rev-parse", f"refs/heads/{third.branch}").strip() == main
+        assert third.base == main, "started at main, which holds the old branch"
+    finally:
+        await fresh.close()

@@ -21,6 +21,7 @@ from the job's source and what workspace/preserve.py kept there.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import shutil
@@ -48,6 +49,7 @@ from orchestrator.workspace.git import (
     rev,
 )
 
+log = logging.getLogger(__name__)
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 HUNK_CONTEXT = 3
 HUNKS_MAX_CHARS = 6_000
@@ -159,7 +161,7 @@ class Workspace:
             raise GitError(f"cannot start job {job_id}: {start!r} names no commit in {mirror}")
         folder = mirror.parent / "jobs" / f"job-{job_id}--{slug}"
         repo = await job_repo(folder, mirror)
-        await ensure_branch(repo, branch, start_commit)
+        await ensure_branch(repo, branch, await _continued(job_id, mirror, branch, start_commit))
         _, base = await git(repo, "merge-base", branch, start_commit)
         space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree")
         async with self._lock(repo):
@@ -485,6 +487,29 @@ def _forget_slots(tx: Tx, mirror: str) -> None:
 def _closed(tx: Tx, job: JobSpace) -> None:
     tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (str(job.repo),))
     tx.execute("UPDATE job_workspaces SET removed = 1 WHERE job_id = ?", (job.job_id,))
+
+
+async def _continued(job_id: int, mirror: Path, branch: str, start: str) -> str:
+    """Where a new job's branch starts: at `start`, unless the source already has the branch
+    with commits `start` lacks (pushed by a run whose store was lost: a runner killed before
+    it saved its state, a store restored from an older backup). Then the job continues from
+    it, so its push is a fast-forward and that run's pull request is the job's. A branch
+    already merged into `start` is history: the job starts at `start`, a fast-forward of it."""
+    published = await rev(mirror, f"refs/remotes/origin/{branch}")
+    if published is None or published == start:
+        return start
+    code, _ = await git(mirror, "merge-base", "--is-ancestor", published, start, check=False)
+    if code == 0:
+        return start
+    log.warning(
+        "job %d: its branch %s is already on the source at %s, with commits %s lacks (a run "
+        "whose state was lost pushed it?); the job continues from it",
+        job_id,
+        branch,
+        published[:12],
+        start[:12],
+    )
+    return published
 
 
 def _lease(tx: Tx, job: JobSpace, number: int, slots: Path) -> str:
