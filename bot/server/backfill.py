@@ -170,7 +170,9 @@ class Backfill:
                 if repo.get("archived") or repo.get("disabled") or not repo.get("has_issues"):
                     continue
                 try:
-                    found = await self._labelled(gh, int(installation["id"]), repo)
+                    found = await self._labelled(
+                        gh, int(installation["id"]), repo, webhooks_from=self.started_at
+                    )
                     arrivals.extend(f.arrival for f in found)
                 except RateLimitedError:
                     raise
@@ -187,7 +189,7 @@ class Backfill:
         start = since - CLOCK_SKEW_S
         try:
             gh = await self.github.installation(installation_id)
-            found = await self._labelled(gh, installation_id, repo)
+            found = await self._labelled(gh, installation_id, repo, webhooks_from=None)
         except RateLimitedError:
             raise
         except (GitHubError, BotError, OrchestratorError) as exc:
@@ -195,7 +197,11 @@ class Backfill:
             return []
         return [f for f in found if f.at >= start and f.number != skip]
 
-    async def _labelled(self, gh: Installation, installation_id: int, repo: Json) -> list[Found]:
+    async def _labelled(
+        self, gh: Installation, installation_id: int, repo: Json, *, webhooks_from: float | None
+    ) -> list[Found]:
+        """The trigger label on open issues of `repo` without a job, by the event that added
+        it; labels added from `webhooks_from` on are left to their webhooks (App mode)."""
         owner, name = str(repo["owner"]["login"]), str(repo["name"])
         # Read past the handlers' cache: a label added after start then costs its job the
         # same calls as any other.
@@ -209,7 +215,8 @@ class Backfill:
             ):
                 continue
             added = _last_labelled(await gh.issue_events(owner, name, number), label)
-            if added is not None and github_time(added.get("created_at")) >= self.started_at:
+            at = github_time(added.get("created_at")) if added is not None else 0.0
+            if webhooks_from is not None and at >= webhooks_from:
                 continue  # under way as a webhook
             if added is None:
                 log.warning(
@@ -222,7 +229,7 @@ class Backfill:
                 continue
             author = str((added.get("actor") or {}).get("login", "")).casefold()
             arrival = _label_arrival(repo, issue, added, installation_id)
-            found.append(Found(github_time(added.get("created_at")), author, arrival, number))
+            found.append(Found(at, author, arrival, number))
             log.info("%s/%s#%d: label %r found without a job", owner, name, number, label)
         return found
 
