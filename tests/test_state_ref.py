@@ -574,3 +574,25 @@ async def test_the_work_directory_may_not_be_in_the_home(tmp_path: Path, remote:
     ref = StateRef(str(remote), work=tmp_path / "home" / "state")
     with pytest.raises(StateError, match="must not be inside"):
         await ref.load(tmp_path / "home")
+
+
+async def test_a_push_that_meets_another_runs_push_under_way_is_a_race(
+    tmp_path: Path, remote: Path
+) -> None:
+    """Two runs saving at the same moment: the remote holds the ref's lock for one push and
+    refuses the other ("cannot lock ref", the ref not yet moved). That is a lost race too:
+    the run loads again and saves once the other push is through."""
+    lock = remote / "refs" / "teaparty" / "state.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")  # another run's push, under way
+    ref, home = runner(tmp_path, remote, "run")
+    await event("d-1", run="run")(home)
+    with pytest.raises(StateRaceError, match="was being written by another run"):
+        await ref.save(home, None, message="d-1")
+
+    async def sleep(_: float) -> None:
+        lock.unlink(missing_ok=True)  # the other push is through (it changed nothing here)
+
+    done = await ref.apply_with_retries(home, event("d-1", run="run"), sleep=sleep)
+    assert done.attempts == 2
+    assert remote_commit(remote) == done.commit

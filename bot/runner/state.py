@@ -61,6 +61,7 @@ from orchestrator.api import (
     GitError,
     StoreError,
     auth_env,
+    contended,
     git,
     git_bytes,
     prune_store,
@@ -301,6 +302,12 @@ class StateRef:
                 raise StateRaceError(
                     f"{self.where} moved to {(found or 'nothing')[:12]} since this run loaded "
                     f"{(base or 'nothing')[:12]}: another run saved first",
+                    base=base,
+                    found=found,
+                ) from failed
+            if contended(str(failed)):  # another run's push held the ref at that moment
+                raise StateRaceError(
+                    f"{self.where} was being written by another run: {failed}",
                     base=base,
                     found=found,
                 ) from failed

@@ -186,6 +186,16 @@ CONFIG = (
 )
 
 
+# What git says when the ref it pushes is being updated by another push at that very moment
+# (the remote holds the ref's lock): a lost race, as a push that is no fast-forward is.
+_CONTENDED = ("cannot lock ref", "failed to update ref", "incorrect old value")
+
+
+def contended(said: str) -> bool:
+    """Whether a failed push's words say another push held the ref at that moment."""
+    return any(words in said for words in _CONTENDED)
+
+
 def reset_config(repo: Path) -> None:
     """Rewrite an engine repository's config to the engine's own, whatever is there now.
 

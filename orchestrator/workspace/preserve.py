@@ -49,6 +49,7 @@ from orchestrator.workspace.git import (
     Checkout,
     GitError,
     auth_env,
+    contended,
     git,
     refuse_option,
     reset_config,
@@ -146,7 +147,8 @@ async def preserve(
             timeout_s=NETWORK_TIMEOUT_S,
         )
     except GitError as exc:
-        if "[rejected]" in str(exc):  # not a fast-forward, or a lease that no longer holds
+        # not a fast-forward, a lease that no longer holds, or another run's push under way
+        if "[rejected]" in str(exc) or contended(str(exc)):
             raise PreservedRaceError(space.job_id, remote, str(exc)) from exc
         raise
     for n, commit in snapshots.items():
