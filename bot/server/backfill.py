@@ -84,6 +84,8 @@ class Backfill:
         # Labels added from this (whole) second on reach the App as webhooks; one added just
         # before it and lost is still in GitHub's delivery history (CatchUp).
         self.started_at = float(int(clock()))
+        # What `activity` or `labels_in` could not read: a read mark must not pass it by.
+        self.unread: list[str] = []
 
     async def answers(self) -> list[str]:
         """Store the replies to parked jobs' questions; the ids of the deliveries new here."""
@@ -143,6 +145,7 @@ class Backfill:
                 raise
             except GitHubError as exc:
                 log.warning("job %d: %s/%s not read: %s", linked.job_id, s.owner, s.repo, exc)
+                self.unread.append(f"job {linked.job_id}")
         # A close is read whenever it happened: the store says the job goes on.
         mine = [
             f for f in found if f.author != app and (f.at >= start or f.arrival.action == "closed")
@@ -194,6 +197,7 @@ class Backfill:
             raise
         except (GitHubError, BotError, OrchestratorError) as exc:
             log.warning("%s: labels not read: %s", repo.get("full_name"), exc)
+            self.unread.append(f"labels of {repo.get('full_name')}")
             return []
         return [f for f in found if f.at >= start and f.number != skip]
 
@@ -316,14 +320,7 @@ def _pull_closed(s: Subject, pr: Json, closer: Json | None) -> list[Found]:
     by = pr.get("merged_by") if pr.get("merged") else (closer or {}).get("closed_by")
     if not isinstance(by, dict) or not pr.get("closed_at"):
         return []
-    payload = {
-        "action": "closed",
-        "number": pr["number"],
-        "pull_request": pr,
-        "repository": _repository(s.owner, s.repo, s.default_branch),
-        "installation": {"id": s.installation_id},
-        "sender": by,
-    }
+    payload = _payload(s, "closed", by, number=pr["number"], pull_request=pr)
     arrival = _arrival(f"catch-up:pull-closed:{pr['id']}", "pull_request", payload)
     return [Found(github_time(pr["closed_at"]), str(by.get("login", "")).casefold(), arrival)]
 
@@ -333,13 +330,7 @@ def _closed(s: Subject, issue: Json) -> list[Found]:
     by = issue.get("closed_by")
     if issue.get("state") != "closed" or not isinstance(by, dict) or not issue.get("closed_at"):
         return []
-    payload = {
-        "action": "closed",
-        "issue": issue,
-        "repository": _repository(s.owner, s.repo, s.default_branch),
-        "installation": {"id": s.installation_id},
-        "sender": by,
-    }
+    payload = _payload(s, "closed", by, issue=issue)
     arrival = _arrival(f"catch-up:issue-closed:{issue['id']}", "issues", payload)
     return [Found(github_time(issue["closed_at"]), str(by.get("login", "")).casefold(), arrival)]
 
@@ -358,27 +349,24 @@ def _comment_arrival(s: Subject, comment: Json, *, pull: int | None = None) -> A
     issue: Json = {"number": s.number, "title": s.title, "labels": []}
     if pull is not None:  # a comment in the job's pull request's conversation
         issue = {"number": pull, "title": s.title, "labels": [], "pull_request": {}}
-    payload = {
-        "action": "created",
-        "issue": issue,
-        "comment": comment,
-        "repository": _repository(s.owner, s.repo, s.default_branch),
-        "installation": {"id": s.installation_id},
-        "sender": comment.get("user"),
-    }
+    payload = _payload(s, "created", comment.get("user"), issue=issue, comment=comment)
     return _arrival(f"catch-up:comment:{comment['id']}", "issue_comment", payload)
 
 
 def _review_arrival(s: Subject, pr: Json, review: Json) -> Arrival:
-    payload = {
-        "action": "submitted",
-        "review": review,
-        "pull_request": pr,
+    payload = _payload(s, "submitted", review.get("user"), review=review, pull_request=pr)
+    return _arrival(f"catch-up:review:{review['id']}", "pull_request_review", payload)
+
+
+def _payload(s: Subject, action: str, sender: object, **about: Json) -> Json:
+    """A webhook payload for the job's repository: `action`, what it is `about`, who did it."""
+    return {
+        "action": action,
+        **about,
         "repository": _repository(s.owner, s.repo, s.default_branch),
         "installation": {"id": s.installation_id},
-        "sender": review.get("user"),
+        "sender": sender,
     }
-    return _arrival(f"catch-up:review:{review['id']}", "pull_request_review", payload)
 
 
 def _arrival(delivery_id: str, event: str, payload: Json) -> Arrival:
