@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -459,4 +460,45 @@ async def test_closes_whose_runs_never_started_are_read_by_the_next_run(tmp_path
         assert third.code == 0, third.output
         tracking = bodies(hub, waiting, "job:")[0]
         assert "TeaParty job 2: cancelled" in tracking, tracking  # withdrawn by the close
+    assert hub.violations == [], hub.violations
+
+
+def saved_read_mark(hub: FakeGitHub, tmp: Path) -> float | None:
+    """The read mark in the store saved on the state ref of the stand-in's remote."""
+    remote = hub.root / OWNER / f"{REPO}.git"
+    db = tmp / "saved.db"
+    db.write_bytes(
+        subprocess.run(
+            ["git", "-C", str(remote), "show", "refs/teaparty/state:teaparty.db"],
+            check=True,
+            capture_output=True,
+        ).stdout
+    )
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT max(read_at) FROM read_marks").fetchone()
+    db.unlink()
+    return None if row[0] is None else float(row[0])
+
+
+async def test_a_run_that_could_not_read_a_job_leaves_the_read_mark_where_it_was(
+    tmp_path: Path,
+) -> None:
+    """What a run could not read (GitHub refused one job's comments) is read by the next run
+    from the same mark, not passed by."""
+    hub = runner_hub(tmp_path)
+    async with hub.serve() as api_url:
+        first = await labelled(hub, "Add a changelog", "Please.")
+        assert (await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))).code == 0
+        mark = saved_read_mark(hub, tmp_path)
+        assert mark is not None
+        await labelled(hub, "Add a licence", "MIT.")
+        hub.fail_next("GET", rf"/repos/{OWNER}/{REPO}/issues/{first}/comments$", 404)
+        run = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert run.code == 0, run.output
+        assert "Job 2" in run.summary  # the run's own event went ahead
+        assert "not read this run: job 1" in run.output
+        assert saved_read_mark(hub, tmp_path) == mark
+        again = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert again.code == 0, again.output
+        assert saved_read_mark(hub, tmp_path) > mark  # read whole: the mark moves on
     assert hub.violations == [], hub.violations

@@ -230,7 +230,10 @@ async def _reconcile(
     stored = set(await backfill.store(ordered)) if ordered else set()
     if len(stored) > (arrival is not None and arrival.delivery_id in stored):
         log.info("%d event(s) read from GitHub that no run brought", len(stored))
-    await runtime.office.deliveries.set_read_mark(scope, read_at)
+    if backfill.unread:  # the next run reads again from the old mark: nothing is passed by
+        log.warning("not read this run: %s; the next run reads them", ", ".join(backfill.unread))
+    else:
+        await runtime.office.deliveries.set_read_mark(scope, read_at)
     return arrival is not None and arrival.delivery_id in stored
 
 
