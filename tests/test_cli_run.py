@@ -239,3 +239,66 @@ def test_ctrl_c_stops_the_demo_at_once_without_a_traceback(tmp_path: Path) -> No
     assert code == 130, term.output
     assert "interrupted: the demo stopped." in term.output
     assert "Traceback" not in term.output, term.output
+
+
+def test_a_job_never_builds_on_or_moves_a_branch_it_did_not_make(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Job ids restart in each state directory, so the branch a new job wants can be another
+    state directory's job's, or a person's (here checked out, on an unrelated commit): the job
+    takes the next free name, and the others stay where they were."""
+    title = "Add a mul function to calc.py with a test"
+    wanted = "teaparty/job-1-add-a-mul-function-to-calc-py-with-a-tes"  # slugs stop at 40
+    checkout = tmp_path / "theirs"
+    git(repo, "worktree", "add", "-q", "--detach", str(checkout))
+    git(checkout, "checkout", "-q", "--orphan", wanted)
+    (checkout / "unrelated.txt").write_text("a person's own work\n")
+    git(checkout, "add", "unrelated.txt")
+    git(checkout, "commit", "-qm", "unrelated")
+    theirs = git(repo, "rev-parse", wanted).strip()
+    main = git(repo, "rev-parse", "main").strip()
+
+    first = teaparty("run", "--title", title, "--yes", home=tmp_path / "home-a", cwd=repo)
+    assert first.returncode == 0, first.stderr
+    assert f"job 1 started: branch {wanted}-2" in first.stdout
+    second = teaparty("run", "--title", title, "--yes", home=tmp_path / "home-b", cwd=repo)
+    assert second.returncode == 0, second.stderr
+    assert f"job 1 started: branch {wanted}-3" in second.stdout, "job 1 of home-a made -2"
+
+    assert git(repo, "rev-parse", wanted).strip() == theirs, "the person's branch never moved"
+    assert git(checkout, "status", "--porcelain").strip() == "", "nor their checkout"
+    for made in (f"{wanted}-2", f"{wanted}-3"):
+        assert git(repo, "merge-base", made, main).strip() == main, f"{made} starts at main"
+        assert "unrelated" not in git(repo, "log", "--format=%s", made)
+    resumed = teaparty("run", "--resume", "1", "--yes", home=tmp_path / "home-a", cwd=repo)
+    assert f"job 1 resumed: branch {wanted}-2" in resumed.stdout, resumed.stderr
+
+
+def test_delivering_over_a_branch_made_meanwhile_says_what_to_do(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A person makes the branch the job took while it waits at its plan (and checks it out in
+    a worktree): delivery moves neither; the run says which checkout holds it, or that the
+    branch is not the job's, and how to resume, never git's raw words."""
+    home = tmp_path / "home"
+    parked = teaparty("run", "--title", "Add docs", "--no-input", home=home, cwd=repo)
+    assert parked.returncode == 4, parked.stderr
+    branch, checkout = "teaparty/job-1-add-docs", tmp_path / "checkout"
+    git(repo, "worktree", "add", "-q", "-b", branch, str(checkout), "main")
+    held = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
+    said = held.stdout + held.stderr
+    assert held.returncode == 1, said
+    assert f"branch {branch} is checked out in {checkout}" in said
+    assert "refusing to update" not in said
+    assert "Traceback" not in said
+    assert "teaparty run --resume 1" in said
+
+    git(repo, "worktree", "remove", str(checkout))  # the branch stays: the person's
+    theirs = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
+    assert f"has a branch {branch} this job did not make" in theirs.stdout + theirs.stderr
+    assert git(repo, "rev-parse", branch).strip() == git(repo, "rev-parse", "main").strip()
+
+    git(repo, "branch", "-D", branch)
+    done = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert git(repo, "log", "--format=%s", branch, "--not", "main").strip()

@@ -20,6 +20,7 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import Forge, JobState
+from orchestrator.workspace.layout import job_mark
 
 TITLE = "Add a changelog"
 PROJECT = "humans: {decider: carol}\n"
@@ -204,6 +205,7 @@ async def test_a_workspace_made_before_a_crash_is_finished_and_the_job_runs(
             branch=f"teaparty/job-{job_id}-changelog",
             start="refs/remotes/origin/main",
             slug="changelog",
+            mark=job_mark("local:widgets#1"),
         )
         assert not await office.is_ready(job_id)
         forge = FakeForge(office, answers={"The plan:": "yes"})

@@ -46,7 +46,7 @@ from orchestrator.ports import Forge, JobState
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
-from orchestrator.workspace.layout import JobSpace, Workspace, task_branch
+from orchestrator.workspace.layout import JobSpace, Workspace, job_mark, marked, task_branch
 
 TITLE = "Add CI"
 CI = ".github/workflows/ci.yml"  # a protected path: the job waits after its task merged
@@ -598,7 +598,7 @@ async def test_forgetting_deletes_only_what_it_listed_and_only_ended_jobs(tmp_pa
         await office.close()
 
 
-def _commit(repo: Path, ref: str, name: str, text: str) -> str:
+def _commit(repo: Path, ref: str, name: str, text: str, *, message: str | None = None) -> str:
     """A commit on `ref` of bare `repo` adding file `name`, made with plumbing."""
     parent = git(repo, "rev-parse", ref).strip()
     blob = subprocess.run(
@@ -617,7 +617,7 @@ def _commit(repo: Path, ref: str, name: str, text: str) -> str:
         check=True,
         env=ENV,
     ).stdout.strip()
-    commit = git(repo, "commit-tree", tree, "-p", parent, "-m", name).strip()
+    commit = git(repo, "commit-tree", tree, "-p", parent, "-m", message or name).strip()
     git(repo, "update-ref", ref, commit, parent)
     return commit
 
@@ -715,7 +715,8 @@ async def test_a_new_job_continues_from_its_branch_a_run_that_lost_its_state_pus
     lost = await open_office(tmp_path / "home-lost")
     job_id = await start(lost, remote)
     space = await lost.prepare(job_id)
-    pushed = _commit(space.repo, f"refs/heads/{space.branch}", "ci.txt", "the lost run's\n")
+    made = marked("Merge task #1: ci", space.mark)  # as the engine's own commits carry it
+    pushed = _commit(space.repo, f"refs/heads/{space.branch}", "ci.txt", "lost\n", message=made)
     await lost.workspace.publish(space, str(remote))
     await lost.close()
     shutil.rmtree(tmp_path / "home-lost")  # the state went with it
@@ -743,3 +744,37 @@ async def test_a_new_job_continues_from_its_branch_a_run_that_lost_its_state_pus
         assert third.base == main, "started at main, which holds the old branch"
     finally:
         await fresh.close()
+
+
+async def test_a_new_job_leaves_a_branch_of_its_name_it_did_not_make(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The source has the branch the job wants, made by another state directory's job (its
+    commits carry that job's mark) or by a person (none): the job takes the next free name
+    and never moves the other branch."""
+    remote = bare_remote(tmp_path)
+    main = git(remote, "rev-parse", "main").strip()
+    wanted = "teaparty/job-1-ci"
+    person = _commit(remote, "refs/heads/main", "mine.txt", "a person's\n")
+    git(remote, "update-ref", "refs/heads/main", main)  # main as it was; the branch is theirs
+    git(remote, "update-ref", f"refs/heads/{wanted}", person)
+    other = marked("Merge task #1: ci", job_mark("local:elsewhere#1"))
+    elsewhere = _commit(remote, "refs/heads/main", "other.txt", "theirs\n", message=other)
+    git(remote, "update-ref", "refs/heads/main", main)
+    git(remote, "update-ref", f"refs/heads/{wanted}-2", elsewhere)
+
+    office = await open_office(tmp_path / "home")
+    try:
+        caplog.set_level(logging.WARNING, logger="orchestrator")
+        job_id = await start(office, remote)
+        space = await office.prepare(job_id)
+        assert space.branch == f"{wanted}-3"
+        assert git(space.repo, "rev-parse", f"refs/heads/{space.branch}").strip() == main
+        assert "this job did not make" in caplog.text
+        _commit(space.repo, f"refs/heads/{space.branch}", "ci.txt", "the job's\n")
+        await office.workspace.publish(space, str(remote))
+    finally:
+        await office.close()
+    assert git(remote, "rev-parse", wanted).strip() == person, "never moved"
+    assert git(remote, "rev-parse", f"{wanted}-2").strip() == elsewhere, "never moved"
+    assert git(remote, "rev-parse", f"{wanted}-3").strip() != main

@@ -79,16 +79,21 @@ async def test_a_branch_is_unique_in_its_repository_not_across_repositories(
             jobs.append(started.job_id)
         start = "refs/remotes/origin/main"
         first = await ws.open_job(
-            jobs[0], mirror=mirrors["widgets"], branch=BRANCH, start=start, slug="old"
+            jobs[0], mirror=mirrors["widgets"], branch=BRANCH, start=start, slug="old", mark="m0"
         )
         other = await ws.open_job(
-            jobs[1], mirror=mirrors["gadgets"], branch=BRANCH, start=start, slug="old"
+            jobs[1], mirror=mirrors["gadgets"], branch=BRANCH, start=start, slug="old", mark="m1"
         )
         assert (first.branch, other.branch) == (BRANCH, BRANCH)
         assert await ws.job(jobs[1]) == other, "issue #1 of a second repository gets its own"
         with pytest.raises(GitError, match=f"belongs to job {jobs[0]} of the same repository"):
             await ws.open_job(
-                jobs[2], mirror=mirrors["widgets"], branch=BRANCH, start=start, slug="old"
+                jobs[2],
+                mirror=mirrors["widgets"],
+                branch=BRANCH,
+                start=start,
+                slug="old",
+                mark="m2",
             )
         assert await ws.job(jobs[2]) is None
     finally:

@@ -14,11 +14,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from orchestrator.bus.gates import Gate
-from orchestrator.errors import OrchestratorError
+from orchestrator.errors import ForgeError, OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.jobs.rounds import ReviewRound
 from orchestrator.ports import JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
+from orchestrator.workspace.git import git
+from orchestrator.workspace.layout import carries_mark
 
 Approver = Callable[[Gate], Awaitable[str]]
 
@@ -95,16 +97,47 @@ class LocalForge:
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
         """Push the job branch into the local repository; the branch is the link."""
-        await self.office.publish(job, str(self.repo))
+        await self._publish(job)
         return job.space.branch
 
     async def deliver_round(
         self, status: JobStatus, job: JobHandle, review: ReviewRound
     ) -> str | None:
         """Push the round's work into the local repository (no threads to answer here)."""
-        await self.office.publish(job, str(self.repo))
+        await self._publish(job)
         self.say(f"job {status.job_id}: review round {review.number} pushed to {job.space.branch}")
         return job.head
+
+    async def _publish(self, job: JobHandle) -> None:
+        """Push the job branch into the repository; ForgeError, saying what to do, when a
+        worktree there has it checked out (git would refuse to move it under the files)."""
+        space = job.space
+        if (where := await checked_out(self.repo, space.branch)) is not None:
+            raise ForgeError(
+                f"branch {space.branch} is checked out in {where}, so it cannot be updated "
+                "there; switch that checkout to another branch"
+            )
+        inside = ("-C", str(self.repo))
+        _, theirs = await git(
+            None,
+            *inside,
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"refs/heads/{space.branch}",
+            check=False,
+        )
+        if (
+            theirs.strip()
+            and space.mark is not None
+            and not await carries_mark(None, theirs.strip(), space.base, space.mark, where=inside)
+        ):
+            raise ForgeError(
+                f"{self.repo} has a branch {space.branch} this job did not make (made since "
+                "the job took the name); rename or delete it there"
+            )
+        await self.office.publish(job, str(self.repo))
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Say once what failed, and that the same command again retries it."""
@@ -138,3 +171,15 @@ def proxy_figures(decision: ProxyDecision) -> str:
 def _who(gate: Gate) -> str:
     """Who asks: the agent, or for the engine's own gates their kind (`plan`, `budget`)."""
     return f"{gate.kind}, {gate.short_hash}" if gate.engine_made else gate.asked_by
+
+
+async def checked_out(repo: Path, branch: str) -> Path | None:
+    """The worktree of the user's repository `repo` that has `branch` checked out, if any."""
+    _, listing = await git(None, "-C", str(repo), "worktree", "list", "--porcelain", "-z")
+    where: Path | None = None
+    for field in listing.split("\0"):
+        if field.startswith("worktree "):
+            where = Path(field.removeprefix("worktree "))
+        elif field == f"branch refs/heads/{branch}":
+            return where
+    return None

@@ -48,7 +48,7 @@ from orchestrator.teams.review_tools import ReviewTools
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import rev
-from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.layout import JobSpace, Workspace, job_mark
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.tools import WorkspaceTools
 
@@ -343,16 +343,17 @@ class Office:
         if space is None:
             row = await self.engine.store.read(
                 lambda tx: tx.execute(
-                    "SELECT repo, source, start, branch, slug FROM job_sources WHERE job_id = ?",
+                    "SELECT s.repo, s.source, s.start, s.branch, s.slug, j.job_key"
+                    " FROM job_sources s JOIN jobs j USING (job_id) WHERE job_id = ?",
                     (job_id,),
                 ).fetchone()
             )
             if row is None:
                 raise OrchestratorError(f"job {job_id} has no workspace and no source to make one")
-            repo, source, start, branch, slug = row
+            repo, source, start, branch, slug, key = row
             mirror = await self.workspace.mirror(repo, source, auth=auth)
             space = await self.workspace.open_job(
-                job_id, mirror=mirror, branch=branch, start=start, slug=slug
+                job_id, mirror=mirror, branch=branch, start=start, slug=slug, mark=job_mark(key)
             )
         elif await self.is_ready(job_id):
             return space

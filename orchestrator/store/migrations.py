@@ -562,6 +562,13 @@ CREATE TABLE read_marks (
 );
 """
 
+# A job's mark (a digest of its key, the same in every state directory for the same job):
+# the engine's commits on its branches carry it as a `TeaParty-Job:` trailer, so a new job
+# continues a branch already on the source only when it can prove the branch is its own.
+JOB_MARKS = """
+ALTER TABLE job_workspaces ADD COLUMN mark TEXT;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -582,6 +589,7 @@ MIGRATIONS: tuple[str, ...] = (
     ISSUE_REVISIONS,
     REVIEW_ROUNDS,
     DELIVERY_SUBJECTS,
+    JOB_MARKS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version

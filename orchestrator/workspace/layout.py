@@ -21,6 +21,7 @@ from the job's source and what workspace/preserve.py kept there.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import re
@@ -54,6 +55,21 @@ _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 HUNK_CONTEXT = 3
 HUNKS_MAX_CHARS = 6_000
 ORIGIN_REFS = ("+refs/heads/*:refs/remotes/origin/*", "+HEAD:refs/remotes/origin/HEAD")
+MARK_TRAILER = "TeaParty-Job"
+WORK_MESSAGE = "Work on the task"  # a task commit whose worker gave no message
+NAMES_TRIED = 50  # free names looked for past a branch that is not the job's
+OWN_COMMITS_READ = 200  # of a branch the job may have pushed, read for its mark
+
+
+def job_mark(key: str) -> str:
+    """The mark a job's commits carry: a digest of its key, which names the same job in every
+    state directory (an issue's k-th job; a local run's nonce), unlike its number."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def marked(message: str, mark: str | None) -> str:
+    """`message` with the job's mark as a trailer (unchanged without one)."""
+    return message if mark is None else f"{message.rstrip()}\n\n{MARK_TRAILER}: {mark}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,7 @@ class JobSpace:
     branch: str
     base: str
     path: Path
+    mark: str | None = None  # on the engine's commits (None: a job recorded before marks)
 
     @property
     def checkout(self) -> Checkout:
@@ -150,20 +167,26 @@ class Workspace:
         return path
 
     async def open_job(
-        self, job_id: int, *, mirror: Path, branch: str, start: str, slug: str
+        self, job_id: int, *, mirror: Path, branch: str, start: str, slug: str, mark: str
     ) -> JobSpace:
-        """The job's repository, branch (made at `start` when new) and worktree; idempotent."""
+        """The job's repository, branch (made at `start` when new) and worktree; idempotent.
+
+        `branch` is the name the job wants; when the source has a branch of that name that is
+        not the job's (no commit of it carries `mark`), the job takes the next free name
+        (`branch-2`, ...) and never moves the other. The JobSpace names the one it took.
+        """
         stored = await self.job(job_id)
         if stored is not None:  # resumed (or reopened after it ended): the worktree is back
             return await self.reopen(stored)
         start_commit = await rev(mirror, start)
         if start_commit is None:
             raise GitError(f"cannot start job {job_id}: {start!r} names no commit in {mirror}")
+        branch, first = await _free_branch(job_id, mirror, branch, start_commit, mark)
         folder = mirror.parent / "jobs" / f"job-{job_id}--{slug}"
         repo = await job_repo(folder, mirror)
-        await ensure_branch(repo, branch, await _continued(job_id, mirror, branch, start_commit))
+        await ensure_branch(repo, branch, first)
         _, base = await git(repo, "merge-base", branch, start_commit)
-        space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree")
+        space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree", mark)
         async with self._lock(repo):
             await add_worktree(repo, space.path, f"refs/heads/{branch}")
         holder = await self.store.write(lambda tx: _record_job(tx, space))
@@ -200,16 +223,17 @@ class Workspace:
         """The job's workspace as recorded, or None before open_job."""
         row = await self.store.read(
             lambda tx: tx.execute(
-                "SELECT mirror, repo, branch, base, path FROM job_workspaces WHERE job_id = ?",
+                "SELECT mirror, repo, branch, base, path, mark FROM job_workspaces"
+                " WHERE job_id = ?",
                 (job_id,),
             ).fetchone()
         )
         if row is None:
             return None
-        mirror, repo, branch, base, path = row
+        mirror, repo, branch, base, path, mark = row
         if repo is None:  # recorded before jobs had repositories of their own
             return await self._upgrade(job_id, Path(mirror), branch, base, Path(path))
-        return JobSpace(job_id, Path(repo), Path(mirror), branch, base, Path(path))
+        return JobSpace(job_id, Path(repo), Path(mirror), branch, base, Path(path), mark)
 
     async def _upgrade(
         self, job_id: int, mirror: Path, branch: str, base: str, path: Path
@@ -275,7 +299,12 @@ class Workspace:
     ) -> Committed:
         """Commit what the worker left in the task's worktree, on the task's branch."""
         reset_config(space.job.repo)
-        committed = await commit_all(space.checkout, message, author=author, committer=IDENTITY)
+        committed = await commit_all(
+            space.checkout,
+            marked(message or WORK_MESSAGE, space.job.mark),
+            author=author,
+            committer=IDENTITY,
+        )
         if committed.stripped:
             await self.hand_over(space.path)
         return committed
@@ -304,7 +333,7 @@ class Workspace:
                 job.repo,
                 into=job.branch,
                 source=f"refs/heads/{task_branch(job, number)}",
-                message=f"Merge task #{number}: {title}",
+                message=marked(f"Merge task #{number}: {title}", job.mark),
                 identity=IDENTITY,
             )
             if merged.commit is not None:
@@ -340,7 +369,11 @@ class Workspace:
             else:
                 reset_config(job.repo)
                 merged = await merge(
-                    job.repo, into=job.branch, source=theirs, message=message, identity=IDENTITY
+                    job.repo,
+                    into=job.branch,
+                    source=theirs,
+                    message=marked(message, job.mark),
+                    identity=IDENTITY,
                 )
             if merged.commit is not None:
                 await self.sync(job)
@@ -360,7 +393,7 @@ class Workspace:
                 line=line,
                 seen=seen,
                 replacement=replacement,
-                message=message,
+                message=marked(message, job.mark),
                 scratch=job.path.parent / "suggestion.tmp",
             )
             await self.sync(job)
@@ -489,27 +522,60 @@ def _closed(tx: Tx, job: JobSpace) -> None:
     tx.execute("UPDATE job_workspaces SET removed = 1 WHERE job_id = ?", (job.job_id,))
 
 
-async def _continued(job_id: int, mirror: Path, branch: str, start: str) -> str:
-    """Where a new job's branch starts: at `start`, unless the source already has the branch
-    with commits `start` lacks (pushed by a run whose store was lost: a runner killed before
-    it saved its state, a store restored from an older backup). Then the job continues from
-    it, so its push is a fast-forward and that run's pull request is the job's. A branch
-    already merged into `start` is history: the job starts at `start`, a fast-forward of it."""
-    published = await rev(mirror, f"refs/remotes/origin/{branch}")
-    if published is None or published == start:
-        return start
-    code, _ = await git(mirror, "merge-base", "--is-ancestor", published, start, check=False)
-    if code == 0:
-        return start
-    log.warning(
-        "job %d: its branch %s is already on the source at %s, with commits %s lacks (a run "
-        "whose state was lost pushed it?); the job continues from it",
-        job_id,
-        branch,
-        published[:12],
-        start[:12],
+async def _free_branch(
+    job_id: int, mirror: Path, wanted: str, start: str, mark: str
+) -> tuple[str, str]:
+    """The branch a new job takes and the commit it starts from.
+
+    A name the source lacks starts at `start`. A branch already there is the job's only when
+    its commits carry the job's mark (pushed by a run whose store was lost: a runner killed
+    before it saved its state, a store restored from an older backup): the job continues from
+    it, so its push is a fast-forward and that run's pull request is the job's; merged into
+    `start` already, it is history and the job starts at `start`, a fast-forward of it.
+    Anyone else's branch of that name (another state directory's job, a person's) is left
+    alone: the job takes the next free name.
+    """
+    for number in range(1, NAMES_TRIED + 1):
+        branch = wanted if number == 1 else f"{wanted}-{number}"
+        published = await rev(mirror, f"refs/remotes/origin/{branch}")
+        if published is None:
+            return branch, start
+        if not await carries_mark(mirror, published, start, mark):
+            log.warning(
+                "job %d: the source has a branch %s (at %s) this job did not make; it takes "
+                "another name",
+                job_id,
+                branch,
+                published[:12],
+            )
+            continue
+        code, _ = await git(mirror, "merge-base", "--is-ancestor", published, start, check=False)
+        if code == 0:
+            return branch, start
+        log.warning(
+            "job %d: its branch %s is already on the source at %s, made by this job (a run "
+            "whose state was lost pushed it?); the job continues from it",
+            job_id,
+            branch,
+            published[:12],
+        )
+        return branch, published
+    raise GitError(f"cannot start job {job_id}: {wanted!r} and {NAMES_TRIED - 1} more are taken")
+
+
+async def carries_mark(
+    git_dir: Path | None, head: str, start: str, mark: str, *, where: tuple[str, ...] = ()
+) -> bool:
+    """Whether the job with `mark` made the branch at `head` (of `git_dir`, or where git's
+    options `where` say): one of its commits that `start` lacks (or its head, when `start`
+    has them all) has the job's trailer."""
+    trailers = f"--format=%(trailers:key={MARK_TRAILER},valueonly)"
+    _, out = await git(
+        git_dir, *where, "log", trailers, f"--max-count={OWN_COMMITS_READ}", head, "--not", start
     )
-    return published
+    if not out.strip():
+        _, out = await git(git_dir, *where, "log", trailers, "--max-count=1", head)
+    return mark in out.split()
 
 
 def _lease(tx: Tx, job: JobSpace, number: int, slots: Path) -> str:
@@ -598,8 +664,8 @@ def _record_job(tx: Tx, space: JobSpace) -> int | None:
     if holder is not None:
         return int(holder[0])
     tx.execute(
-        "INSERT INTO job_workspaces (job_id, mirror, repo, branch, base, path)"
-        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+        "INSERT INTO job_workspaces (job_id, mirror, repo, branch, base, path, mark)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
         (
             space.job_id,
             str(space.mirror),
@@ -607,6 +673,7 @@ def _record_job(tx: Tx, space: JobSpace) -> int | None:
             space.branch,
             space.base,
             str(space.path),
+            space.mark,
         ),
     )
     return None

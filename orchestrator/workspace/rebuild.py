@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from dataclasses import replace
 
 from orchestrator.store.sqlite import Tx
 from orchestrator.workspace import preserve
@@ -57,9 +58,7 @@ async def rebuild(
     await asyncio.to_thread(shutil.rmtree, folder, True)  # what a rebuild cut short left
     repo = await job_repo(folder, mirror)
     fetched = await preserve.fetch(repo, source, recorded.job_id, auth=auth)
-    space = JobSpace(
-        recorded.job_id, repo, mirror, recorded.branch, recorded.base, folder / "worktree"
-    )
+    space = replace(recorded, repo=repo, mirror=mirror, path=folder / "worktree")
     start = await _start(space, fetched.job, source)
     await git(repo, "update-ref", f"refs/heads/{space.branch}", start)
     for number, commit in sorted(fetched.tasks.items()):
