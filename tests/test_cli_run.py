@@ -7,6 +7,7 @@ mistakes get one clear line and the documented exit code.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -302,3 +303,26 @@ def test_delivering_over_a_branch_made_meanwhile_says_what_to_do(
     done = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
     assert done.returncode == 0, done.stdout + done.stderr
     assert git(repo, "log", "--format=%s", branch, "--not", "main").strip()
+
+
+def test_answers_given_with_yes_teach_the_proxy_nothing(repo: Path, tmp_path: Path) -> None:
+    """`--yes` answers for the decider without asking them: those answers are stored as given
+    on their behalf, so six runs leave the proxy with no decision to learn from, and the plan
+    question still goes to the decider (here nobody can answer it: the run parks)."""
+    home = tmp_path / "home"
+    for n in range(6):
+        done = teaparty("run", "--title", f"Add docs {n}", "--yes", home=home, cwd=repo)
+        assert done.returncode == 0, done.stderr
+    stats = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "proxy", "stats", "--home", str(home), "--json"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+        check=True,
+    )
+    (plan,) = json.loads(stats.stdout)
+    assert (plan["kind"], plan["gates"], plan["decisions"], plan["alone"]) == ("plan", 6, 0, 0)
+    parked = teaparty("run", "--title", "Add docs again", "--no-input", home=home, cwd=repo)
+    assert parked.returncode == 4, parked.stdout + parked.stderr
+    assert "waits at gate 7: The plan:" in parked.stderr

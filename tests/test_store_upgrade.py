@@ -12,13 +12,15 @@ import json
 import sqlite3
 from pathlib import Path
 
+from orchestrator.bus import gates as gate_rows
 from orchestrator.bus import transactions as txn
 from orchestrator.bus.messages import ConversationKind, InboxKind, job_conversation_id
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.jobs.office import Office
 from orchestrator.models.scripted import ScriptedModel
+from orchestrator.proxy import decisions
 from orchestrator.sandbox.confine import Sandbox
-from orchestrator.store.migrations import MIGRATIONS
+from orchestrator.store.migrations import GATE_ANSWERS_ON_BEHALF, MIGRATIONS
 from orchestrator.store.sqlite import Store
 
 PROJECT = "humans: {decider: alice}\nbudget: {max_usd: 2.5}\nparallel: 2\n"
@@ -176,5 +178,74 @@ async def test_gates_widen_their_kinds_keeping_rows_and_what_refers_to_them(
             ).fetchall()
         )
         assert indexes == [("gates_by_answer_ref",), ("gates_open",)]
+    finally:
+        await store.close()
+
+
+async def test_answers_given_with_yes_stop_counting_as_the_deciders(tmp_path: Path) -> None:
+    """The migration that adds `answered_via = 'auto'` rebuilds the gates table: an answer
+    `teaparty run --yes` stored as the decider's (who answered ends in " (--yes)") becomes
+    `auto`, and the proxy forgets its comparison with it; a person's answer, its decision, and
+    every other column stay; a gate open before still settles after."""
+    path = tmp_path / "store.db"
+    before = MIGRATIONS.index(GATE_ANSWERS_ON_BEHALF)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA foreign_keys=ON")
+    for number, script in enumerate(MIGRATIONS[:before], start=1):
+        db.executescript(f"BEGIN;{script};PRAGMA user_version={number};COMMIT;")
+    db.execute(
+        "INSERT INTO jobs (job_id, job_key, project, title, created_at, updated_at)"
+        " VALUES (1, 'k', 'widgets', 't', 0, 0)"
+    )
+    db.execute(
+        "INSERT INTO conversations (conversation_id, kind, agent, initiator, job_id, created_at)"
+        " VALUES ('job:1', 'job', 'office-manager', 'engine', 1, 0)"
+    )
+    for gate_id, by in ((1, "alice (--yes)"), (2, "alice"), (3, None)):
+        answer = None if by is None else "yes"
+        db.execute(
+            "INSERT INTO gates (gate_id, job_id, conversation_id, call_id, kind, question,"
+            " options, asked_by, asked_at, answer, answered_by, answered_via, answered_at,"
+            " pinned) VALUES (?, 1, 'job:1', ?, 'question', 'Ship?', '[\"yes\", \"no\"]',"
+            " 'lead', 1, ?, ?, ?, 2, '{\"round\": 1}')",
+            (gate_id, f"q{gate_id}", answer, by, None if by is None else "human"),
+        )
+        db.execute(
+            "INSERT INTO proxy_decisions (gate_id, job_id, project, decider, kind, answer,"
+            " confidence, agreement, policy, why, predicted_at, actual, agreed, decided_at)"
+            " VALUES (?, 1, 'widgets', 'alice', 'question', 'yes', 0.9, 0.5, 'when_unsure',"
+            " 'asked', 1, ?, ?, ?)",
+            (gate_id, answer, None if by is None else 1, None if by is None else 2),
+        )
+    db.close()
+
+    store = await Store.open(path)
+    try:
+        gates_now = await store.read(
+            lambda tx: tx.execute(
+                "SELECT gate_id, answered_by, answered_via, pinned FROM gates ORDER BY gate_id"
+            ).fetchall()
+        )
+        assert gates_now == [
+            (1, "alice (--yes)", "auto", '{"round": 1}'),
+            (2, "alice", "human", '{"round": 1}'),
+            (3, None, None, '{"round": 1}'),
+        ]
+        settled = await store.read(
+            lambda tx: tx.execute(
+                "SELECT gate_id, actual, agreed FROM proxy_decisions ORDER BY gate_id"
+            ).fetchall()
+        )
+        assert settled == [(1, None, None), (2, "yes", 1), (3, None, None)]
+        await store.write(
+            lambda tx: gate_rows.answer(tx, 3, text="no", answered_by="alice", via="human")
+        )
+        assert await store.read(lambda tx: decisions.settle(tx)) == 1
+        history, _ = await store.read(
+            lambda tx: decisions.history(tx, decisions.Group("widgets", "alice", "question"))
+        )
+        assert len(history) == 2, "the person's two answers are decisions; --yes's is not"
+        refs = await store.read(lambda tx: tx.execute("PRAGMA foreign_key_check").fetchall())
+        assert refs == []
     finally:
         await store.close()

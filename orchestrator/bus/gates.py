@@ -28,7 +28,9 @@ from orchestrator.store.sqlite import Tx, now
 
 GateKindName = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]
 GateMode = Literal["always", "when_unsure", "never"]
-AnsweredVia = Literal["human", "proxy"]
+# human: the decider (or who may answer for them); proxy: the proxy alone; auto: given on the
+# decider's behalf by whoever ran the job (`teaparty run --yes`), no decision of theirs.
+AnsweredVia = Literal["human", "proxy", "auto"]
 ENGINE = "engine"  # who asks the gates the engine's own rules call for
 # What a job does without a project file's word (docs/configuration.md).
 DEFAULT_MODES: Mapping[str, GateMode] = {

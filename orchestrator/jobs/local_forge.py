@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from orchestrator.bus.gates import Gate
+from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.errors import ForgeError, OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.jobs.rounds import ReviewRound
@@ -72,19 +72,20 @@ class LocalForge:
         self.say(f"gate {gate.gate_id} ({_who(gate)}): {gate.question}")
         if suggestion is not None:
             self.say(f"  the proxy suggests: {suggestion.answer} ({proxy_figures(suggestion)})")
+        via: AnsweredVia = "human"
         if self.auto is not None and gate.engine_made and gate.kind == "budget":
             # `--yes` spends no more than the budget: the job stops at it, as it says.
-            answer, by = "no", f"{self.decider} (--yes)"
+            answer, by, via = "no", f"{self.decider} (--yes)", "auto"
             self.say("  answered 'no' automatically: --yes does not raise a job's budget")
-        elif self.auto is not None:
-            answer, by = self.auto, f"{self.decider} (--yes)"
+        elif self.auto is not None:  # no decision of the decider's: the proxy never learns it
+            answer, by, via = self.auto, f"{self.decider} (--yes)", "auto"
             self.say(f"  answered {answer!r} automatically (--yes)")
         elif self.approve is None:
             raise UnansweredGateError(status.job_id, gate)
         else:
             answer, by = await self.approve(gate), self.decider
             self.say(f"  {self.decider} answered: {answer}")
-        await self.office.answer_gate(gate.gate_id, text=answer, answered_by=by)
+        await self.office.answer_gate(gate.gate_id, text=answer, answered_by=by, via=via)
 
     async def proxy_answered(self, status: JobStatus, gate: Gate, decision: ProxyDecision) -> None:
         """Print the answer the proxy gave alone, and why."""

@@ -21,7 +21,7 @@ from orchestrator.agents.toolbox import ALL_SPECS, Toolbox
 from orchestrator.bus.conversations import JobStart
 from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
-from orchestrator.bus.gates import Gate
+from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.bus.routing import Router, organisation_teams, project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
@@ -493,12 +493,19 @@ class Office:
         return await self.engine.bus.open_gates(job_id)
 
     async def answer_gate(
-        self, gate_id: int, *, text: str, answered_by: str, ref: str | None = None
+        self,
+        gate_id: int,
+        *,
+        text: str,
+        answered_by: str,
+        ref: str | None = None,
+        via: AnsweredVia = "human",
     ) -> Gate:
-        """Record a person's answer and wake the agent that asked; `ref` names its source
-        (a comment's id), which answers one gate, once (else GateClosedError)."""
+        """Record a person's answer (`via="auto"`: one given on the decider's behalf, which the
+        proxy never learns from) and wake the agent that asked; `ref` names its source (a
+        comment's id), which answers one gate, once (else GateClosedError)."""
         return await self.engine.bus.answer_gate(
-            gate_id, text=text, answered_by=answered_by, ref=ref
+            gate_id, text=text, answered_by=answered_by, ref=ref, via=via
         )
 
     async def answered_from(self, ref: str) -> int | None:

@@ -569,6 +569,56 @@ JOB_MARKS = """
 ALTER TABLE job_workspaces ADD COLUMN mark TEXT;
 """
 
+# An answer given on the decider's behalf by whoever ran the job (`teaparty run --yes`) is
+# no decision of theirs: `answered_via` says `auto`, and the proxy neither learns from it
+# nor measures itself against it. Such answers stored before have `answered_by` ending in
+# " (--yes)", as `teaparty run` has written since it had `--yes`: they are told apart here,
+# and what the proxy took from them is forgotten (its settled comparison with them).
+GATE_ANSWERS_ON_BEHALF = """
+CREATE TABLE gates_new (
+    gate_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER REFERENCES jobs (job_id),
+    conversation_id TEXT NOT NULL REFERENCES conversations (conversation_id),
+    call_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('intent', 'plan', 'question', 'budget', 'merge-conflict',
+                                    'protected-path', 'escalation', 'pull_request')),
+    question        TEXT NOT NULL,
+    options         TEXT,
+    asked_by        TEXT NOT NULL,
+    decider         TEXT,
+    comment_ref     TEXT,
+    answer          TEXT,
+    answered_by     TEXT,
+    answered_via    TEXT CHECK (answered_via IN ('human', 'proxy', 'auto')),
+    asked_at        REAL NOT NULL,
+    answered_at     REAL,
+    answer_ref      TEXT,
+    content_hash    TEXT,
+    hashed_at       REAL,
+    closed_at       REAL,
+    closed_idle_at  REAL,
+    payload         TEXT,
+    pinned          TEXT,
+    UNIQUE (conversation_id, call_id)
+);
+INSERT INTO gates_new (gate_id, job_id, conversation_id, call_id, kind, question, options,
+    asked_by, decider, comment_ref, answer, answered_by, answered_via, asked_at, answered_at,
+    answer_ref, content_hash, hashed_at, closed_at, closed_idle_at, payload, pinned)
+SELECT gate_id, job_id, conversation_id, call_id, kind, question, options,
+    asked_by, decider, comment_ref, answer, answered_by,
+    CASE WHEN answered_via = 'human' AND answered_by LIKE '% (--yes)' THEN 'auto'
+         ELSE answered_via END,
+    asked_at, answered_at, answer_ref, content_hash, hashed_at, closed_at, closed_idle_at,
+    payload, pinned FROM gates;
+DROP TABLE gates;
+ALTER TABLE gates_new RENAME TO gates;
+CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
+CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
+UPDATE proxy_decisions SET actual = NULL, agreed = NULL, decided_at = NULL
+    WHERE alone = 0 AND gate_id IN (SELECT gate_id FROM gates WHERE answered_via = 'auto');
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -590,6 +640,7 @@ MIGRATIONS: tuple[str, ...] = (
     REVIEW_ROUNDS,
     DELIVERY_SUBJECTS,
     JOB_MARKS,
+    GATE_ANSWERS_ON_BEHALF,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version
