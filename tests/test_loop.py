@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,10 @@ from orchestrator.agents.engine import Engine
 from orchestrator.agents.loop import CallModel, Consume, Idle, Park, RunTools, Stop, next_step
 from orchestrator.agents.tools import BUS_SPECS, ToolSpec
 from orchestrator.bus.conversations import Tail
-from orchestrator.bus.messages import Message, ToolCall, ToolResult
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
 from orchestrator.errors import BusError
 from orchestrator.models.scripted import FunctionModel, ScriptedModel, ScriptError
-from orchestrator.ports import AgentSpec, Model
+from orchestrator.ports import AgentSpec, Model, ModelRequest
 from orchestrator.store.sqlite import Store
 
 
@@ -219,7 +220,6 @@ async def test_a_turn_that_runs_past_its_wall_time_stops(tmp_path: Path) -> None
     now = [0.0]
 
     def clock() -> float:
-        now[0] += 100.0
         return now[0]
 
     @dataclass
@@ -227,7 +227,11 @@ async def test_a_turn_that_runs_past_its_wall_time_stops(tmp_path: Path) -> None
         def spec(self, address: str) -> AgentSpec:
             return AgentSpec(address, "s", tuple(BUS_SPECS.values()), self.model, wall_time_s=250)
 
-    model = FunctionModel(lambda r: calls(ToolCall(f"t{len(r.messages)}", "search", {})))
+    def slow(request: ModelRequest) -> AssistantTurn:
+        now[0] += 100.0  # each model call takes 100 s
+        return calls(ToolCall(f"t{len(request.messages)}", "search", {}))
+
+    model = FunctionModel(slow)
     engine = await Engine.open(tmp_path / "s.db", agents=Slow(model), router=org_router())
     engine.scheduler = Scheduler(
         engine.bus,
@@ -237,7 +241,45 @@ async def test_a_turn_that_runs_past_its_wall_time_stops(tmp_path: Path) -> None
     await engine.scheduler.run_until_idle()
     result = (await engine.bus.snapshot("job:1")).conversation.result
     assert result == "stopped before finishing (wall_time: over 250 s in one turn)"
-    assert len(model.requests) == 2
+    assert len(model.requests) == 3, "at 0, 100 and 200 s; at 300 s the turn is over"
+    await engine.close()
+
+
+async def test_a_tool_call_is_bounded_by_what_is_left_of_the_turn(tmp_path: Path) -> None:
+    """A tool call that never returns (a hung open, say) is stopped when the turn's wall time
+    runs out, while it runs: the model reads why, and the turn then stops."""
+    from orchestrator.agents.loop import Runner
+    from orchestrator.agents.scheduler import Scheduler
+
+    @dataclass
+    class Hung:
+        started: asyncio.Event = field(default_factory=asyncio.Event)
+
+        async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
+            self.started.set()
+            await asyncio.Event().wait()  # never set
+            raise AssertionError("unreachable")
+
+    @dataclass
+    class Brief(Agents):
+        def spec(self, address: str) -> AgentSpec:
+            return AgentSpec(address, "s", tuple(BUS_SPECS.values()), self.model, wall_time_s=0.3)
+
+    model = FunctionModel(lambda r: calls(ToolCall(f"t{len(r.messages)}", "read_file", {})))
+    engine = await Engine.open(tmp_path / "s.db", agents=Brief(model), router=org_router())
+    tools = Hung()
+    engine.scheduler = Scheduler(
+        engine.bus, Runner(engine.bus, Brief(model), org_router(), tools=tools)
+    )
+    await engine.bus.start_job(job_key="k", project="w", title="t", agent=CODING_LEAD, brief="go")
+    await engine.scheduler.run_until_idle()
+    assert tools.started.is_set()
+    snapshot = await engine.bus.snapshot("job:1")
+    said = [m.text for m in snapshot.transcript if m.role == "tool"]
+    assert said == ["read_file: not finished, the turn's wall time ran out"]
+    assert snapshot.conversation.result == (
+        "stopped before finishing (wall_time: over 0.3 s in one turn)"
+    )
     await engine.close()
 
 

@@ -7,6 +7,7 @@ again: a step whose result was committed is never taken twice.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
 from orchestrator.agents.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
 from orchestrator.bus.conversations import ConversationBus, Step, Tail
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
 from orchestrator.bus.routing import Router
 from orchestrator.errors import BusError
 from orchestrator.ports import Agents, AgentSpec, Budget, ModelRequest, NoTools, ToolRunner
@@ -191,7 +192,10 @@ class Runner:
                 turn = AssistantTurn(text=f"stopped before finishing ({step.reason})")
                 done = await self.bus.finish(conversation_id, turn, error=True)
             elif isinstance(step, RunTools):
-                results = [await self.tools.run(agent, conversation_id, c) for c in step.calls]
+                until = started + spec.wall_time_s
+                results = [
+                    await self._run_tool(agent, conversation_id, c, until) for c in step.calls
+                ]
                 done = await self.bus.record_results(conversation_id, agent, results)
             else:
                 done = await self._call_model(agent, conversation_id, transcript)
@@ -207,12 +211,29 @@ class Runner:
         if await self.bus.held(job_id):
             return Idle()
         if self.clock() - started > spec.wall_time_s:
-            return Stop(f"wall_time: over {spec.wall_time_s:.0f} s in one turn")
+            return Stop(f"wall_time: over {spec.wall_time_s:g} s in one turn")
         if self.budget is not None and job_id is not None:
             refused = await self.budget.admit(job_id, conversation_id)
             if refused is not None:
                 return Idle() if refused.held else Stop(refused.reason)
         return None
+
+    async def _run_tool(
+        self, agent: str, conversation_id: str, call: ToolCall, until: float
+    ) -> ToolResult:
+        """Run one tool call within the turn's wall time (it ends at `until` on the runner's
+        clock): past it, the call is stopped (a shell's processes are killed with it), or
+        not started, and the model reads why."""
+        left = until - self.clock()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(left):
+                return await self.tools.run(agent, conversation_id, call)
+        except TimeoutError:
+            return ToolResult(
+                call.call_id, f"{call.name}: not finished, the turn's wall time ran out", True
+            )
 
     async def _call_model(
         self, agent: str, conversation_id: str, transcript: list[Message]

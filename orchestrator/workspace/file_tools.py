@@ -3,16 +3,21 @@
 The file tools run in the engine, so everything the agent's own processes could have
 left in the worktree is hostile input to them: paths are resolved strictly inside the
 worktree, `.git` is off limits, and a file with more than one hard link is refused (it
-could be a link to a file outside, such as the store). A symlink swapped in between the
-check and the open could still escape; no agent process runs then (the sandbox kills
-everything a shell call started before the call returns).
+could be a link to a file outside, such as the store). Only regular files are opened, and
+never in a way that can block: a FIFO would hold the opening thread until someone writes to
+it, a device could do anything. A symlink swapped in between the check and the open could
+still escape; no agent process runs then (the sandbox kills everything a shell call started
+before the call returns). The blocking file tools run on a pool of their own, each call
+bounded in time, so nothing they meet can hold the threads the rest of the engine uses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +33,11 @@ from orchestrator.workspace.shell import SHELL_SPEC, ShellInput, WorktreeShell
 
 _MAX_READ_BYTES = 20_000_000
 _SNIFF = 8192
+FILE_TOOL_TIMEOUT_S = 60.0  # one read, list or write: far more than a 20 MB file takes
+# The file tools' own threads: however many calls are stuck, the default pool (store, git,
+# the server's other work) keeps its threads.
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="teaparty-file-tools")
+_OPEN_FLAGS = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 Path_ = Annotated[str, no_nul, Field(description="relative to the worktree root, e.g. src/app.py")]
@@ -178,9 +188,16 @@ class WorktreeTools:
     def _text(self, path: Path) -> str:
         if path.is_dir():
             raise ToolError(f"{self._relative(path)!r} is a directory; use list_files")
-        if path.stat().st_size > _MAX_READ_BYTES:
-            raise ToolError(f"{self._relative(path)!r} is too large; use the shell tool")
-        data = path.read_bytes()
+        self._regular(path)
+        fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+        try:
+            self._regular(path, os.fstat(fd))
+            if os.fstat(fd).st_size > _MAX_READ_BYTES:
+                raise ToolError(f"{self._relative(path)!r} is too large; use the shell tool")
+            with os.fdopen(fd, "rb", closefd=False) as opened:
+                data = opened.read(_MAX_READ_BYTES + 1)
+        finally:
+            os.close(fd)
         try:
             if b"\0" in data[:_SNIFF]:
                 raise UnicodeError
@@ -235,11 +252,36 @@ class WorktreeTools:
         path = self.resolve(args["path"], write=True)
         if path.is_dir():
             raise ToolError(f"{self._relative(path)!r} is a directory")
+        if os.path.lexists(path):
+            self._regular(path)
         created = self._make_parents(path)
         data = args["content"].encode()
-        path.write_bytes(data)
+        self._write(path, data)
         self._hand_over([*created, path])
         return f"wrote {len(data)} bytes to {self._relative(path)}"
+
+    def _regular(self, path: Path, status: os.stat_result | None = None) -> None:
+        """ToolError unless `path` (or what `status` describes) is a regular file."""
+        mode = (status or os.lstat(path)).st_mode
+        if not stat.S_ISREG(mode):
+            what = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise ToolError(
+                f"{self._relative(path)!r} is {what}; the file tools read and write regular "
+                "files only"
+            )
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """Replace the regular file's content (made when missing), never blocking on a FIFO
+        or writing to a device swapped in since it was checked."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | _OPEN_FLAGS, 0o644)
+        try:
+            self._regular(path, os.fstat(fd))
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
 
     def _make_parents(self, path: Path) -> list[Path]:
         missing = [p for p in path.parents if p.is_relative_to(self.root) and not p.exists()]
@@ -266,11 +308,13 @@ class WorktreeTools:
                 f"edit_file: 'old' appears {count} times in {where}; include more surrounding "
                 "lines to make it unique, or set replace_all"
             )
-        path.write_bytes(text.replace(old, new).encode())
+        self._write(path, text.replace(old, new).encode())
         return f"replaced {count} occurrence{'s' if count > 1 else ''} in {where}"
 
     async def _search(self, args: dict[str, Any]) -> str:
         top = self.resolve(args.get("path", "."))
+        if not top.is_dir():
+            self._regular(top)
         return await self.shell.grep(args["pattern"], top=top, glob=args.get("glob"))
 
     async def _shell(self, args: dict[str, Any]) -> str:
@@ -278,8 +322,29 @@ class WorktreeTools:
 
 
 def _in_thread(tool: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], Awaitable[str]]:
-    """Run a blocking file tool off the event loop."""
-    return lambda args: asyncio.to_thread(tool, args)
+    """Run a blocking file tool off the event loop, on the file tools' own threads, for at most
+    FILE_TOOL_TIMEOUT_S (the thread cannot be stopped: what keeps it from blocking is that the
+    tools only open regular files, without waiting)."""
+
+    async def bounded(args: dict[str, Any]) -> str:
+        call = asyncio.get_running_loop().run_in_executor(_POOL, tool, args)
+        try:
+            async with asyncio.timeout(FILE_TOOL_TIMEOUT_S):
+                return await call
+        except TimeoutError:
+            raise ToolError(f"took over {FILE_TOOL_TIMEOUT_S:g} s and was given up") from None
+
+    return bounded
+
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFLNK: "a symlink",
+    stat.S_IFDIR: "a directory",
+}
 
 
 def _fit(rows: list[str], cap: int) -> int:
