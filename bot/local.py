@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bot.pipes import ClosableOutput
 from bot.progress import View, view_for
 from orchestrator.api import (
     Gate,
@@ -64,9 +65,10 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except ModelError as exc:  # refused: fix the key; unreachable: the network, later
         return _fail(str(exc), EXIT_USAGE if isinstance(exc, ModelAuthError) else EXIT_ENVIRONMENT)
     started: list[int] = []
+    out = _closable_stdout(started)
     view = view_for(env, plain=args.plain)
     try:
-        job = asyncio.run(_run(request, env, started, view))
+        job = asyncio.run(_run(request, env, started, view, out))
     except KeyboardInterrupt:
         view.close()
         return _fail(f"interrupted. {_resume_line(started, request.repo)}", EXIT_INTERRUPTED)
@@ -175,12 +177,28 @@ def _body(source: Path | None) -> str:
         raise UsageError(f"--body-file {source}: not UTF-8 text") from None
 
 
+def _closable_stdout(started: list[int]) -> ClosableOutput:
+    """Standard output that, when its reader leaves, says so once and lets the job go on."""
+
+    def note() -> str:
+        job = f"job {started[0]}" if started else "the job"
+        return (
+            f"teaparty run: standard output was closed; {job} goes on, its outcome is the exit code"
+        )
+
+    if not isinstance(sys.stdout, ClosableOutput):
+        sys.stdout = ClosableOutput(sys.stdout, note=note)
+    return sys.stdout
+
+
 async def _run(
-    request: Request, env: Mapping[str, str], started: list[int], view: View
+    request: Request, env: Mapping[str, str], started: list[int], view: View, out: ClosableOutput
 ) -> LocalJob:
     await _warn_if_dirty(request.repo)
 
     async def approve(gate: Gate) -> str:
+        if out.broken:  # nobody sees the question: the job waits there, saved
+            raise EOFError("standard output closed while a question was open")
         with view.paused():
             return await _approve(gate)
 

@@ -8,6 +8,8 @@ mistakes get one clear line and the documented exit code.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -326,3 +328,26 @@ def test_answers_given_with_yes_teach_the_proxy_nothing(repo: Path, tmp_path: Pa
     parked = teaparty("run", "--title", "Add docs again", "--no-input", home=home, cwd=repo)
     assert parked.returncode == 4, parked.stdout + parked.stderr
     assert "waits at gate 7: The plan:" in parked.stderr
+
+
+def test_a_reader_that_leaves_early_strands_nothing(repo: Path, tmp_path: Path) -> None:
+    """`teaparty run … | head -1`: the reader leaves after the first line (written before the
+    job exists); the run says once, on standard error, that it goes on, answers its questions
+    as `--yes` says, and ends 0 with the work delivered, without a traceback."""
+    argv = [*CLI, "run", "--title", "Add docs", "--yes", *local(tmp_path)]
+    with subprocess.Popen(
+        argv, cwd=repo, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as run:
+        assert run.stdout is not None
+        assert run.stderr is not None
+        first = run.stdout.readline()
+        os.kill(run.pid, signal.SIGSTOP)  # the reader leaves before the run writes again
+        run.stdout.close()
+        os.kill(run.pid, signal.SIGCONT)
+        said = run.stderr.read()
+        code = run.wait(timeout=90)
+    assert first == "no ANTHROPIC_API_KEY: using the scripted stand-in for the model\n"
+    assert code == 0, said
+    assert "Traceback" not in said
+    assert "standard output was closed; job 1 goes on, its outcome is the exit code" in said
+    assert git(repo, "log", "--format=%s", "teaparty/job-1-add-docs", "--not", "main").strip()
