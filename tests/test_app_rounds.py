@@ -229,3 +229,25 @@ async def test_a_suggestion_is_applied_as_written(world: World) -> None:
     assert "Apply @alice's suggestion (review round 1, point 1)" in log
     (bodies,) = replies(hub, number).values()
     assert "applied as written in" in bodies[0]
+
+
+async def test_lone_teaparty_comments_within_the_window_are_one_round(world: World) -> None:
+    """Two `/teaparty` comments a moment apart each wait out the window; the first to come
+    due takes both into one round, and the second, due later, finds nothing new."""
+    hub, server = world.hub, world.server
+    project = "humans: {decider: alice}\nrounds: {window_s: 2}\n"
+    await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
+    issue, number, _ = await delivered_pull(hub, server)
+    await hub.comment_as(OWNER, REPO, number, "alice", "/teaparty add a date")
+    await hub.comment_as(OWNER, REPO, number, "alice", "/teaparty and a version")
+    await until(lambda: rested(hub, issue, 1), what="the round to be delivered", limit=90)
+    await until(lambda: _settled(server), what="every delivery handled", limit=30)
+    tracking = app_comments(hub, issue, "job:")[0]
+    assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
+    assert "round 2" not in tracking
+    (summary,) = app_comments(hub, number, "round:")
+    assert summary.count("- Point ") == 2
+
+
+async def _settled(server: Server) -> bool:
+    return await server.pending() == 0

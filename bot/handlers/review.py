@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from bot.errors import GraphQLError
@@ -101,37 +101,45 @@ async def on_review_submitted(command: ReviewSubmitted, ctx: AppContext) -> Outc
     assert gh is not None
     assert job_id is not None
     said = Point(f"review:{command.review_id}", command.author.login, command.body)
-    where = Where(repo, command.pull_number, command.author.login, facts.app_login)
+    since = (command.submitted_at or facts.now) - facts.window_s
+    where = Where(repo, command.pull_number, command.author.login, facts.app_login, since)
     return await take_round(ctx, gh, job_id, where, said, what=f"review {command.review_id}")
 
 
 @dataclass(frozen=True)
 class Where:
-    """The pull request a round is for, who asked for it, and the App's own login."""
+    """The pull request a round is for, who asked for it, the App's own login, and since when
+    the conversation's requests are gathered into it (its asker's, less the window)."""
 
     repo: Repo
     number: int
     asker: str
     app_login: str
+    since: float
 
 
 async def take_round(
     ctx: AppContext, gh: Installation, job_id: int, where: Where, said: Point, *, what: str
 ) -> Outcome:
-    """Read the pull request's threads and hand what is new to the job's next round."""
+    """Read the pull request's threads, and the requests in its conversation still waiting
+    out their window, and hand what is new to the job's next round: the first to come due
+    gathers them all, so a burst is one round."""
     repo = where.repo
     handled = await ctx.office.rounds.handled(job_id)
     threads = await _threads(PullReviews(gh), repo, where.number)
+    known: dict[str, bool] = {where.asker: True}
 
     async def writes(login: str) -> bool:
-        permission = await ctx.repos.permission(gh, repo.owner, repo.name, login)
-        return permission in WRITERS
+        if login not in known:
+            permission = await ctx.repos.permission(gh, repo.owner, repo.name, login)
+            known[login] = not login.endswith("[bot]") and permission in WRITERS
+        return known[login]
 
-    writers = {where.asker}
-    for login in {c.author for t in threads for c in t.comments if c.author}:
-        if login not in writers and not login.endswith("[bot]") and await writes(login):
-            writers.add(login)
+    logins = {c.author for t in threads for c in t.comments if c.author}
+    writers = {login for login in logins if await writes(login)} | {where.asker}
     points = gather(said, threads, handled, app_login=where.app_login, writers=writers)
+    asks = await _conversation_asks(gh, where, writes)
+    points = (*points[:1], *(a for a in asks if a.source != said.source), *points[1:])
     taken = await ctx.office.rounds.feedback(job_id, Feedback((where.asker,), points))
     if taken.round_number is None or not taken.added:
         return Report(f"{what}: nothing new", job_id).outcome
@@ -160,6 +168,29 @@ def gather(
         if new:
             points.append(_thread_point(thread, new))
     return tuple(points)
+
+
+async def _conversation_asks(
+    gh: Installation, where: Where, writes: Callable[[str], Awaitable[bool]]
+) -> list[Point]:
+    """The requests (`/teaparty`, an @-mention of the App) writers made in the pull request's
+    conversation since `where.since`, oldest first: each waits out its window, and the first
+    to come due takes the others with it (each is its own source, so it is taken once)."""
+    repo, app = where.repo, where.app_login
+    found: list[Point] = []
+    for comment in await gh.comments(repo.owner, repo.name, where.number, since=where.since):
+        login = str((comment.get("user") or {}).get("login") or "")
+        body = sanitize(str(comment.get("body") or ""))
+        if not login or not (_asks(body) or _mentions(body, app)) or not await writes(login):
+            continue
+        found.append(Point(f"comment:{comment['id']}", login, ask_text(body)))
+    return found
+
+
+def ask_text(body: str) -> str:
+    """What a `/teaparty` comment asks: its text without the command (all of it, if only the
+    command is there)."""
+    return _COMMAND.sub("", body, count=1).strip() or body
 
 
 def _thread_point(thread: ReviewThread, new: list[ThreadComment]) -> Point:
@@ -272,9 +303,9 @@ async def on_pull_comment(command: CommentAdded, ctx: AppContext) -> Outcome:
         return await ctx.perform((decided,), repo=repo, number=command.issue.number)
     assert gh is not None
     assert job_id is not None
-    text = _COMMAND.sub("", command.body, count=1).strip() or command.body
-    said = Point(f"comment:{command.comment_id}", command.author.login, text)
-    where = Where(repo, command.issue.number, command.author.login, facts.app_login)
+    said = Point(f"comment:{command.comment_id}", command.author.login, ask_text(command.body))
+    since = (command.created_at or facts.now) - facts.window_s
+    where = Where(repo, command.issue.number, command.author.login, facts.app_login, since)
     return await take_round(ctx, gh, job_id, where, said, what=f"comment {command.comment_id}")
 
 
