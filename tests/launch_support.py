@@ -131,6 +131,14 @@ class Box:
     def command(self, argv: list[str], /, **overrides: Any) -> list[str]:
         return [sys.executable, "-I", "-S", LAUNCHER, json.dumps(self.spec(argv, **overrides))]
 
+    def launcher_anyone_reads(self) -> str:
+        """A copy of the launcher every uid can read (it is stdlib-only): the checkout's own
+        may lie where another uid cannot look (a clone in a 0700 directory, under /root)."""
+        copy = self.base / "launch.py"
+        shutil.copyfile(LAUNCHER, copy)
+        copy.chmod(0o644)
+        return str(copy)
+
     def run(self, argv: list[str], /, **overrides: Any) -> subprocess.CompletedProcess[str]:
         cmd = self.command(argv, **overrides)
         return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=60)

@@ -161,6 +161,7 @@ def test_an_engine_without_root_runs_commands_as_itself(
 ) -> None:
     cmd = box.command(["id", "-u"], **overrides)
     cmd[0] = PYTHON  # any python 3 runs the launcher: it is stdlib-only
+    cmd[3] = box.launcher_anyone_reads()  # where the other uid can read it
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, user=UID, group=UID)
     assert done.returncode == code
     assert (done.stdout or done.stderr).startswith(output)
