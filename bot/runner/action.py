@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import httpx
 
@@ -39,7 +40,15 @@ from bot.server.runtime import Runtime
 from bot.server.webhooks import subject_of
 from bot.server.worker import DeliveryWorker
 from bot.settings import Settings
-from orchestrator.api import AgentDef, Arrival, DeliveryRecord, JobStatus, Model, Sandbox
+from orchestrator.api import (
+    AgentDef,
+    Arrival,
+    Deadline,
+    DeliveryRecord,
+    JobStatus,
+    Model,
+    Sandbox,
+)
 
 log = logging.getLogger(__name__)
 WAIT_CAP_S = 300.0  # a delivery due sooner is waited for; a later one waits for the next run
@@ -156,8 +165,13 @@ async def run_action(
         fresh = await _reconcile(
             runtime, backfill, env, arrival, payload, installation=installation, clock=clock
         )
-        deadline = started + env.timeout_s - MARGIN_S
-        outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline, clock=clock)
+        deadline = Deadline(started + env.timeout_s - MARGIN_S, clock)
+        log.info(
+            "the run works until %s: its time limit less %.0f s, for what is under way to end",
+            datetime.fromtimestamp(deadline.at, UTC).isoformat(timespec="milliseconds"),
+            MARGIN_S,
+        )
+        outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline)
         if preserve is not None:
             await runtime.office.preserve_all(preserve[0], auth=preserve[1])
         continued = None
@@ -170,7 +184,7 @@ async def run_action(
 
 
 async def _work(
-    runtime: Runtime, arrival: Arrival | None, fresh: bool, deadline: float, *, clock: Clock
+    runtime: Runtime, arrival: Arrival | None, fresh: bool, deadline: Deadline
 ) -> tuple[str, tuple[JobStatus, ...], bool]:
     """Handle the stored deliveries and drive the jobs, waiting in the run for a delivery due
     soon (a gathering window); the event's outcome, each job's status, and whether the
@@ -184,8 +198,8 @@ async def _work(
         await worker.drain()
         if arrival is not None and fresh:
             outcome = _outcome(await runtime.office.deliveries.get(arrival.delivery_id))
-        jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
-        wait = await _wait_for(runtime, deadline, clock=clock)
+        jobs, timed_out = await drive(runtime, touched, deadline=deadline)
+        wait = await _wait_for(runtime, deadline)
         if timed_out or wait is None:
             return outcome, jobs, timed_out
         log.info("a delivery is due in %.0f s (gathering comments): waiting for it", wait)
@@ -254,37 +268,37 @@ def _outcome(record: DeliveryRecord | None) -> str:
     return f"failed: {record.error}" if record.state == "failed" else "nothing to do"
 
 
-async def _wait_for(runtime: Runtime, deadline: float, *, clock: Clock) -> float | None:
+async def _wait_for(runtime: Runtime, deadline: Deadline) -> float | None:
     """How long until the next pending delivery is due, when this run should wait for it (a
     gathering window, a short backoff); None when none is, or not before the run must end."""
     due = await runtime.office.deliveries.next_due_at()
     if due is None:
         return None
     wait = max(0.0, due - time.time())  # the queue keeps wall-clock times
-    if wait > WAIT_CAP_S or clock() + wait >= deadline:
+    if wait > WAIT_CAP_S or wait >= deadline.left():
         return None
     return wait
 
 
 async def drive(
-    runtime: Runtime, touched: set[int], *, deadline: float, clock: Clock
+    runtime: Runtime, touched: set[int], *, deadline: Deadline
 ) -> tuple[tuple[JobStatus, ...], bool]:
     """Sync and run every active job (and those the event touched) until none has work left
-    this run can do, or the deadline passes; each job's status at the end, and whether the
-    deadline stopped it."""
+    this run can do, or the deadline passes (from then on no conversation starts a model or
+    tool call); each job's status at the end, and whether the deadline stopped it."""
     office, driver = runtime.office, runtime.service.driver
     jobs = sorted(touched | {job.job_id for job in await office.records.linked("github")})
     while True:
         for job_id in jobs:
             await driver.sync(job_id)
-        if clock() >= deadline:
+        if deadline.passed():
             break
         busy = [job_id for job_id in jobs if await office.busy(job_id)]
         if not busy:
             break
-        await office.run_until_idle()
+        await office.run_until_idle(deadline=deadline)
     statuses = tuple([await driver.status(job_id) for job_id in jobs])
-    return statuses, clock() >= deadline
+    return statuses, deadline.passed()
 
 
 async def _continue(
