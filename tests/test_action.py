@@ -91,7 +91,7 @@ async def test_a_run_near_its_time_limit_parks_and_its_continuation_finishes_the
                 "inputs": {},
             }
         ]
-        assert "It started its continuation (teaparty.yml@refs/heads/main)" in first.summary
+        assert "its continuation (teaparty.yml@refs/heads/main) goes on" in first.summary
 
         carry_on = json.dumps({"ref": "refs/heads/main", "inputs": {}}).encode()
         second = await act(hub, api_url, tmp_path, "workflow_dispatch", carry_on)

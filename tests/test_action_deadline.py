@@ -1,7 +1,7 @@
 """`teaparty action` at its time limit: past its deadline a run starts no model or tool call,
-and its continuation goes on where it stopped. Each run is its own process; the model is a
-local stand-in for the Messages API playing the scripted organisation, slow where a test
-says so."""
+and it starts a continuation only when a run could go on now, not when its jobs wait on a
+person. Each run is its own process; the model is a local stand-in for the Messages API
+playing the scripted organisation, slow where a test says so."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from action_harness import NO_PLAN, Run, act, labelled, last, runner_hub
 from app_harness import OWNER, REPO, bodies
-from fake_anthropic import fake_anthropic
+from fake_anthropic import fake_anthropic, role
 
 from bot.runner.env import MARGIN_S
 
@@ -74,7 +74,7 @@ async def test_past_its_deadline_a_run_starts_no_model_call_and_its_continuation
             assert "the run's deadline has passed; the next run goes on" in first.output
             assert hub.pulls(OWNER, REPO) == []
             assert len(hub.state.workflow_dispatches) == 1, first.output
-            assert "It started its continuation (teaparty.yml@refs/heads/main)" in first.summary
+            assert "its continuation (teaparty.yml@refs/heads/main) goes on" in first.summary
 
             model.delay = lambda request: 0.0
             second = await act(hub, api_url, tmp_path, "workflow_dispatch", CARRY_ON, **model.env())
@@ -86,4 +86,35 @@ async def test_past_its_deadline_a_run_starts_no_model_call_and_its_continuation
             assert [c.role for c in model.calls] == JOB_CALLS
             assert len({c.key for c in model.calls}) == len(JOB_CALLS)
             assert len(hub.state.workflow_dispatches) == 1  # finished: no second continuation
+    assert hub.violations == [], hub.violations
+
+
+async def test_a_run_whose_deadline_passes_at_a_question_starts_no_continuation(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    with fake_anthropic() as model:
+        async with hub.serve() as api_url:
+            number = await labelled(hub, "Add a changelog", "Please.")
+            # The proxy's look at the plan question outlasts the run's last 12 seconds.
+            model.delay = lambda request: 12.0 if role(request) == "proxy" else 0.0
+            event = last(hub, "issues")
+            left = {"TEAPARTY_TIMEOUT_MINUTES": minutes_left(12)}
+            first = await act(hub, api_url, tmp_path, "issues", event, **left, **model.env())
+            assert first.code == 0, first.output
+            deadline = deadline_of(first)
+            (proxy,) = [c for c in model.calls if c.role == "proxy"]
+            assert proxy.started < deadline < proxy.ended, "the deadline passed at the question"
+            assert len(bodies(hub, number, "gate:")) == 1, first.output  # the plan, asked
+            assert hub.state.workflow_dispatches == []
+            assert "waits on a person" in first.summary
+            assert "no continuation was started" in first.summary
+
+            model.delay = lambda request: 0.0
+            await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+            answer = last(hub, "issue_comment")
+            second = await act(hub, api_url, tmp_path, "issue_comment", answer, **model.env())
+            assert second.code == 0, second.output
+            assert len(hub.pulls(OWNER, REPO)) == 1, second.output
+            assert hub.state.workflow_dispatches == []
     assert hub.violations == [], hub.violations

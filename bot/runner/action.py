@@ -98,6 +98,7 @@ class ActionRun:
     parked_for_time: bool = False
     continued: str | None = None  # the continuation dispatched (workflow@ref), if any
     api: str = ""  # the GitHub API requests the run made, and what its token has left
+    work_left: bool = False  # parked for time with work a run could do now
 
 
 async def run_action(
@@ -175,10 +176,11 @@ async def run_action(
         if preserve is not None:
             await runtime.office.preserve_all(preserve[0], auth=preserve[1])
         continued = None
-        if timed_out and any(job.state not in ("done", "cancelled") for job in jobs):
+        left = timed_out and await _work_left(runtime, jobs)
+        if left:
             default = str((payload.get("repository") or {}).get("default_branch") or "")
             continued = await _continue(runtime, env, installation, default=default)
-        return ActionRun(outcome, jobs, timed_out, continued, _api_use(runtime.github))
+        return ActionRun(outcome, jobs, timed_out, continued, _api_use(runtime.github), left)
     finally:
         await runtime.close()
 
@@ -301,6 +303,18 @@ async def drive(
     return statuses, deadline.passed()
 
 
+async def _work_left(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> bool:
+    """Whether a run started now would have work: a job with a conversation that can go on,
+    or a delivery due within the wait a run makes for one. A job that waits on a person (an
+    answer, a resume, a retry) gives a continuation nothing to do: the run that person's
+    reply brings goes on."""
+    for status in jobs:
+        if await runtime.office.busy(status.job_id):
+            return True
+    due = await runtime.office.deliveries.next_due_at()
+    return due is not None and due - time.time() <= WAIT_CAP_S
+
+
 async def _continue(
     runtime: Runtime, env: ActionEnv, installation: int, *, default: str
 ) -> str | None:
@@ -359,11 +373,7 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
     agent = Outbound(env.owner, env.repo, 0, env.server_url)
     lines = ["## TeaParty", "", f"Event `{env.event_name}`: {agent.inline(run.outcome)}", ""]
     if run.parked_for_time:
-        went_on = f" It started its continuation ({run.continued})." if run.continued else ""
-        lines += [
-            f"The run neared its time limit: its jobs are parked where they stand.{went_on}",
-            "",
-        ]
+        lines += [_time_note(run), ""]
     for status in run.jobs:
         done = sum(t.state == "done" for t in status.tasks)
         u = status.usage
@@ -379,6 +389,27 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
     if run.api:
         lines += ["", run.api + "."]
     return "\n".join(lines) + "\n"
+
+
+def _time_note(run: ActionRun) -> str:
+    """What the run did at its time limit, and why it started a continuation or none."""
+    if run.continued:
+        return (
+            "The run reached its time limit: its jobs stopped where they stood, and its "
+            f"continuation ({run.continued}) goes on from there."
+        )
+    if run.work_left:
+        return (
+            "The run reached its time limit with work left, and started no continuation "
+            "(GITHUB_WORKFLOW_REF names no workflow): the next event's run goes on."
+        )
+    if any(job.state not in ("done", "cancelled") for job in run.jobs):
+        return (
+            "The run reached its time limit with nothing a run could do now: every unfinished "
+            "job waits on a person (to answer a question, resume a pause, retry a failure), so "
+            "no continuation was started; the run that person's reply brings goes on."
+        )
+    return "The run reached its time limit with every job ended: nothing to continue."
 
 
 async def state_auth(env: ActionEnv) -> str:
