@@ -61,6 +61,7 @@ class FakeAnthropic(ThreadingHTTPServer):
         self.model = DemoModel()
         self.calls: list[Call] = []
         self.delay: Callable[[ModelRequest], float] = lambda request: 0.0
+        self.tokens = 0  # the input tokens each reply says it used
         self._lock = threading.Lock()
 
     @property
@@ -81,7 +82,7 @@ class FakeAnthropic(ThreadingHTTPServer):
         key = json.dumps([body.get("system"), body.get("messages")], sort_keys=True)
         with self._lock:
             self.calls.append(Call(request, key, started, time.time()))
-        return api_reply(turn)
+        return api_reply(turn, tokens=self.tokens)
 
 
 @contextmanager
@@ -150,7 +151,7 @@ def _contents(sent: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
             yield "user", {"text": block["text"]}
 
 
-def api_reply(turn: AssistantTurn) -> dict[str, Any]:
+def api_reply(turn: AssistantTurn, *, tokens: int = 0) -> dict[str, Any]:
     """A Messages API response body carrying `turn`."""
     content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
     content += [
@@ -165,5 +166,5 @@ def api_reply(turn: AssistantTurn) -> dict[str, Any]:
         "content": content,
         "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": {"input_tokens": tokens, "output_tokens": 0},
     }

@@ -118,3 +118,26 @@ async def test_a_run_whose_deadline_passes_at_a_question_starts_no_continuation(
             assert len(hub.pulls(OWNER, REPO)) == 1, second.output
             assert hub.state.workflow_dispatches == []
     assert hub.violations == [], hub.violations
+
+
+async def test_a_job_at_its_budget_question_ends_the_run_at_once_with_no_continuation(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    with fake_anthropic() as model:
+        model.tokens = 1_000  # a call: the third passes the cap, the fourth is not made
+        async with hub.serve() as api_url:
+            capped = {".teaparty/project.yaml": NO_PLAN + "budget: {max_tokens: 2500}\n"}
+            await hub.push_to_branch(OWNER, REPO, "main", "alice", capped)
+            number = await labelled(hub, "Add a changelog", "Please.")
+            event = last(hub, "issues")
+            left = {"TEAPARTY_TIMEOUT_MINUTES": minutes_left(30)}
+            first = await act(hub, api_url, tmp_path, "issues", event, **left, **model.env())
+            ended = time.time()
+            assert first.code == 0, first.output
+            (question,) = bodies(hub, number, "gate:")
+            assert "the job has reached its budget" in question
+            assert ended < deadline_of(first), "the run waited for its deadline at the question"
+            assert len(model.calls) == 3
+            assert hub.state.workflow_dispatches == []
+    assert hub.violations == [], hub.violations

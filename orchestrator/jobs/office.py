@@ -597,7 +597,11 @@ class Office:
         return await rev(job.space.repo, f"refs/heads/{job.space.branch}")
 
     async def busy(self, job_id: int) -> bool:
-        """Whether a conversation of the job has work it could do now."""
+        """Whether a conversation of the job has work it could do now: none while the job
+        waits at its budget gate, where each stops at its next model call (the store still
+        says it has work, so a caller looping on this would spin until the gate is answered)."""
+        if await self.budget.waiting(job_id):
+            return False
         return bool(await self.engine.bus.runnable(job_id))
 
     async def has_work(self, job: JobHandle) -> bool:
