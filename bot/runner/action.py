@@ -8,9 +8,11 @@ cancelled, would have brought; a comment or review stored once whichever way it 
 hands them, oldest first, to the App's own handlers (`GitHubService.handle`, the same
 code path below event parsing as a webhook). Then it drives every job of the store that
 has work — the one the event touched, and any other the event woke — until each parks (a
-question, a review, a rate limit) or ends, or the run nears its time limit (a delivery due
-within five minutes, such as lone review comments being gathered, is waited for); then it
-writes the run's summary (`GITHUB_STEP_SUMMARY`) and exits.
+question, a review, a rate limit) or ends, or the run's deadline passes (a delivery due
+within five minutes, such as lone review comments being gathered, is waited for). Past the
+deadline no conversation starts a model or tool call; if a job could still go on, the run
+dispatches its own continuation. Then it writes the run's summary (`GITHUB_STEP_SUMMARY`)
+and exits.
 
 It acts with `GITHUB_TOKEN` (its comments are `github-actions[bot]`'s), or as a GitHub App
 when `GITHUB_APP_ID` and a private key are given (the App's installation on the repository,
