@@ -98,7 +98,7 @@ from orchestrator.jobs.views import (
 )
 from orchestrator.jobs.withdraw import Withdrawn, withdraw
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, JobState, JobStatus, Model, ModelRequest
+from orchestrator.ports import Deadline, Forge, JobState, JobStatus, Model, ModelRequest
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.proxy.overrides import Override
 from orchestrator.proxy.proxy import Proxy
@@ -133,6 +133,7 @@ __all__ = [
     "ConfigError",
     "ConfigIssue",
     "ControlError",
+    "Deadline",
     "Delivery",
     "DeliveryQueue",
     "DeliveryRecord",

@@ -26,6 +26,22 @@ Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
+class Deadline:
+    """When a run stops starting work (runner mode's time limit), on the caller's clock."""
+
+    at: float
+    clock: Clock
+
+    def passed(self) -> bool:
+        """Whether it has come."""
+        return self.clock() >= self.at
+
+    def left(self) -> float:
+        """Seconds until it comes; negative once it has."""
+        return self.at - self.clock()
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     """One model call: who is asking, its standing instructions, its transcript, its tools."""
 

@@ -119,6 +119,7 @@ async def test_a_spent_budget_parks_the_job_at_one_gate_and_nothing_runs_until_a
         assert await drive(office, parked, job_id) == "waiting"
         assert len(model.requests) == calls, "no model call while the gate is open"
         assert [g.gate_id for g in await office.open_gates(job_id)] == [gate.gate_id]
+        assert not await office.busy(job_id), "a runner's run has nothing to do for it"
     finally:
         await office.close()
 
@@ -129,6 +130,7 @@ async def test_a_spent_budget_parks_the_job_at_one_gate_and_nothing_runs_until_a
         assert len(model.requests) == calls
         await office.answer_gate(gate.gate_id, text="yes", answered_by="carol")
         assert await office.budget.limits(job_id) == (None, used + CAP)
+        assert await office.busy(job_id)
         forge = FakeForge(office, answers={QUESTION_OPENING: "yes"})
         assert await drive(office, forge, job_id) == "done"
         assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]

@@ -16,7 +16,7 @@ from fakes import CODING_LEAD, FunctionModel, StaticAgents, SteppingClock, org_r
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.scheduler import Outages
 from orchestrator.errors import ModelUnavailableError
-from orchestrator.ports import ModelRequest
+from orchestrator.ports import Deadline, ModelRequest
 
 HORIZON = 1800.0
 
@@ -103,6 +103,31 @@ async def test_a_waiting_conversation_survives_a_restart_and_waits_on(tmp_path: 
     try:
         await engine.scheduler.run_until_idle()
         assert clock.slept[0] == 20.0, "the new process waits what was left, no less"
+        result = (await engine.bus.snapshot(started.conversation_id)).conversation.result
+        assert result == "done at last"
+    finally:
+        await engine.close()
+
+
+async def test_an_outage_that_lasts_past_the_runs_deadline_is_left_to_the_next_run(
+    tmp_path: Path,
+) -> None:
+    clock = SteppingClock(1_000_000.0)
+    model = overloaded_until(clock, back_at=400)
+    engine = await Engine.open(tmp_path / "s.db", agents=StaticAgents(model), router=org_router())
+    engine.scheduler.outages = Outages(clock=clock, sleep=clock.sleep, jitter=lambda: 1.0)
+    started = await engine.bus.start_job(
+        job_key="k", project="widgets", title="t", agent=CODING_LEAD, brief="go"
+    )
+    try:
+        await engine.scheduler.run_until_idle(deadline=Deadline(clock.now + 100, clock))
+        assert clock.slept == [30.0, 60.0], "the third wait (120 s) ends past the deadline"
+        (wait,) = await engine.bus.waits()
+        assert (wait.wait_key, wait.until) == (started.conversation_id, clock.now + 120)
+        assert await engine.bus.failures() == []
+
+        await engine.scheduler.run_until_idle()  # the next run waits what is left
+        assert clock.slept[2] == 120.0
         result = (await engine.bus.snapshot(started.conversation_id)).conversation.result
         assert result == "done at last"
     finally:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_action import TOKEN_PERMISSIONS
+from action_harness import TOKEN_PERMISSIONS
 from workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
 
 from bot.runner.env import ActionEnv

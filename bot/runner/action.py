@@ -8,9 +8,11 @@ cancelled, would have brought; a comment or review stored once whichever way it 
 hands them, oldest first, to the App's own handlers (`GitHubService.handle`, the same
 code path below event parsing as a webhook). Then it drives every job of the store that
 has work — the one the event touched, and any other the event woke — until each parks (a
-question, a review, a rate limit) or ends, or the run nears its time limit (a delivery due
-within five minutes, such as lone review comments being gathered, is waited for); then it
-writes the run's summary (`GITHUB_STEP_SUMMARY`) and exits.
+question, a review, a rate limit) or ends, or the run's deadline passes (a delivery due
+within five minutes, such as lone review comments being gathered, is waited for). Past the
+deadline no conversation starts a model or tool call; if a job could still go on, the run
+dispatches its own continuation. Then it writes the run's summary (`GITHUB_STEP_SUMMARY`)
+and exits.
 
 It acts with `GITHUB_TOKEN` (its comments are `github-actions[bot]`'s), or as a GitHub App
 when `GITHUB_APP_ID` and a private key are given (the App's installation on the repository,
@@ -26,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import httpx
 
@@ -39,7 +42,15 @@ from bot.server.runtime import Runtime
 from bot.server.webhooks import subject_of
 from bot.server.worker import DeliveryWorker
 from bot.settings import Settings
-from orchestrator.api import AgentDef, Arrival, DeliveryRecord, JobStatus, Model, Sandbox
+from orchestrator.api import (
+    AgentDef,
+    Arrival,
+    Deadline,
+    DeliveryRecord,
+    JobStatus,
+    Model,
+    Sandbox,
+)
 
 log = logging.getLogger(__name__)
 WAIT_CAP_S = 300.0  # a delivery due sooner is waited for; a later one waits for the next run
@@ -89,6 +100,7 @@ class ActionRun:
     parked_for_time: bool = False
     continued: str | None = None  # the continuation dispatched (workflow@ref), if any
     api: str = ""  # the GitHub API requests the run made, and what its token has left
+    work_left: bool = False  # parked for time with work a run could do now
 
 
 async def run_action(
@@ -156,21 +168,27 @@ async def run_action(
         fresh = await _reconcile(
             runtime, backfill, env, arrival, payload, installation=installation, clock=clock
         )
-        deadline = started + env.timeout_s - MARGIN_S
-        outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline, clock=clock)
+        deadline = Deadline(started + env.timeout_s - MARGIN_S, clock)
+        log.info(
+            "the run works until %s: its time limit less %.0f s, for what is under way to end",
+            datetime.fromtimestamp(deadline.at, UTC).isoformat(timespec="milliseconds"),
+            MARGIN_S,
+        )
+        outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline)
         if preserve is not None:
             await runtime.office.preserve_all(preserve[0], auth=preserve[1])
         continued = None
-        if timed_out and any(job.state not in ("done", "cancelled") for job in jobs):
+        left = timed_out and await _work_left(runtime, jobs)
+        if left:
             default = str((payload.get("repository") or {}).get("default_branch") or "")
             continued = await _continue(runtime, env, installation, default=default)
-        return ActionRun(outcome, jobs, timed_out, continued, _api_use(runtime.github))
+        return ActionRun(outcome, jobs, timed_out, continued, _api_use(runtime.github), left)
     finally:
         await runtime.close()
 
 
 async def _work(
-    runtime: Runtime, arrival: Arrival | None, fresh: bool, deadline: float, *, clock: Clock
+    runtime: Runtime, arrival: Arrival | None, fresh: bool, deadline: Deadline
 ) -> tuple[str, tuple[JobStatus, ...], bool]:
     """Handle the stored deliveries and drive the jobs, waiting in the run for a delivery due
     soon (a gathering window); the event's outcome, each job's status, and whether the
@@ -184,8 +202,8 @@ async def _work(
         await worker.drain()
         if arrival is not None and fresh:
             outcome = _outcome(await runtime.office.deliveries.get(arrival.delivery_id))
-        jobs, timed_out = await drive(runtime, touched, deadline=deadline, clock=clock)
-        wait = await _wait_for(runtime, deadline, clock=clock)
+        jobs, timed_out = await drive(runtime, touched, deadline=deadline)
+        wait = await _wait_for(runtime, deadline)
         if timed_out or wait is None:
             return outcome, jobs, timed_out
         log.info("a delivery is due in %.0f s (gathering comments): waiting for it", wait)
@@ -254,37 +272,49 @@ def _outcome(record: DeliveryRecord | None) -> str:
     return f"failed: {record.error}" if record.state == "failed" else "nothing to do"
 
 
-async def _wait_for(runtime: Runtime, deadline: float, *, clock: Clock) -> float | None:
+async def _wait_for(runtime: Runtime, deadline: Deadline) -> float | None:
     """How long until the next pending delivery is due, when this run should wait for it (a
     gathering window, a short backoff); None when none is, or not before the run must end."""
     due = await runtime.office.deliveries.next_due_at()
     if due is None:
         return None
     wait = max(0.0, due - time.time())  # the queue keeps wall-clock times
-    if wait > WAIT_CAP_S or clock() + wait >= deadline:
+    if wait > WAIT_CAP_S or wait >= deadline.left():
         return None
     return wait
 
 
 async def drive(
-    runtime: Runtime, touched: set[int], *, deadline: float, clock: Clock
+    runtime: Runtime, touched: set[int], *, deadline: Deadline
 ) -> tuple[tuple[JobStatus, ...], bool]:
     """Sync and run every active job (and those the event touched) until none has work left
-    this run can do, or the deadline passes; each job's status at the end, and whether the
-    deadline stopped it."""
+    this run can do, or the deadline passes (from then on no conversation starts a model or
+    tool call); each job's status at the end, and whether the deadline stopped it."""
     office, driver = runtime.office, runtime.service.driver
     jobs = sorted(touched | {job.job_id for job in await office.records.linked("github")})
     while True:
         for job_id in jobs:
             await driver.sync(job_id)
-        if clock() >= deadline:
+        if deadline.passed():
             break
         busy = [job_id for job_id in jobs if await office.busy(job_id)]
         if not busy:
             break
-        await office.run_until_idle()
+        await office.run_until_idle(deadline=deadline)
     statuses = tuple([await driver.status(job_id) for job_id in jobs])
-    return statuses, clock() >= deadline
+    return statuses, deadline.passed()
+
+
+async def _work_left(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> bool:
+    """Whether a run started now would have work: a job with a conversation that can go on,
+    or a delivery due within the wait a run makes for one. A job that waits on a person (an
+    answer, a resume, a retry) gives a continuation nothing to do: the run that person's
+    reply brings goes on."""
+    for status in jobs:
+        if await runtime.office.busy(status.job_id):
+            return True
+    due = await runtime.office.deliveries.next_due_at()
+    return due is not None and due - time.time() <= WAIT_CAP_S
 
 
 async def _continue(
@@ -345,11 +375,7 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
     agent = Outbound(env.owner, env.repo, 0, env.server_url)
     lines = ["## TeaParty", "", f"Event `{env.event_name}`: {agent.inline(run.outcome)}", ""]
     if run.parked_for_time:
-        went_on = f" It started its continuation ({run.continued})." if run.continued else ""
-        lines += [
-            f"The run neared its time limit: its jobs are parked where they stand.{went_on}",
-            "",
-        ]
+        lines += [_time_note(run), ""]
     for status in run.jobs:
         done = sum(t.state == "done" for t in status.tasks)
         u = status.usage
@@ -365,6 +391,27 @@ def summary(run: ActionRun, env: ActionEnv) -> str:
     if run.api:
         lines += ["", run.api + "."]
     return "\n".join(lines) + "\n"
+
+
+def _time_note(run: ActionRun) -> str:
+    """What the run did at its time limit, and why it started a continuation or none."""
+    if run.continued:
+        return (
+            "The run reached its time limit: its jobs stopped where they stood, and its "
+            f"continuation ({run.continued}) goes on from there."
+        )
+    if run.work_left:
+        return (
+            "The run reached its time limit with work left, and started no continuation "
+            "(GITHUB_WORKFLOW_REF names no workflow): the next event's run goes on."
+        )
+    if any(job.state not in ("done", "cancelled") for job in run.jobs):
+        return (
+            "The run reached its time limit with nothing a run could do now: every unfinished "
+            "job waits on a person (to answer a question, resume a pause, retry a failure), so "
+            "no continuation was started; the run that person's reply brings goes on."
+        )
+    return "The run reached its time limit with every job ended: nothing to continue."
 
 
 async def state_auth(env: ActionEnv) -> str:

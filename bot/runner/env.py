@@ -19,7 +19,14 @@ CONTINUATION = "workflow_dispatch"  # the event of a run that carries on after a
 ACTIONS_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as
 ACTIONS_APP_ID = 15368  # the GitHub Actions App, as `performed_via_github_app.id` names it
 DEFAULT_TIMEOUT_MINUTES = 345.0  # hosted runners stop a job at 6 h; park well before
-MARGIN_S = 300.0  # the run parks this long before its time limit
+# The run starts no model or tool call this long before its time limit; what is under way
+# then must end within it. The longest call in flight ends within 300 s (a shell or git call
+# at its own time limit; a model call writing its 8,192 tokens takes a few minutes at the
+# slowest), then each job's sync, the preserve push and the state save take about a minute,
+# and the job's steps before this process (checkout, Python, the install) count against its
+# timeout-minutes but not against this run's clock: a minute or two more. 300 s covered the
+# call or the rest, not both.
+MARGIN_S = 600.0
 
 
 @dataclass(frozen=True)

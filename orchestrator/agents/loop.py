@@ -19,7 +19,15 @@ from orchestrator.bus.conversations import ConversationBus, Step, Tail
 from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
 from orchestrator.bus.routing import Router
 from orchestrator.errors import BusError
-from orchestrator.ports import Agents, AgentSpec, Budget, ModelRequest, NoTools, ToolRunner
+from orchestrator.ports import (
+    Agents,
+    AgentSpec,
+    Budget,
+    Deadline,
+    ModelRequest,
+    NoTools,
+    ToolRunner,
+)
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +140,11 @@ def next_step(transcript: Sequence[Message], tail: Tail, *, max_turns: int) -> N
     return CallModel()
 
 
+def past(deadline: Deadline | None) -> bool:
+    """Whether there is a deadline and it has come."""
+    return deadline is not None and deadline.passed()
+
+
 Checkpoint = Callable[[str, AgentSpec], Awaitable[str | None]]
 """What the engine adds to a conversation's compaction (conversation id, agent)."""
 
@@ -162,8 +175,12 @@ class Runner:
         # What the engine adds to a compaction, e.g. a lead's task board (its checkpoint).
         self.checkpoint = checkpoint
 
-    async def run(self, conversation_id: str) -> NextStep:
-        """Run `conversation_id` from its stored state; return why it stopped (Park or Idle)."""
+    async def run(self, conversation_id: str, *, deadline: Deadline | None = None) -> NextStep:
+        """Run `conversation_id` from its stored state; return why it stopped (Park or Idle).
+
+        Past `deadline` it starts no model call and no tool call: it goes Idle where it
+        stands, its turn unfinished in the store, and the next run resumes it there.
+        """
         transcript = self._parked.pop(conversation_id, [])
         snapshot = await self.bus.snapshot(conversation_id, after_seq=len(transcript))
         transcript.extend(snapshot.transcript)
@@ -178,29 +195,70 @@ class Runner:
         started = self.clock()
         while True:
             step = next_step(transcript, tail, max_turns=spec.max_turns)
+            if isinstance(step, CallModel | RunTools) and past(deadline):
+                log.info("%s: the run's deadline has passed; the next run goes on", conversation_id)
+                return Idle()
             if isinstance(step, CallModel):
                 step = await self._limits(spec, row.job_id, started, conversation_id) or step
             if isinstance(step, Park):
                 self._parked[conversation_id] = transcript
             if isinstance(step, Park | Idle):
                 return step
-            if isinstance(step, Consume):
-                done = await self.bus.consume(conversation_id)
-                if not done.appended:  # a mini-team waiting for a free place in its job
-                    return Idle()
-            elif isinstance(step, Stop):
-                turn = AssistantTurn(text=f"stopped before finishing ({step.reason})")
-                done = await self.bus.finish(conversation_id, turn, error=True)
-            elif isinstance(step, RunTools):
-                until = started + spec.wall_time_s
-                results = [
-                    await self._run_tool(agent, conversation_id, c, until) for c in step.calls
-                ]
-                done = await self.bus.record_results(conversation_id, agent, results)
-            else:
-                done = await self._call_model(agent, conversation_id, transcript)
+            done = await self._take(
+                step,
+                conversation_id,
+                agent=agent,
+                transcript=transcript,
+                deadline=deadline,
+                until=started + spec.wall_time_s,
+            )
+            if done is None:  # a mini-team waiting for a free place in its job
+                return Idle()
             transcript.extend(done.appended)
             tail = done.tail
+
+    async def _take(
+        self,
+        step: Consume | Stop | RunTools | CallModel,
+        conversation_id: str,
+        *,
+        agent: str,
+        transcript: list[Message],
+        deadline: Deadline | None,
+        until: float,
+    ) -> Step | None:
+        """Carry out one step and commit what it did; None when a Consume took nothing.
+        `until` is when the turn's wall time ends, on the runner's clock."""
+        if isinstance(step, Consume):
+            done = await self.bus.consume(conversation_id)
+            return done if done.appended else None
+        if isinstance(step, Stop):
+            turn = AssistantTurn(text=f"stopped before finishing ({step.reason})")
+            return await self.bus.finish(conversation_id, turn, error=True)
+        if isinstance(step, RunTools):
+            return await self._run_tools(
+                conversation_id, step.calls, agent=agent, deadline=deadline, until=until
+            )
+        return await self._call_model(agent, conversation_id, transcript)
+
+    async def _run_tools(
+        self,
+        conversation_id: str,
+        calls: tuple[ToolCall, ...],
+        *,
+        agent: str,
+        deadline: Deadline | None,
+        until: float,
+    ) -> Step:
+        """Run the calls one by one, each within the turn's wall time, and record their
+        results; past `deadline` the rest are left for the next run (each result is recorded
+        once, so none runs twice)."""
+        results: list[ToolResult] = []
+        for call in calls:
+            if results and past(deadline):
+                break
+            results.append(await self._run_tool(agent, conversation_id, call, until))
+        return await self.bus.record_results(conversation_id, agent, results)
 
     async def _limits(
         self, spec: AgentSpec, job_id: int | None, started: float, conversation_id: str
@@ -238,13 +296,14 @@ class Runner:
     async def _call_model(
         self, agent: str, conversation_id: str, transcript: list[Message]
     ) -> Step:
+        """The model's next turn, recorded; or, when the transcript has outgrown the model's
+        context, its compaction first, as a step of its own: that is a model call too, and
+        the limits (a deadline above all) are looked at again before the turn's."""
         spec = self.agents.spec(agent)
         view = model_view(transcript)
         covers_through = compaction_point(view, bound=spec.context_tokens)
         if covers_through is not None:
-            compacted = await self._compact(spec, conversation_id, view, covers_through)
-            transcript.extend(compacted.appended)
-            view = model_view(transcript)
+            return await self._compact(spec, conversation_id, view, covers_through)
         request = ModelRequest(agent, spec.system, view, spec.tools)
         turn = await spec.model.complete(request)
         if not turn.tool_calls:

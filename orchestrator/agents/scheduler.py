@@ -12,6 +12,10 @@ failure; only then is it a failure, whose reason says what happened and for how 
 
 Each conversation runs in a task of its own, so `stop` can end a run under way (its job was
 cancelled) without ending the worker that ran it.
+
+`run_until_idle` may be given a deadline (runner mode's time limit): past it no conversation
+starts a model or tool call, and an outage that lasts past it is left in the store, so the
+call returns soon after the deadline with every conversation resumable where it stands.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from orchestrator.agents.loop import Runner
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.failures import Failure
 from orchestrator.errors import ModelUnavailableError
+from orchestrator.ports import Deadline
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +74,16 @@ class Scheduler:
         self._waited: set[str] = set()  # conversations with a wait row, until one runs through
         self._runs: dict[str, asyncio.Task[object]] = {}  # each conversation's run under way
         self._stopped: set[str] = set()  # never run again here: their job was cancelled
+        self._deadline: Deadline | None = None  # while run_until_idle is given one
+        self._later: set[str] = set()  # waiting out an outage past the deadline: a later run's
         self.outages = Outages()
         bus.on_wake = self.wake
 
     def wake(self, conversation_ids: Iterable[str]) -> None:
         """Queue conversations to be looked at; one already running is looked at again after."""
         for conversation_id in conversation_ids:
-            if conversation_id in self._held or conversation_id in self._stopped:
-                continue  # its timer wakes it, or it is never to run again
+            if conversation_id in self._held or conversation_id in self._stopped | self._later:
+                continue  # its timer wakes it, or it is not to run again (in this run)
             if conversation_id in self._running:
                 self._rerun.add(conversation_id)
             elif conversation_id not in self._queued:
@@ -85,12 +92,22 @@ class Scheduler:
                 self._ready.set()
                 self._idle.clear()
 
-    async def run_until_idle(self, job_id: int | None = None) -> None:
+    async def run_until_idle(
+        self, job_id: int | None = None, *, deadline: Deadline | None = None
+    ) -> None:
         """Resume everything the store says has work (of one job's conversations, if
         `job_id` is given: a local run spends nothing on other jobs), and return when nothing
-        is left to run (a conversation waiting out a model outage is waited for)."""
-        await self._resume(job_id)
-        await self._serve(stop_when_idle=True)
+        is left to run (a conversation waiting out a model outage is waited for).
+
+        Past `deadline` no conversation starts a model or tool call (agents/loop.py), and an
+        outage that lasts past it is left in the store for the next run to wait out."""
+        self._deadline = deadline
+        try:
+            await self._resume(job_id)
+            await self._serve(stop_when_idle=True)
+        finally:
+            self._deadline = None
+            self._later.clear()
 
     async def serve(self) -> None:
         """Resume from the store, then run woken conversations until cancelled."""
@@ -105,7 +122,11 @@ class Scheduler:
         self.wake(await self.bus.runnable(job_id))
 
     def _hold(self, conversation_id: str, until: float) -> None:
-        """Wake `conversation_id` at `until`, not before."""
+        """Wake `conversation_id` at `until`, not before; not at all in this run when that is
+        past its deadline (its wait row brings it back in the next run's `_resume`)."""
+        if self._deadline is not None and until - self.outages.clock() >= self._deadline.left():
+            self._later.add(conversation_id)
+            return
 
         async def release() -> None:
             await self.outages.sleep(max(0.0, until - self.outages.clock()))
@@ -164,7 +185,9 @@ class Scheduler:
         self._check_idle()
 
     async def _run_one(self, conversation_id: str) -> None:
-        run = asyncio.get_running_loop().create_task(self.runner.run(conversation_id))
+        run = asyncio.get_running_loop().create_task(
+            self.runner.run(conversation_id, deadline=self._deadline)
+        )
         self._runs[conversation_id] = run
         try:
             await run

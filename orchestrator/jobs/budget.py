@@ -115,6 +115,10 @@ class JobBudget:
         waiting = budget_gate.open_gate(tx, job_id)
         return None if waiting is None else f"budget: the job waits at question {waiting.gate_id}"
 
+    async def waiting(self, job_id: int) -> bool:
+        """Whether the job waits at its open budget gate: no model call until it is answered."""
+        return await self.store.read(lambda tx: budget_gate.open_gate(tx, job_id) is not None)
+
     def overrun(self, tx: Tx, job_id: int) -> Overrun | None:
         """What the job used and its caps, if it has reached one; else None."""
         max_usd, max_tokens = self.limits_in(tx, job_id)

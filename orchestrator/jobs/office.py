@@ -37,7 +37,7 @@ from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.round_work import RoundWork
 from orchestrator.models.pricing import org_prices
-from orchestrator.ports import Model
+from orchestrator.ports import Deadline, Model
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
@@ -528,10 +528,12 @@ class Office:
         """Call `handler` with each engine event (never the source of truth)."""
         self.engine.events.subscribe(handler)
 
-    async def run_until_idle(self, job_id: int | None = None) -> None:
+    async def run_until_idle(
+        self, job_id: int | None = None, *, deadline: Deadline | None = None
+    ) -> None:
         """Run every conversation with work (of one job, if given) until none has any (a
-        gate, an end, or a stall)."""
-        await self.engine.scheduler.run_until_idle(job_id)
+        gate, an end, or a stall), or, past `deadline`, none starts any more."""
+        await self.engine.scheduler.run_until_idle(job_id, deadline=deadline)
 
     async def serve(self) -> None:
         """Run every conversation with work, resuming from the store, until cancelled."""
@@ -603,7 +605,11 @@ class Office:
         return await rev(job.space.repo, f"refs/heads/{job.space.branch}")
 
     async def busy(self, job_id: int) -> bool:
-        """Whether a conversation of the job has work it could do now."""
+        """Whether a conversation of the job has work it could do now: none while the job
+        waits at its budget gate, where each stops at its next model call (the store still
+        says it has work, so a caller looping on this would spin until the gate is answered)."""
+        if await self.budget.waiting(job_id):
+            return False
         return bool(await self.engine.bus.runnable(job_id))
 
     async def has_work(self, job: JobHandle) -> bool:

@@ -1,0 +1,143 @@
+"""`teaparty action` at its time limit: past its deadline a run starts no model or tool call,
+and it starts a continuation only when a run could go on now, not when its jobs wait on a
+person. Each run is its own process; the model is a local stand-in for the Messages API
+playing the scripted organisation, slow where a test says so."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from action_harness import NO_PLAN, Run, act, labelled, last, runner_hub
+from app_harness import OWNER, REPO, bodies
+from fake_anthropic import fake_anthropic, role
+
+from bot.runner.env import MARGIN_S
+
+pytestmark = pytest.mark.timeout(180)
+WRAP_UP_S = 10.0  # after its deadline a run syncs, preserves and saves its state, and exits
+# The scripted job without a plan question, call by call, as one run makes it.
+JOB_CALLS = [
+    "office manager",
+    "lead",
+    "lead",
+    "worker",
+    "worker",
+    "reviewer",
+    "reviewer",
+    "reviewer",
+    "lead",
+    "office manager",
+]
+
+
+def minutes_left(seconds: float) -> str:
+    """TEAPARTY_TIMEOUT_MINUTES for a run whose deadline comes `seconds` after it starts."""
+    return str((MARGIN_S + seconds) / 60)
+
+
+def deadline_of(run: Run) -> float:
+    """When the run stops starting work, as its log says."""
+    found = re.search(r"the run works until (\S+):", run.output)
+    assert found is not None, run.output
+    return datetime.fromisoformat(found[1]).timestamp()
+
+
+CARRY_ON = json.dumps({"ref": "refs/heads/main", "inputs": {}}).encode()
+
+
+async def test_past_its_deadline_a_run_starts_no_model_call_and_its_continuation_goes_on(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    with fake_anthropic() as model:
+        async with hub.serve() as api_url:
+            files = {".teaparty/project.yaml": NO_PLAN}
+            await hub.push_to_branch(OWNER, REPO, "main", "alice", files)
+            number = await labelled(hub, "Add a changelog", "Please.")
+            model.delay = lambda request: 1.5  # fifteen seconds of calls: more than the run has
+            event = last(hub, "issues")
+            left = {"TEAPARTY_TIMEOUT_MINUTES": minutes_left(10)}
+            first = await act(hub, api_url, tmp_path, "issues", event, **left, **model.env())
+            ended = time.time()
+            assert first.code == 0, first.output
+            deadline = deadline_of(first)
+            calls = list(model.calls)
+            assert any(c.started < deadline for c in calls), "no model call before the deadline"
+            assert [c.role for c in calls if c.started >= deadline] == []
+            assert sum(c.ended > deadline for c in calls) <= 1  # the call under way, finished
+            assert ended - deadline < 1.5 + WRAP_UP_S
+            assert "the run's deadline has passed; the next run goes on" in first.output
+            assert hub.pulls(OWNER, REPO) == []
+            assert len(hub.state.workflow_dispatches) == 1, first.output
+            assert "its continuation (teaparty.yml@refs/heads/main) goes on" in first.summary
+
+            model.delay = lambda request: 0.0
+            second = await act(hub, api_url, tmp_path, "workflow_dispatch", CARRY_ON, **model.env())
+            assert second.code == 0, second.output
+            assert len(hub.pulls(OWNER, REPO)) == 1, second.output
+            assert "✅" in bodies(hub, number, "job:")[0]
+            # The job's calls, each made once over the two runs: the continuation took each
+            # conversation up where it stood.
+            assert [c.role for c in model.calls] == JOB_CALLS
+            assert len({c.key for c in model.calls}) == len(JOB_CALLS)
+            assert len(hub.state.workflow_dispatches) == 1  # finished: no second continuation
+    assert hub.violations == [], hub.violations
+
+
+async def test_a_run_whose_deadline_passes_at_a_question_starts_no_continuation(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    with fake_anthropic() as model:
+        async with hub.serve() as api_url:
+            number = await labelled(hub, "Add a changelog", "Please.")
+            # The proxy's look at the plan question outlasts the run's last 12 seconds.
+            model.delay = lambda request: 12.0 if role(request) == "proxy" else 0.0
+            event = last(hub, "issues")
+            left = {"TEAPARTY_TIMEOUT_MINUTES": minutes_left(12)}
+            first = await act(hub, api_url, tmp_path, "issues", event, **left, **model.env())
+            assert first.code == 0, first.output
+            deadline = deadline_of(first)
+            (proxy,) = [c for c in model.calls if c.role == "proxy"]
+            assert proxy.started < deadline < proxy.ended, "the deadline passed at the question"
+            assert len(bodies(hub, number, "gate:")) == 1, first.output  # the plan, asked
+            assert hub.state.workflow_dispatches == []
+            assert "waits on a person" in first.summary
+            assert "no continuation was started" in first.summary
+
+            model.delay = lambda request: 0.0
+            await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+            answer = last(hub, "issue_comment")
+            second = await act(hub, api_url, tmp_path, "issue_comment", answer, **model.env())
+            assert second.code == 0, second.output
+            assert len(hub.pulls(OWNER, REPO)) == 1, second.output
+            assert hub.state.workflow_dispatches == []
+    assert hub.violations == [], hub.violations
+
+
+async def test_a_job_at_its_budget_question_ends_the_run_at_once_with_no_continuation(
+    tmp_path: Path,
+) -> None:
+    hub = runner_hub(tmp_path)
+    with fake_anthropic() as model:
+        model.tokens = 1_000  # a call: the third passes the cap, the fourth is not made
+        async with hub.serve() as api_url:
+            capped = {".teaparty/project.yaml": NO_PLAN + "budget: {max_tokens: 2500}\n"}
+            await hub.push_to_branch(OWNER, REPO, "main", "alice", capped)
+            number = await labelled(hub, "Add a changelog", "Please.")
+            event = last(hub, "issues")
+            left = {"TEAPARTY_TIMEOUT_MINUTES": minutes_left(30)}
+            first = await act(hub, api_url, tmp_path, "issues", event, **left, **model.env())
+            ended = time.time()
+            assert first.code == 0, first.output
+            (question,) = bodies(hub, number, "gate:")
+            assert "the job has reached its budget" in question
+            assert ended < deadline_of(first), "the run waited for its deadline at the question"
+            assert len(model.calls) == 3
+            assert hub.state.workflow_dispatches == []
+    assert hub.violations == [], hub.violations
