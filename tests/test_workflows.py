@@ -23,6 +23,7 @@ import pytest
 from action_harness import TOKEN_PERMISSIONS
 from workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
 
+from bot.errors import SettingsError
 from bot.runner.env import ActionEnv
 
 ACTION_ENV = {
@@ -142,6 +143,9 @@ def test_teaparty_action_reads_the_environment_the_step_gives_it(tmp_path: Path)
     assert (env.token, env.app_mode, env.timeout_s) == ("ghs_run", False, 345 * 60)
     app = environ | {"GITHUB_APP_ID": "42", "GITHUB_APP_PRIVATE_KEY": "-----BEGIN"}
     assert ActionEnv.from_env(app, home=tmp_path).app_mode
+    short = environ | {"TEAPARTY_TIMEOUT_MINUTES": "10"}  # each run would park and go again
+    with pytest.raises(SettingsError, match="TEAPARTY_TIMEOUT_MINUTES is 10: a run starts no work"):
+        ActionEnv.from_env(short, home=tmp_path)
 
 
 def test_the_end_to_end_runs_use_the_token_this_workflow_asks_for() -> None:

@@ -81,6 +81,12 @@ class ActionEnv:
                 timeout_s = float(minutes) * 60
             except ValueError:
                 problems.append(f"TEAPARTY_TIMEOUT_MINUTES is {minutes!r}, not a number")
+            else:
+                if timeout_s <= MARGIN_S:  # each run would park at once and start another
+                    problems.append(
+                        f"TEAPARTY_TIMEOUT_MINUTES is {minutes}: a run starts no work in its "
+                        f"last {MARGIN_S / 60:g} minutes, so it must be more than that"
+                    )
         bot_app = environ.get("TEAPARTY_BOT_APP_ID", "").strip()
         if bot_app and not bot_app.isdigit():
             problems.append(f"TEAPARTY_BOT_APP_ID is {bot_app!r}, not a number")
