@@ -371,9 +371,14 @@ class _QueryTime(datetime):
         return query_time(self.timestamp())
 
 
+def query_datetime(at: float) -> datetime:
+    """`at` for a githubkit call's time parameter, written into the query by `query_time`."""
+    return _QueryTime.fromtimestamp(math.floor(at), UTC)
+
+
 def _since(stamp: float | None) -> dict[str, Any]:
     """githubkit's `since` argument: a time `query_time` writes, or nothing at all."""
-    return {} if stamp is None else {"since": _QueryTime.fromtimestamp(math.floor(stamp), UTC)}
+    return {} if stamp is None else {"since": query_datetime(stamp)}
 
 
 def _epoch(stamp: str) -> float:
