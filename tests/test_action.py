@@ -390,3 +390,29 @@ async def test_a_run_that_could_not_read_a_job_leaves_the_read_mark_where_it_was
         assert again.code == 0, again.output
         assert saved_read_mark(hub, tmp_path) > mark  # read whole: the mark moves on
     assert hub.violations == [], hub.violations
+
+
+async def test_the_next_run_reads_a_reply_since_its_read_mark_and_moves_the_mark_on(
+    tmp_path: Path,
+) -> None:
+    """The catch-up asks GitHub for comments since the read mark in the format GitHub
+    documents: GitHub refuses `since=2026-11-27 23:30:59.507251+00:00` with 422, the run
+    then read nothing ('not read this run') and its mark never moved."""
+    hub = runner_hub(tmp_path)
+    async with hub.serve() as api_url:
+        number = await labelled(hub, "Add a changelog", "Please.")
+        first = await act(hub, api_url, tmp_path, "issues", last(hub, "issues"))
+        assert first.code == 0, first.output
+        mark = saved_read_mark(hub, tmp_path)
+        assert mark is not None
+        await hub.comment_as(OWNER, REPO, number, "alice", "yes")  # its run is dropped
+        carry_on = json.dumps({"ref": "refs/heads/main", "inputs": {}}).encode()
+        later = await act(hub, api_url, tmp_path, "workflow_dispatch", carry_on)
+        assert later.code == 0, later.output
+        assert "not read this run" not in later.output
+        assert saved_read_mark(hub, tmp_path) > mark
+        assert len(hub.pulls(OWNER, REPO)) == 1, later.output  # the reply was read
+    asked = [r.query["since"] for r in hub.requests if "since" in r.query]
+    assert asked, "the catch-up asked for comments since its mark"
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", at) for at in asked), asked
+    assert hub.violations == [], hub.violations

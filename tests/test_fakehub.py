@@ -276,6 +276,70 @@ async def test_list_comments_since(tmp_path: Path, pem: str) -> None:
     assert hub.violations == []
 
 
+async def get_as_installation(
+    http: httpx.AsyncClient, pem: str, path: str, **query: str
+) -> httpx.Response:
+    """GET `path` with `query` as the App's installation."""
+    auth = {"Authorization": f"token {await mint_token(http, pem)}"}
+    return await http.get(path, params=query, headers=auth)
+
+
+async def test_a_time_in_the_query_is_iso_8601_as_github_documents(
+    hub: FakeGitHub, http: httpx.AsyncClient, pem: str
+) -> None:
+    number = hub.open_issue(OWNER, NAME, title="t", body="b", author="alice")
+    comments = f"repos/{OWNER}/{NAME}/issues/{number}/comments"
+    for good in ("2026-11-27T23:30:59Z", "2026-11-27T23:30:59.507+01:00"):
+        assert (await get_as_installation(http, pem, comments, since=good)).status_code == 200
+    assert hub.violations == []
+    spaced = await get_as_installation(http, pem, comments, since="2026-11-27 23:30:59+00:00")
+    assert spaced.status_code == 422
+    assert spaced.json()["message"] == "Validation Failed"
+    (error,) = spaced.json()["errors"]
+    assert (error["field"], error["code"], error["value"]) == (
+        "since",
+        "invalid",
+        "2026-11-27 23:30:59+00:00",
+    )
+    assert hub.violations == [  # and the 422 itself conforms to the description
+        "issues/list-comments query parameter since: '2026-11-27 23:30:59+00:00' is not an"
+        " ISO 8601 time (YYYY-MM-DDTHH:MM:SSZ)"
+    ]
+
+
+async def test_query_values_are_read_as_their_type_and_checked(
+    hub: FakeGitHub, http: httpx.AsyncClient, pem: str
+) -> None:
+    issues, pulls = f"repos/{OWNER}/{NAME}/issues", f"repos/{OWNER}/{NAME}/pulls"
+    listed = await get_as_installation(http, pem, issues, per_page="30", state="all")
+    assert listed.status_code == 200
+    assert hub.violations == []
+    assert (await get_as_installation(http, pem, issues, per_page="abc")).status_code == 422
+    assert (await get_as_installation(http, pem, pulls, state="merged")).status_code == 422
+    assert hub.violations == [
+        "issues/list-for-repo query parameter per_page: 'abc' is not an integer",
+        "pulls/list query parameter state: 'merged' is not one of ['open', 'closed', 'all']",
+    ]
+
+
+async def test_a_path_parameter_that_does_not_fit_finds_nothing(
+    hub: FakeGitHub, http: httpx.AsyncClient, pem: str
+) -> None:
+    answer = await get_as_installation(http, pem, f"repos/{OWNER}/{NAME}/issues/abc")
+    assert (answer.status_code, answer.json()["message"]) == (404, "Not Found")  # as GitHub
+    assert hub.violations == ["issues/get path parameter issue_number: 'abc' is not an integer"]
+
+
+async def test_an_undocumented_query_parameter_is_recorded_and_ignored_as_github_does(
+    hub: FakeGitHub, http: httpx.AsyncClient, pem: str
+) -> None:
+    answer = await get_as_installation(http, pem, f"repos/{OWNER}/{NAME}/pulls", author="alice")
+    assert (answer.status_code, answer.json()) == (200, [])
+    assert hub.violations == [
+        "pulls/list undocumented query parameter author: not in the description (GitHub ignores it)"
+    ]
+
+
 # -- faults and validation --------------------------------------------------------------
 
 

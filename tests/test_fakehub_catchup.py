@@ -33,6 +33,7 @@ from bot.fakehub import webhooks
 from bot.fakehub.hub import FakeGitHub
 from bot.fakehub.serve import serve_local
 from bot.fakehub.shapes import timestamp
+from bot.github.client import query_datetime
 
 
 @dataclass
@@ -272,7 +273,7 @@ async def test_list_issues_filters_sorts_and_includes_pull_requests(
     assert await numbers(labels="BUG,ui") == [two]
     assert await numbers(labels="bug") == [two, one]
     assert await numbers(sort="updated", direction="asc") == [one, two, pull]
-    assert await numbers(since=datetime.fromtimestamp(ticks.now, UTC)) == [pull, two]
+    assert await numbers(since=query_datetime(ticks.now)) == [pull, two]
     listed = (await gh.rest.issues.async_list_for_repo(OWNER, NAME)).parsed_data
     assert [bool(issue.pull_request) for issue in listed] == [True, False, False]
 

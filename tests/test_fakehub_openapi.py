@@ -9,6 +9,10 @@ from typing import Any
 import pytest
 
 from bot.fakehub.openapi import OpenAPI
+from bot.fakehub.parameters import check_parameters, value_errors
+from bot.fakehub.routes import Call
+from bot.fakehub.shapes import Urls
+from bot.fakehub.state import HubError
 
 # -- the schema checker -----------------------------------------------------------------
 
@@ -82,6 +86,59 @@ DOC = {
 )
 def test_schema_checker(schema: dict[str, Any], value: object, errors: list[str]) -> None:
     assert OpenAPI(DOC).validate(schema, value, where="response") == errors
+
+
+# -- path and query parameters ----------------------------------------------------------
+
+WHEN = {"type": "string", "format": "date-time"}
+NOTHING_GIVEN = Call(params={}, query={}, body=None, token=None, urls=Urls("http://hub/", ""))
+
+
+@pytest.mark.parametrize(
+    ("schema", "raw", "errors"),
+    [
+        ({"type": "integer", "minimum": 1, "maximum": 100}, "100", []),
+        ({"type": "integer", "minimum": 1}, "0", ["0 is less than the minimum 1"]),
+        ({"type": "integer", "maximum": 100}, "101", ["101 is more than the maximum 100"]),
+        ({"type": "integer"}, "3.5", ["'3.5' is not an integer"]),
+        ({"type": "number", "maximum": 1.5}, "2.5", ["2.5 is more than the maximum 1.5"]),
+        ({"type": "number"}, "nan", ["'nan' is not a number"]),
+        ({"type": "number"}, "many", ["'many' is not a number"]),
+        ({"type": "boolean"}, "true", []),
+        ({"type": "boolean"}, "yes", ["'yes' is not a boolean"]),
+        ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, "ci.yml", []),
+        ({"$ref": "#/components/schemas/user"}, "x", ["expected object, got string"]),
+        (WHEN, "2026-11-27T23:30:59Z", []),
+        (WHEN, "2026-11-27T23:30:59.507251-05:00", []),
+        (WHEN, "2026-13-27T23:30:59Z", ["'2026-13-27T23:30:59Z' is not an ISO 8601 time"]),
+        (WHEN, "2026-11-27T23:30Z", ["'2026-11-27T23:30Z' is not an ISO 8601 time"]),
+        (WHEN, "2026-11-27", ["'2026-11-27' is not an ISO 8601 time"]),
+        ({"type": "string", "format": "uri"}, "not a uri", []),
+    ],
+)
+def test_a_parameter_value_is_read_as_its_type_then_checked(
+    schema: dict[str, Any], raw: str, errors: list[str]
+) -> None:
+    found = value_errors(OpenAPI(DOC), schema, raw)
+    assert [e.removesuffix(" (YYYY-MM-DDTHH:MM:SSZ)") for e in found] == errors
+
+
+def test_a_required_query_parameter_left_out_is_a_missing_field() -> None:
+    required = {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}}
+    header = {"name": "accept", "in": "header", "required": True, "schema": {"type": "string"}}
+    doc = {
+        "paths": {"/search": {"get": {"operationId": "search", "parameters": [required, header]}}},
+        "components": {},
+    }
+    operation = OpenAPI(doc).operation("search")
+    seen: list[str] = []
+    with pytest.raises(HubError) as refused:
+        check_parameters(operation, NOTHING_GIVEN, spec=OpenAPI(doc), on_violation=seen.append)
+    assert refused.value.status == 422
+    assert refused.value.body["errors"] == [
+        {"field": "q", "code": "missing_field", "message": "required, not given"}
+    ]
+    assert seen == ["search query parameter q: required, not given"]
 
 
 def test_bundled_description_matches_paths_to_operations() -> None:

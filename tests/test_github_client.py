@@ -15,7 +15,7 @@ from fakes import SteppingClock
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, RateLimitedError
 from bot.fakehub.hub import FakeGitHub
-from bot.github.client import GitHubApp, Identity
+from bot.github.client import GitHubApp, Identity, query_time
 from bot.github.tracking import marker
 
 OWNER, REPO = "octo", "widgets"
@@ -245,3 +245,27 @@ async def test_a_write_that_keeps_failing_says_it_may_have_been_applied(hub: Fak
         await gh.comment(OWNER, REPO, number, note("hello"), identity=ME)
     assert requests_to(hub, "GET", r"/comments$") == 4  # looked for it before each retry
     assert hub.comments(OWNER, REPO, number) == []
+
+
+def test_a_time_in_a_query_is_iso_8601_utc_in_whole_seconds_rounded_down() -> None:
+    assert query_time(1_795_822_259.999) == "2026-11-27T23:30:59Z"
+    assert query_time(0) == "1970-01-01T00:00:00Z"
+
+
+async def test_comments_since_a_time_ask_as_github_documents_and_miss_nothing(
+    tmp_path: Path,
+) -> None:
+    clock = SteppingClock(float(int(time.time())))
+    hub = FakeGitHub(tmp_path / "hub", app_id=APP_ID, private_key_pem=PEM, clock=clock)
+    hub.add_repo(OWNER, REPO)
+    number = hub.open_issue(OWNER, REPO, title="t", body="b", author="alice")
+    await hub.comment_as(OWNER, REPO, number, "alice", "before")
+    clock.now += 60.25
+    await hub.comment_as(OWNER, REPO, number, "alice", "in the second asked for")
+    gh = await app_for(hub, clock).installation(1)
+    said = await gh.comments(OWNER, REPO, number, since=clock.now + 0.5)
+    assert [c["body"] for c in said] == ["in the second asked for"]
+    (asked,) = [r for r in hub.requests if r.operation_id == "issues/list-comments"]
+    assert asked.query["since"] == query_time(clock.now)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", asked.query["since"])
+    assert hub.violations == []

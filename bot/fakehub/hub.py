@@ -2,14 +2,16 @@
 
 `teaparty demo` runs it instead of github.com, and the test suite uses it end to end. It
 behaves like GitHub where the bot depends on it: App JWTs and installation tokens, status
-codes and idempotency quirks, and it checks every request and response body against GitHub's
-OpenAPI description (violations land in `FakeGitHub.violations`).
+codes and idempotency quirks, and it checks every request (path and query parameters, formats
+included, and body) and response body against GitHub's OpenAPI description (violations land in
+`FakeGitHub.violations`; a request GitHub would refuse is refused as GitHub refuses it).
 
-Module map: state (the world), git (bare remotes), shapes (response objects), routes / pulls /
-reviews / catchup / branches (one handler per operationId; catchup: the delivery log and
-listings an App reads to catch up after downtime), graphql (the App's known GraphQL
-documents), webhooks, people and issue_people (helpers that act as people do); review_state,
-review_actions, review_shapes, anchors and diffs hold pull request reviews.
+Module map: state (the world), openapi and parameters (the description, and the checks of a
+request's parameters), git (bare remotes), shapes (response objects), routes / pulls / reviews
+/ catchup / branches (one handler per operationId; catchup: the delivery log and listings an
+App reads to catch up after downtime), graphql (the App's known GraphQL documents), webhooks,
+people and issue_people (helpers that act as people do); review_state, review_actions,
+review_shapes, anchors and diffs hold pull request reviews.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
 from bot.fakehub.git import create_bare, refuse_non_fast_forward
 from bot.fakehub.issue_people import IssuePeople
 from bot.fakehub.openapi import OpenAPI, Operation
+from bot.fakehub.parameters import check_parameters
 from bot.fakehub.people import PullRequestPeople
 from bot.fakehub.pulls import PULL_ROUTES, open_pull
 from bot.fakehub.reviews import REVIEW_ROUTES
@@ -434,6 +437,7 @@ class FakeGitHub(PullRequestPeople, IssuePeople):
             if "owner" in params:
                 repo_for(self.state, call)
             self._routes.check_permission(operation.operation_id, token)
+        check_parameters(operation, call, spec=self.spec, on_violation=self._violation)
         call = replace(call, body=self._check_request(operation, raw))
         return await self._routes.handlers[operation.operation_id](self.state, call)
 

@@ -58,6 +58,7 @@ class Operation:
     request_required: bool
     responses: Mapping[str, Schema | None]
     docs_url: str | None = None
+    parameters: tuple[Schema, ...] = ()  # resolved; an operation's own replace its path's
 
     def response_schema(self, status: int) -> Schema | None:
         """The JSON schema documented for `status`, or None when the body is undocumented."""
@@ -121,8 +122,9 @@ class OpenAPI:
             for method in _METHODS:
                 if (op := item.get(method)) is None:
                     continue
-                parameters = [self.resolve(p) for p in item.get("parameters", [])]
-                parameters += [self.resolve(p) for p in op.get("parameters", [])]
+                declared = [*item.get("parameters", []), *op.get("parameters", [])]
+                by_place = {(p["in"], p["name"]): p for p in map(self.resolve, declared)}
+                parameters = list(by_place.values())
                 body = self.resolve(op["requestBody"]) if "requestBody" in op else None
                 yield Operation(
                     operation_id=op["operationId"],
@@ -136,6 +138,7 @@ class OpenAPI:
                         for status, response in op.get("responses", {}).items()
                     },
                     docs_url=op.get("externalDocs", {}).get("url"),
+                    parameters=tuple(parameters),
                 )
 
     def _errors(self, schema: Schema, value: object, where: str) -> Iterator[str]:

@@ -1,8 +1,9 @@
 """The REST operations the local GitHub stand-in serves, one handler per operationId.
 
-Handlers see a `Call` that already passed authentication and request-body validation, check
-what an installation token may touch, and return a `Reply` (or raise `HubError`, as GitHub
-answers 404/403/422).
+Handlers see a `Call` that already passed authentication and the checks of its parameters
+(bot/fakehub/parameters.py) and request body against the description, check what an
+installation token may touch, and return a `Reply` (or raise `HubError`, as GitHub answers
+404/403/422).
 """
 
 from __future__ import annotations

@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
@@ -351,16 +353,35 @@ async def _pages(
     return found
 
 
-def _since(stamp: float | None) -> dict[str, Any]:
-    """githubkit's `since` argument: a datetime, or nothing at all."""
-    from datetime import UTC, datetime
+def query_time(at: float) -> str:
+    """A time (epoch seconds) as GitHub documents times in query parameters:
+    `2026-11-27T23:30:59Z`, UTC, whole seconds rounded down (so nothing is missed)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.floor(at)))
 
-    return {} if stamp is None else {"since": datetime.fromtimestamp(stamp, UTC)}
+
+class _QueryTime(datetime):
+    """A datetime that goes into a query as `query_time` writes it.
+
+    githubkit's typed calls take a datetime and hand it to httpx as it is, and httpx writes
+    str(datetime) (`2026-11-27 23:30:59.507251+00:00`), a format GitHub does not document:
+    a strict server answers 422.
+    """
+
+    def __str__(self) -> str:
+        return query_time(self.timestamp())
+
+
+def query_datetime(at: float) -> datetime:
+    """`at` for a githubkit call's time parameter, written into the query by `query_time`."""
+    return _QueryTime.fromtimestamp(math.floor(at), UTC)
+
+
+def _since(stamp: float | None) -> dict[str, Any]:
+    """githubkit's `since` argument: a time `query_time` writes, or nothing at all."""
+    return {} if stamp is None else {"since": query_datetime(stamp)}
 
 
 def _epoch(stamp: str) -> float:
-    from datetime import datetime
-
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
