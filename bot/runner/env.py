@@ -74,19 +74,7 @@ class ActionEnv:
                 "neither GITHUB_TOKEN nor GITHUB_APP_ID with GITHUB_APP_PRIVATE_KEY is set: "
                 "pass the workflow's token (env: GITHUB_TOKEN: ${{ github.token }})"
             )
-        minutes = environ.get("TEAPARTY_TIMEOUT_MINUTES", "").strip()
-        timeout_s = DEFAULT_TIMEOUT_MINUTES * 60
-        if minutes:
-            try:
-                timeout_s = float(minutes) * 60
-            except ValueError:
-                problems.append(f"TEAPARTY_TIMEOUT_MINUTES is {minutes!r}, not a number")
-            else:
-                if timeout_s <= MARGIN_S:  # each run would park at once and start another
-                    problems.append(
-                        f"TEAPARTY_TIMEOUT_MINUTES is {minutes}: a run starts no work in its "
-                        f"last {MARGIN_S / 60:g} minutes, so it must be more than that"
-                    )
+        timeout_s = _time_limit(environ.get("TEAPARTY_TIMEOUT_MINUTES", "").strip(), problems)
         bot_app = environ.get("TEAPARTY_BOT_APP_ID", "").strip()
         if bot_app and not bot_app.isdigit():
             problems.append(f"TEAPARTY_BOT_APP_ID is {bot_app!r}, not a number")
@@ -124,3 +112,21 @@ def ignored_cheaply(event_name: str, payload: Mapping[str, object], login: str) 
     command = parse_command(event_name, dict(payload), app_login=login)
     reason = getattr(command, "reason", None)
     return reason if isinstance(reason, str) else None
+
+
+def _time_limit(minutes: str, problems: list[str]) -> float:
+    """The run's time limit in seconds, from TEAPARTY_TIMEOUT_MINUTES (the default when
+    empty); what is wrong with it goes to `problems`."""
+    if not minutes:
+        return DEFAULT_TIMEOUT_MINUTES * 60
+    try:
+        timeout_s = float(minutes) * 60
+    except ValueError:
+        problems.append(f"TEAPARTY_TIMEOUT_MINUTES is {minutes!r}, not a number")
+        return DEFAULT_TIMEOUT_MINUTES * 60
+    if timeout_s <= MARGIN_S:  # each run would park at once and start another
+        problems.append(
+            f"TEAPARTY_TIMEOUT_MINUTES is {minutes}: a run starts no work in its last "
+            f"{MARGIN_S / 60:g} minutes, so it must be more than that"
+        )
+    return timeout_s
