@@ -4,7 +4,8 @@ Ctrl-C stops a run at once in the middle of a model call or of a git clone.
 The model is a local stand-in for the Messages API on 127.0.0.1 (the anthropic SDK talks
 to it through ANTHROPIC_BASE_URL): it refuses one key, lists models for the other, and
 never answers a message, as an API under load may. A slow git is a wrapper on PATH that
-sleeps on `clone` and `fetch`.
+sleeps on `clone` and `fetch`. "At once" is shown without a clock: the run ends while the
+call it was in would still be going on (it never ends by itself), however loaded the machine.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.server.asked.set()
-        self.server.closing.wait(60)
+        self.server.closing.wait()  # never answered: only the fixture's end lets it go
 
     def _json(self, status: int, body: object) -> None:
         data = json.dumps(body).encode()
@@ -142,7 +143,7 @@ def test_ctrl_c_during_a_model_call_stops_at_once(
     with Terminal(run_args(tmp_path), repo, env_for(anthropic, GOOD_KEY)) as term:
         term.until(anthropic.asked.is_set)
         term.send("\x03")
-        code = term.wait(limit=3.0)
+        code = term.wait()  # the model call never ends: ending at all is ending at once
     assert code == 130, term.output
     assert "Traceback" not in term.output
     assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output
@@ -156,7 +157,7 @@ def test_ctrl_c_during_git_stops_at_once(repo: Path, tmp_path: Path) -> None:
     slow_git.write_text(
         "#!/bin/sh\n"
         'for a in "$@"; do case "$a" in clone|fetch|worktree) '
-        f'touch {marker}; sleep 30;; esac; done\nexec {shutil.which("git")} "$@"\n'
+        f'touch {marker}; sleep 600;; esac; done\nexec {shutil.which("git")} "$@"\n'
     )
     slow_git.chmod(0o755)
     launcher = tmp_path / "launch.py"
@@ -173,7 +174,7 @@ def test_ctrl_c_during_git_stops_at_once(repo: Path, tmp_path: Path) -> None:
     with Terminal(argv, repo, ENV) as term:
         term.until(marker.exists)
         term.send("\x03")
-        code = term.wait(limit=3.0)
+        code = term.wait()  # well before the slow git would end
     assert code == 130, term.output
     assert "Traceback" not in term.output
     assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output

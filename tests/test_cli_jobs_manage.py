@@ -171,7 +171,7 @@ def test_following_a_log_ends_with_the_job_or_at_ctrl_c(repo: Path, tmp_path: Pa
     with Terminal(argv, tmp_path, ENV) as term:
         term.expect("-> dispatch")
         term.send("\x03")
-        assert term.wait(limit=3) == 130
+        assert term.wait() == 130  # the job is parked: following it would go on for ever
     assert "Traceback" not in term.output
     follow = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
