@@ -26,9 +26,10 @@ import aiosqlite
 
 from orchestrator.agents.context import estimate_tokens
 from orchestrator.agents.engine import Engine
-from orchestrator.agents.tools import BUS_SPECS, ToolSpec
-from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, Team
+from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import AgentSpec, ModelRequest
 

@@ -21,8 +21,8 @@ import aiosqlite
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.tools import BUS_SPECS
-from orchestrator.bus.messages import AssistantTurn, InboxKind, ToolCall
 from orchestrator.bus.routing import Router, Team
+from orchestrator.core.messages import AssistantTurn, InboxKind, ToolCall
 from orchestrator.ports import AgentSpec, ModelRequest
 
 LEAD, WORKER = "p/lead", "p/w/worker"

@@ -52,11 +52,11 @@ from typing import Any
 
 from cost_job import FLAWED_EVERY, TASK, Log, Script, job_brief, make_repo, run_job, user
 
-from orchestrator.bus.messages import AssistantTurn, Message, Usage, assistant_content
 from orchestrator.config import load_organisation, shipped_org_dir
+from orchestrator.config.prices import ModelPrice, shipped_prices
+from orchestrator.core.messages import AssistantTurn, Message, Usage, assistant_content
 from orchestrator.jobs.views import JobViews
 from orchestrator.models.anthropic import request_params
-from orchestrator.models.pricing import ModelPrice, shipped_prices
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
 

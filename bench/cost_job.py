@@ -18,8 +18,8 @@ from pathlib import Path
 
 from teams_job import IDENTITY, call, results, run_git, sandbox_env, turn
 
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.ports import Model, ModelRequest
 from orchestrator.sandbox.probe import probe

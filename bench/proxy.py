@@ -36,9 +36,9 @@ from pathlib import Path
 from orchestrator.bus import gates
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import EventBus
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.bus.transactions import conversation
 from orchestrator.config import Project, load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
 from orchestrator.proxy.autonomy import Rules

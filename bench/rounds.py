@@ -44,7 +44,7 @@ from bot.server.runtime import Runtime, server
 from bot.settings import Settings
 from orchestrator.agents.context import estimate_tokens
 from orchestrator.api import AgentDef, AssistantTurn, DemoModel, Model, ModelRequest, Sandbox
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 
 OWNER, REPO, DECIDER, APP_ID = "octo", "widgets", "alice", 4242
 SECRET = "bench-rounds-secret"

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator.errors import SandboxError
+from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe
 from orchestrator.workspace.file_tools import WorktreeTools

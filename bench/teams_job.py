@@ -14,12 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agents.toolbox import Toolbox
-from orchestrator.bus.messages import (
-    AssistantTurn,
-    ToolCall,
-    ToolResult,
-)
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest, ToolRunner

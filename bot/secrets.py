@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 
 from bot.errors import SettingsError
-from orchestrator.secrecy import SECRET_NAME
+from orchestrator.core.secrecy import SECRET_NAME
 
 HANDOVER = "TEAPARTY_SECRETS_FD"
 

@@ -29,7 +29,6 @@ from orchestrator.bus.events import (
 )
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.bus.revisions import Edited, IssueText
 from orchestrator.config import (
     AgentDef,
@@ -41,7 +40,7 @@ from orchestrator.config import (
     shipped_org_dir,
 )
 from orchestrator.config.schema import ProxySettings, Rounds
-from orchestrator.errors import (
+from orchestrator.core.errors import (
     ConfigError,
     ConfigIssue,
     ForgeError,
@@ -58,6 +57,7 @@ from orchestrator.errors import (
     StoreLockedError,
     StoreVersionError,
 )
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult, Usage
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult, Usage
+from orchestrator.core.tools import ToolSpec
 from orchestrator.jobs.levels import LevelCost
 
 if TYPE_CHECKING:  # records of the engine's own modules, which import this one

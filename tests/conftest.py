@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import SandboxError
+from orchestrator.core.errors import SandboxError
 from orchestrator.models import anthropic as anthropic_model
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import probe

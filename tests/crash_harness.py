@@ -29,7 +29,7 @@ from orchestrator.agents.scheduler import Scheduler
 from orchestrator.agents.tools import BusCalls
 from orchestrator.bus.conversations import ConversationBus, Step
 from orchestrator.bus.events import EventBus
-from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.ports import ModelRequest
 from orchestrator.store.sqlite import Store, Tx
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from orchestrator.agents.tools import ToolSpec
 from orchestrator.api import AssistantTurn, DemoModel, ModelRequest
-from orchestrator.bus.messages import Message
+from orchestrator.core.messages import Message
+from orchestrator.core.tools import ToolSpec
 from orchestrator.proxy.brief import BRIEF_OPENING
 
 KEY = "sk-ant-stand-in"

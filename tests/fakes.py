@@ -6,9 +6,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.agents.tools import BUS_SPECS, ToolSpec
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, Team
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall
+from orchestrator.core.tools import ToolSpec
 from orchestrator.models import scripted
 from orchestrator.ports import AgentSpec, Model, ModelRequest
 

@@ -10,7 +10,7 @@ from fakes import FakeForge
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import AssistantTurn, Message, job_conversation_id
+from orchestrator.core.messages import AssistantTurn, Message, job_conversation_id
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
 from orchestrator.models.offline import DemoModel

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import teams_script as script
 
-from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
 from orchestrator.teams.tools import TeamTools

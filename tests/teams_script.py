@@ -15,8 +15,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.jobs.office import JobHandle, JobSource, Office
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import Model, ModelRequest

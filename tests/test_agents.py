@@ -9,10 +9,11 @@ from fakes import calls, say, send
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents, UnknownAgentError
-from orchestrator.agents.tools import BUS_SPECS, ToolSpec
+from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, organisation_teams
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import Model, ModelRequest
 

@@ -11,8 +11,15 @@ import anthropic
 import httpx2
 import pytest
 
-from orchestrator.agents.tools import SEND_SPEC, ToolSpec
-from orchestrator.bus.messages import (
+from orchestrator.agents.tools import SEND_SPEC
+from orchestrator.config.prices import cost_usd
+from orchestrator.core.errors import (
+    ModelAuthError,
+    ModelError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from orchestrator.core.messages import (
     Message,
     ToolCall,
     ToolResult,
@@ -20,12 +27,7 @@ from orchestrator.bus.messages import (
     assistant_content,
     tool_content,
 )
-from orchestrator.errors import (
-    ModelAuthError,
-    ModelError,
-    ModelRequestError,
-    ModelUnavailableError,
-)
+from orchestrator.core.tools import ToolSpec
 from orchestrator.models import anthropic as anthropic_model
 from orchestrator.models.anthropic import (
     AnthropicModel,
@@ -34,7 +36,6 @@ from orchestrator.models.anthropic import (
     retry_delay,
     turn_from_response,
 )
-from orchestrator.models.pricing import cost_usd
 from orchestrator.ports import ModelRequest
 
 BASE_URL = "https://api.anthropic.test"

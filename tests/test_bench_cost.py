@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, Usage
-from orchestrator.models.pricing import shipped_prices
+from orchestrator.config.prices import shipped_prices
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall, Usage
+from orchestrator.core.tools import ToolSpec
 from orchestrator.ports import ModelRequest
 
 # The benches import each other as scripts do, from their own directory.

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.bus.messages import ToolCall, ToolResult
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
+from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import RESULT_MAX, TaskBoard
 from orchestrator.teams.board_tools import SPECS, BoardTools, job_of_conversation

@@ -24,8 +24,8 @@ from fakes import (
 from local_repo import make_repo as repository
 
 from orchestrator.agents.engine import Engine
-from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult, Usage
 from orchestrator.config import shipped_org_dir
+from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult, Usage
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.driver import JobDriver

@@ -22,7 +22,7 @@ from bot.handlers.actions import AnswerGate, Control, React, job_key
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from orchestrator.api import AssistantTurn, DemoModel, ModelRequest, Sandbox
 from orchestrator.bus.gates import ENGINE
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 from orchestrator.jobs.budget_gate import OPTIONS, Overrun
 
 Load = Callable[[str], dict[str, Any]]

@@ -19,7 +19,7 @@ from fakes import (
 
 from orchestrator.agents.engine import Engine
 from orchestrator.bus.events import DispatchCompleted, DispatchStarted, Event, StateChanged
-from orchestrator.bus.messages import InboxKind, Message, ToolCall
+from orchestrator.core.messages import InboxKind, Message, ToolCall
 from orchestrator.ports import ModelRequest
 
 
@@ -275,7 +275,7 @@ async def test_peek_leaves_the_inbox_and_a_closed_conversation_takes_nothing(
     assert [i.kind for i in await engine.bus.peek(root)] == [InboxKind.REQUEST, InboxKind.MESSAGE]
     assert len(await engine.bus.peek(root)) == 2
     await engine.bus.close(root)
-    from orchestrator.errors import BusError
+    from orchestrator.core.errors import BusError
 
     with pytest.raises(BusError, match="is closed"):
         await engine.bus.post(root, kind=InboxKind.MESSAGE, sender="alice", text="late")
@@ -365,7 +365,7 @@ async def test_ask_human_parks_until_answered_and_the_answer_is_the_tool_result(
     result = (await engine.bus.snapshot(root)).conversation.result
     assert result == "tool: alice answered: yes | the proxy for the decider answered: no"
     assert await engine.bus.open_gates() == []
-    from orchestrator.errors import BusError
+    from orchestrator.core.errors import BusError
 
     with pytest.raises(BusError, match="already answered by 'alice'"):
         await engine.bus.answer_gate(asked[0].gate_id, text="no", answered_by="bob")
@@ -376,7 +376,7 @@ async def test_ask_human_parks_until_answered_and_the_answer_is_the_tool_result(
 
 async def test_a_source_answers_one_gate_once(tmp_path: Path, events: list[Event]) -> None:
     """A comment seen twice (a webhook and a catch-up pass) does not answer the next gate."""
-    from orchestrator.errors import GateClosedError
+    from orchestrator.core.errors import GateClosedError
 
     questions = [ToolCall(f"q{n}", "ask_human", {"question": f"Q{n}?"}) for n in (1, 2)]
     model = FunctionModel(lambda request: calls(*questions))  # type: ignore[arg-type]
@@ -446,7 +446,7 @@ async def test_a_gate_is_hashed_advised_and_handed_over(
     import json
 
     from orchestrator.bus.gates import content_hash
-    from orchestrator.errors import GateClosedError
+    from orchestrator.core.errors import GateClosedError
 
     questions = [ToolCall(f"q{n}", "ask_human", {"question": f"Q{n}?"}) for n in (1, 2)]
     model = FunctionModel(

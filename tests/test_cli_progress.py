@@ -15,7 +15,7 @@ from terminal import Terminal
 
 from bot.progress import Lines, LivePanel, elapsed
 from orchestrator.api import JobStatus, Member, Progress, Task, Team
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 
 pytestmark = pytest.mark.timeout(120)
 SLOW_RUN = str(Path(__file__).with_name("slow_run.py"))

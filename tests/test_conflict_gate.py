@@ -13,8 +13,8 @@ import teams_script as script
 
 from orchestrator.bus.events import Event, GateAsked
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.bus.transactions import conversation, inbox
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest

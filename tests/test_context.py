@@ -11,7 +11,7 @@ from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
 from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.tools import BUS_SPECS
-from orchestrator.bus.messages import Message, ToolCall, ToolResult
+from orchestrator.core.messages import Message, ToolCall, ToolResult
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import AgentSpec, Model, ModelRequest
 

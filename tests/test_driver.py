@@ -15,7 +15,7 @@ from demo_office import start_job
 from fakes import FakeForge
 from local_repo import make_repo as repository
 
-from orchestrator.errors import ForgeError, ForgeWaitError
+from orchestrator.core.errors import ForgeError, ForgeWaitError
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.offline import DemoModel

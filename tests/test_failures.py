@@ -16,7 +16,7 @@ from fakes import (
 )
 
 from orchestrator.agents.engine import Engine
-from orchestrator.bus.messages import AssistantTurn
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.ports import ModelRequest
 
 

@@ -9,9 +9,9 @@ from intent_support import ASKS_INTENT, DEFAULTS, TITLE, CountingDemo, Drive, op
 from local_repo import make_repo
 
 from orchestrator.bus import gates, intent_gate
-from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.sends import SendIntent
 from orchestrator.bus.transactions import conversation
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.store.sqlite import Tx
 
 

@@ -12,9 +12,9 @@ from local_repo import make_repo
 
 from orchestrator.bus import gates, revisions
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import Message, job_conversation_id
 from orchestrator.bus.revisions import IssueText
-from orchestrator.errors import GateClosedError
+from orchestrator.core.errors import GateClosedError
+from orchestrator.core.messages import Message, job_conversation_id
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.withdraw import withdraw
 

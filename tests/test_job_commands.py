@@ -11,7 +11,12 @@ import pytest
 from jobs_harness import Parking, drive, open_office, start
 from local_repo import make_repo
 
-from orchestrator.errors import JobNotFoundError, StoreError, StoreLockedError, StoreVersionError
+from orchestrator.core.errors import (
+    JobNotFoundError,
+    StoreError,
+    StoreLockedError,
+    StoreVersionError,
+)
 from orchestrator.jobs import commands
 from orchestrator.store.sqlite import Store
 

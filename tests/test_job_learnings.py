@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fakes import FunctionModel, calls, say, send
 
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs.learnings import LEARNINGS_FILE, MAX_LEARNINGS_BYTES, capped
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.ports import ModelRequest

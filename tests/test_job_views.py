@@ -14,9 +14,9 @@ import pytest
 from jobs_harness import Parking, drive, open_office, start
 from local_repo import make_repo
 
-from orchestrator.bus.messages import AssistantTurn, Usage
 from orchestrator.config import shipped_org_dir
-from orchestrator.errors import JobNotFoundError, JobStateError, StoreVersionError
+from orchestrator.core.errors import JobNotFoundError, JobStateError, StoreVersionError
+from orchestrator.core.messages import AssistantTurn, Usage
 from orchestrator.jobs import admin
 from orchestrator.jobs.views import JobOrigin, JobViews
 from orchestrator.jobs.withdraw import withdraw

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bot import jobs_json, jobs_text
 from orchestrator.api import JobOrigin, JobSummary, LogEntry
-from orchestrator.bus.messages import Message, Usage
 from orchestrator.bus.waits import Wait
+from orchestrator.core.messages import Message, Usage
 
 NOW = 1_800_000_000.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import level_table, pull_body, tracking_body
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 from orchestrator.jobs.budget import Spent
 from orchestrator.jobs.driver import budget_note
 from orchestrator.jobs.levels import by_level, level_of

@@ -49,7 +49,7 @@ from orchestrator.api import (
     load_organisation,
     shipped_org_dir,
 )
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 
 Load = Callable[[str], dict[str, Any]]
 REPO = Repo("octo", "widgets", "main", installation_id=5, private=False)

@@ -12,10 +12,11 @@ from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.loop import CallModel, Consume, Idle, Park, RunTools, Stop, next_step
-from orchestrator.agents.tools import BUS_SPECS, ToolSpec
+from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.conversations import Tail
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
-from orchestrator.errors import BusError
+from orchestrator.core.errors import BusError
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult
+from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel, ScriptedModel, ScriptError
 from orchestrator.ports import AgentSpec, Model, ModelRequest
 from orchestrator.store.sqlite import Store
@@ -181,7 +182,7 @@ def test_unplayed_scripted_turns_are_reported() -> None:
 async def test_a_spent_budget_stops_every_turn_of_the_job_with_an_error_reply(
     tmp_path: Path,
 ) -> None:
-    from orchestrator.bus.messages import AssistantTurn, Usage
+    from orchestrator.core.messages import AssistantTurn, Usage
     from orchestrator.jobs.budget import JobBudget
 
     def fn(request: Any) -> AssistantTurn:

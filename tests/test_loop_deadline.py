@@ -22,7 +22,7 @@ from fakes import (
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION
 from orchestrator.agents.engine import Engine
-from orchestrator.bus.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.ports import AgentSpec, Deadline, ModelRequest
 
 MODEL_S, TOOL_S = 10.0, 1.0  # what each call takes on the clock

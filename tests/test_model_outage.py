@@ -15,7 +15,7 @@ from fakes import CODING_LEAD, FunctionModel, StaticAgents, SteppingClock, org_r
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.scheduler import Outages
-from orchestrator.errors import ModelUnavailableError
+from orchestrator.core.errors import ModelUnavailableError
 from orchestrator.ports import Deadline, ModelRequest
 
 HORIZON = 1800.0

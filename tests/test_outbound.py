@@ -10,7 +10,7 @@ import pytest
 from bot.github.outbound import NEUTRAL, Outbound, code_span
 from bot.github.tracking import failure_body, gate_body, pull_body, tracking_body
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 from orchestrator.ports import JobStatus
 from orchestrator.teams.board import Task
 

@@ -16,7 +16,7 @@ from proxy_support import drive, open_office, start
 from orchestrator.agents.engine import Engine
 from orchestrator.bus import gates
 from orchestrator.bus.dispatch import NOBODY_ASKED
-from orchestrator.bus.messages import AssistantTurn, ToolCall
+from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.ports import ModelRequest
 from orchestrator.teams.board import Task
 from orchestrator.teams.plan_gate import plan_text

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.bus.messages import Usage
-from orchestrator.errors import ConfigError
-from orchestrator.models.pricing import (
+from orchestrator.config.prices import (
     ModelPrice,
     PriceTable,
     cost_usd,
@@ -16,6 +14,8 @@ from orchestrator.models.pricing import (
     org_prices,
     shipped_prices,
 )
+from orchestrator.core.errors import ConfigError
+from orchestrator.core.messages import Usage
 
 
 def test_shipped_table_prices_every_model_the_shipped_organisation_uses() -> None:

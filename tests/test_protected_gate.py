@@ -21,8 +21,8 @@ from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs import protection
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError

@@ -11,10 +11,10 @@ from local_repo import git, make_repo
 
 from orchestrator.bus.gates import Gate
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.errors import ConfigError
+from orchestrator.core.errors import ConfigError
+from orchestrator.core.protected import BUILT_IN, Matcher, PatternError, compile_pattern
 from orchestrator.jobs.protected_gate import question, refusal
 from orchestrator.workspace.changes import BranchChange, ChangedFile, branch_change, diff_excerpt
-from orchestrator.workspace.protected import BUILT_IN, Matcher, PatternError, compile_pattern
 
 BUILT_INS = Matcher.of()
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"

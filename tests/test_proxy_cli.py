@@ -12,7 +12,7 @@ from local_repo import make_repo as repository
 from proxy_support import SURE, drive, open_office, run_jobs, start
 
 from bot.cli import main
-from orchestrator.bus.messages import AssistantTurn
+from orchestrator.core.messages import AssistantTurn
 
 
 async def a_store_with_history(tmp_path: Path) -> Path:

@@ -22,8 +22,8 @@ from proxy_support import (
     start,
 )
 
-from orchestrator.bus.messages import AssistantTurn
-from orchestrator.errors import NotProxyAnsweredError
+from orchestrator.core.errors import NotProxyAnsweredError
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.ports import ModelRequest
 from orchestrator.proxy.stats import proxy_stats
 
@@ -137,7 +137,7 @@ async def test_garbage_from_the_model_leaves_the_gate_to_the_decider(
 
 
 async def test_a_tool_call_instead_of_a_prediction_is_no_prediction(tmp_path: Path) -> None:
-    from orchestrator.bus.messages import ToolCall
+    from orchestrator.core.messages import ToolCall
 
     turn = AssistantTurn(tool_calls=(ToolCall("c1", "read_file", {"path": "README.md"}),))
     repo = repository(tmp_path / "widgets")
@@ -280,7 +280,7 @@ async def test_a_spent_budget_makes_no_model_call(tmp_path: Path) -> None:
 
 
 async def test_a_correction_goes_to_the_job_when_the_asker_has_ended(tmp_path: Path) -> None:
-    from orchestrator.bus.messages import job_conversation_id
+    from orchestrator.core.messages import job_conversation_id
 
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(sure))

@@ -9,7 +9,7 @@ from local_repo import make_repo as repository
 from proxy_support import SURE, drive, open_office, start
 
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import AssistantTurn, Message
+from orchestrator.core.messages import AssistantTurn, Message
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.models.offline import DemoModel
 from orchestrator.ports import ModelRequest

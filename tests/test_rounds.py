@@ -14,7 +14,7 @@ from local_repo import git as local_git
 from local_repo import make_repo as repository
 from test_budget_gate import billed, drive, open_office, start
 
-from orchestrator.bus.messages import AssistantTurn
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.rounds import Feedback, Point, RoundError

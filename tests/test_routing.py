@@ -17,7 +17,7 @@ from fakes import (
 
 from orchestrator.bus.routing import Router, Team, organisation_teams
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.errors import RoutingError
+from orchestrator.core.errors import RoutingError
 
 ALLOWED = [
     (IMPLEMENTER, "coding-lead", CODING_LEAD),  # member -> its lead

@@ -8,7 +8,7 @@ import pytest
 import teams_script as script
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
-from orchestrator.errors import SandboxError
+from orchestrator.core.errors import SandboxError
 from orchestrator.jobs.office import Office
 from orchestrator.sandbox.confine import Sandbox
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import confined
 
-from orchestrator.bus.messages import ToolCall
+from orchestrator.core.messages import ToolCall
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.file_tools import WorktreeTools
 

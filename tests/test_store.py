@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import StoreError, StoreLockedError
+from orchestrator.core.errors import StoreError, StoreLockedError
 from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.store.sqlite import Store, check_aiosqlite
 

@@ -14,7 +14,7 @@ from fakes import FakeForge
 from local_repo import make_repo
 from test_budget_gate import billed, drive, open_office, project
 
-from orchestrator.errors import StoreError
+from orchestrator.core.errors import StoreError
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.withdraw import withdraw

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from orchestrator.bus import gates as gate_rows
 from orchestrator.bus import transactions as txn
-from orchestrator.bus.messages import ConversationKind, InboxKind, job_conversation_id
 from orchestrator.config import load_organisation, shipped_org_dir
+from orchestrator.core.messages import ConversationKind, InboxKind, job_conversation_id
 from orchestrator.jobs.office import Office
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.proxy import decisions

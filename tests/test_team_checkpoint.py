@@ -8,8 +8,8 @@ from pathlib import Path
 import teams_script as script
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs.office import Office
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import teams_script as script
 
-from orchestrator.bus.messages import AssistantTurn
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.ports import ModelRequest
 from orchestrator.teams.board import list_tasks, task_log

@@ -7,8 +7,8 @@ from typing import Annotated
 import pytest
 from pydantic import Field
 
-from orchestrator.agents.inputs import ToolInput, choice, enum, no_nul, parser, spec
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
+from orchestrator.core.tools import ToolInput, choice, enum, no_nul, parser, spec
 
 
 class Example(ToolInput):

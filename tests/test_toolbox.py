@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from orchestrator.agents.toolbox import ALL_SPECS, Toolbox
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.config import KNOWN_TOOLS
+from orchestrator.core.messages import ToolCall, ToolResult
+from orchestrator.core.tools import ToolSpec
 
 
 def test_every_tool_the_configuration_allows_has_a_spec_and_no_more() -> None:

@@ -10,8 +10,8 @@ import pytest
 from jobs_harness import Parking, drive, open_office, start
 from local_repo import make_repo
 
-from orchestrator.bus.messages import AssistantTurn
-from orchestrator.errors import GateClosedError, JobNotFoundError, JobStateError
+from orchestrator.core.errors import GateClosedError, JobNotFoundError, JobStateError
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.withdraw import withdraw
 from orchestrator.ports import ModelRequest

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import hand_to_agents, survivors
 
-from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.file_tools import SPECS, WorktreeTools
 from orchestrator.workspace.git import add_worktree, git

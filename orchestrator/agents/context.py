@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.bus.messages import Message
+from orchestrator.core.messages import Message
 
 COMPACTION = "compaction"
 COMPACT_INSTRUCTION = (

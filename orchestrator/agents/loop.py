@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
 from orchestrator.agents.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
 from orchestrator.bus.conversations import ConversationBus, Step, Tail
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall, ToolResult
 from orchestrator.bus.routing import Router
-from orchestrator.errors import BusError
+from orchestrator.core.errors import BusError
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult
 from orchestrator.ports import (
     Agents,
     AgentSpec,

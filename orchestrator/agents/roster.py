@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from orchestrator.agents.tools import ToolSpec
 from orchestrator.bus.routing import Router
 from orchestrator.config import AgentDef, Organisation, Project, Workgroup
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.tools import ToolSpec
 from orchestrator.ports import AgentSpec, Model
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.agents.tools import BUS_SPECS, ToolSpec
-from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.agents.tools import BUS_SPECS
+from orchestrator.core.messages import ToolCall, ToolResult
+from orchestrator.core.tools import ToolSpec
 from orchestrator.ports import ToolRunner
 from orchestrator.teams import board_tools, review_tools
 from orchestrator.workspace import file_tools as worktree_tools

@@ -12,10 +12,11 @@ from typing import Any
 
 from orchestrator.bus.dispatch import MessageIntent
 from orchestrator.bus.gates import AskIntent
-from orchestrator.bus.messages import InboxKind, ToolCall, ToolResult
 from orchestrator.bus.routing import Router
 from orchestrator.bus.sends import SendIntent
-from orchestrator.errors import RoutingError, ToolError
+from orchestrator.core.errors import RoutingError, ToolError
+from orchestrator.core.messages import InboxKind, ToolCall, ToolResult
+from orchestrator.core.tools import ToolSpec, object_spec
 from orchestrator.teams.transactions import DispatchIntent
 
 SEND = "send"
@@ -25,28 +26,6 @@ DISPATCH = "dispatch"
 BUS_TOOLS = frozenset({SEND, MESSAGE, ASK_HUMAN, DISPATCH})
 # Calls whose result arrives later through the inbox, not from running the tool.
 ANSWERED_LATER = frozenset({SEND, ASK_HUMAN, DISPATCH})
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool as the model sees it: a name, what it does, and a JSON schema for its input."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any] = field(default_factory=dict)
-
-
-def object_spec(
-    name: str, description: str, required: list[str], **props: Mapping[str, Any]
-) -> ToolSpec:
-    """A tool whose input is an object with these properties and nothing else."""
-    schema = {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-    return ToolSpec(name, description, schema)
 
 
 SEND_SPEC = ToolSpec(

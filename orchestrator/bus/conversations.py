@@ -25,7 +25,7 @@ from orchestrator.bus.events import (
     UsageRecorded,
 )
 from orchestrator.bus.failures import Failure
-from orchestrator.bus.messages import (
+from orchestrator.core.messages import (
     AssistantTurn,
     ConversationKind,
     InboxItem,

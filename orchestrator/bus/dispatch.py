@@ -11,7 +11,16 @@ from typing import Any
 
 from orchestrator.bus import gates, intent_gate
 from orchestrator.bus.gates import AskIntent
-from orchestrator.bus.messages import (
+from orchestrator.bus.sends import SendIntent, send
+from orchestrator.bus.transactions import (
+    ConversationRow,
+    Outcome,
+    append,
+    conversation,
+    deliver,
+)
+from orchestrator.core.errors import BusError
+from orchestrator.core.messages import (
     AssistantTurn,
     ConversationKind,
     InboxKind,
@@ -21,15 +30,6 @@ from orchestrator.bus.messages import (
     assistant_content,
     tool_content,
 )
-from orchestrator.bus.sends import SendIntent, send
-from orchestrator.bus.transactions import (
-    ConversationRow,
-    Outcome,
-    append,
-    conversation,
-    deliver,
-)
-from orchestrator.errors import BusError
 from orchestrator.store.sqlite import Tx, now
 from orchestrator.teams import conflict_gate, plan_gate
 from orchestrator.teams.transactions import DispatchIntent, dispatch_task, waiting_teams

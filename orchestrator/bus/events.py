@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.bus.messages import InboxKind
 from orchestrator.bus.transactions import ConversationRow, deliver
-from orchestrator.errors import BusError, GateClosedError
+from orchestrator.core.errors import BusError, GateClosedError
+from orchestrator.core.messages import InboxKind
 from orchestrator.store.sqlite import Tx, now
 
 GateKindName = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]

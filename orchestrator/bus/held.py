@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from orchestrator.bus import gates
-from orchestrator.bus.messages import InboxKind, ToolResult
 from orchestrator.bus.transactions import ConversationRow, Outcome, deliver
+from orchestrator.core.messages import InboxKind, ToolResult
 from orchestrator.store.sqlite import Tx
 
 Start = tuple[str, Callable[[Outcome], ToolResult | None]]  # (call id, start it: refusal?)

@@ -19,9 +19,9 @@ from functools import partial
 from orchestrator.bus import gates, revisions
 from orchestrator.bus import held as held_calls
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.sends import SendIntent, send
 from orchestrator.bus.transactions import ConversationRow, conversation
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.store.sqlite import Tx
 
 RESTATEMENT_CALL = "intent:"  # a restatement's gate has the call id `intent:<first send's id>`

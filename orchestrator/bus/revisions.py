@@ -24,9 +24,9 @@ from typing import Literal
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.messages import InboxKind, job_conversation_id
 from orchestrator.bus.transactions import deliver, runnable
-from orchestrator.errors import BusError
+from orchestrator.core.errors import BusError
+from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
 
 EDIT_CALL = "edit:"  # an edit's gate has the call id `edit:<revision id>`

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.config import Organisation, Project
-from orchestrator.errors import RoutingError
+from orchestrator.core.errors import RoutingError
 from orchestrator.teams.transactions import MINI_TEAM
 
 

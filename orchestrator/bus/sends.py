@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.bus.messages import ConversationKind, InboxKind, ToolResult, dispatch_id
 from orchestrator.bus.transactions import (
     ConversationRow,
     Opened,
@@ -17,6 +16,7 @@ from orchestrator.bus.transactions import (
     create_conversation,
     deliver,
 )
+from orchestrator.core.messages import ConversationKind, InboxKind, ToolResult, dispatch_id
 from orchestrator.store.sqlite import Tx
 
 

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bus.messages import (
+from orchestrator.core.errors import BusError
+from orchestrator.core.messages import (
     ConversationKind,
     InboxItem,
     InboxKind,
@@ -22,7 +23,6 @@ from orchestrator.bus.messages import (
     Usage,
     dumps,
 )
-from orchestrator.errors import BusError
 from orchestrator.store.sqlite import Tx, now
 
 

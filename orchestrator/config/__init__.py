@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.resources
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.config.load import read_text, read_yaml
+from orchestrator.config.load import read_text, read_yaml, shipped_org_dir
 from orchestrator.config.organisation import load_organisation, read_agent, read_workgroup
 from orchestrator.config.project import load_project
 from orchestrator.config.schema import (
@@ -26,7 +25,7 @@ from orchestrator.config.schema import (
     Project,
     Workgroup,
 )
-from orchestrator.errors import ConfigError, ConfigIssue
+from orchestrator.core.errors import ConfigError, ConfigIssue
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
@@ -52,14 +51,6 @@ __all__ = [
     "load_project",
     "shipped_org_dir",
 ]
-
-
-def shipped_org_dir() -> Path:
-    """The default organisation shipped inside the distribution as ``teaparty_config``."""
-    root = importlib.resources.files("teaparty_config")
-    if not isinstance(root, Path):  # a zipped install; we only ship wheels that unpack
-        raise ConfigError((ConfigIssue(str(root), None, "", "not installed as plain files"),))
-    return root
 
 
 @dataclass(frozen=True)

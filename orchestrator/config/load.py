@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from orchestrator.errors import ConfigError, ConfigIssue
+from orchestrator.core.errors import ConfigError, ConfigIssue
 
 KeyPath = tuple[str | int, ...]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -235,3 +236,11 @@ def describe(value: object) -> str:
         return str(value).lower()
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def shipped_org_dir() -> Path:
+    """The default organisation shipped inside the distribution as ``teaparty_config``."""
+    root = importlib.resources.files("teaparty_config")
+    if not isinstance(root, Path):  # a zipped install; we only ship wheels that unpack
+        raise ConfigError((ConfigIssue(str(root), None, "", "not installed as plain files"),))
+    return root

@@ -10,6 +10,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from orchestrator.config.load import Document, KeyPath, config_error, read_yaml, validate
+from orchestrator.config.prices import PRICES_FILE, org_prices
 from orchestrator.config.schema import (
     ORG_FILE,
     SEND_IS_FOR_LEADS,
@@ -21,7 +22,7 @@ from orchestrator.config.schema import (
     Workgroup,
     WorkgroupFile,
 )
-from orchestrator.errors import ConfigError, ConfigIssue
+from orchestrator.core.errors import ConfigError, ConfigIssue
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -136,7 +137,6 @@ def _price_issues(
     directory: Path, agents: dict[str, tuple[Document, AgentDef]]
 ) -> list[ConfigIssue]:
     """The organisation's models.yaml (if it has one) must load and price every agent's model."""
-    from orchestrator.models.pricing import PRICES_FILE, org_prices  # pricing imports config
 
     try:
         prices = org_prices(directory)

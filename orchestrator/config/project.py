@@ -20,7 +20,7 @@ from orchestrator.config.schema import (
     WorkgroupFile,
     WorkgroupRef,
 )
-from orchestrator.errors import ConfigIssue
+from orchestrator.core.errors import ConfigIssue
 
 
 def load_project(text: str, *, org: Organisation, source: str, default_name: str) -> Project:

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.workspace.protected import check_pattern
+from orchestrator.core.protected import check_pattern
 
 KNOWN_TOOLS: frozenset[str] = frozenset(
     {
@@ -53,7 +53,7 @@ Slug = Annotated[str, AfterValidator(_slug)]
 Text = Annotated[str, Field(min_length=1)]
 Tool = Annotated[str, AfterValidator(_known_tool)]
 Count = Annotated[int, Field(strict=True, ge=1)]
-# A glob of paths a change to which waits for the decider (orchestrator/workspace/protected.py).
+# A glob of paths a change to which waits for the decider (orchestrator/core/protected.py).
 PathPattern = Annotated[str, AfterValidator(check_pattern)]
 
 

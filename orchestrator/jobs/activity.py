@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from orchestrator.bus.messages import ConversationKind
+from orchestrator.core.messages import ConversationKind
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
 from orchestrator.ports import Forge, JobStatus

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orchestrator.bus.gates import Gate
 from orchestrator.config import load_organisation, load_project
-from orchestrator.errors import JobNotFoundError, JobStateError, StoreLockedError
+from orchestrator.core.errors import JobNotFoundError, JobStateError, StoreLockedError
 from orchestrator.jobs import commands
 from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.office import Office

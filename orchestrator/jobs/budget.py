@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 from orchestrator.jobs import budget_gate
 from orchestrator.jobs.budget_gate import Overrun
 from orchestrator.ports import Refusal

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.transactions import runnable
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.ports import Refusal
 from orchestrator.store.sqlite import Tx, now
 

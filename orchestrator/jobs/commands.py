@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from orchestrator.errors import JobNotFoundError, JobStateError, OrchestratorError
+from orchestrator.core.errors import JobNotFoundError, JobStateError, OrchestratorError
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.withdraw import withdraw
 from orchestrator.store.sqlite import Store, Tx, now

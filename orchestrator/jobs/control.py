@@ -17,9 +17,9 @@ from orchestrator.agents.scheduler import Scheduler
 from orchestrator.bus import answers, gates
 from orchestrator.bus.events import GateAnswered
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import ConversationKind, InboxKind
 from orchestrator.bus.transactions import deliver, runnable
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.messages import ConversationKind, InboxKind
 from orchestrator.jobs import budget_gate
 from orchestrator.store.sqlite import Store, Tx, now
 

@@ -22,10 +22,10 @@ from dataclasses import replace
 
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import job_conversation_id
 from orchestrator.bus.waits import Wait
 from orchestrator.config.schema import Waiting
-from orchestrator.errors import ForgeWaitError, OrchestratorError
+from orchestrator.core.errors import ForgeWaitError, OrchestratorError
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import protection
 from orchestrator.jobs.budget import Limits, Spent
 from orchestrator.jobs.office import JobHandle, Office

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from orchestrator.bus.messages import Usage
+from orchestrator.core.messages import Usage
 
 LEVELS = ("office manager", "project lead", "workgroup leads", "mini-teams", "proxy")
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from orchestrator.bus.gates import AnsweredVia, Gate
-from orchestrator.errors import ForgeError, OrchestratorError
+from orchestrator.core.errors import ForgeError, OrchestratorError
 from orchestrator.jobs.office import JobHandle, Office
 from orchestrator.jobs.rounds import ReviewRound
 from orchestrator.ports import JobStatus

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Literal
 
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import Usage
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.messages import Usage
 from orchestrator.jobs import commands
 from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver

@@ -25,7 +25,8 @@ from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.bus.routing import Router, organisation_teams, project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
-from orchestrator.errors import ConfigError, OrchestratorError
+from orchestrator.config.prices import org_prices
+from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
@@ -36,7 +37,6 @@ from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.round_work import RoundWork
-from orchestrator.models.pricing import org_prices
 from orchestrator.ports import Deadline, Model
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox

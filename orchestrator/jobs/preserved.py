@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace import preserve as refs
 from orchestrator.workspace.git import Checkout

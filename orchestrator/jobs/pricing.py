@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.agents.roster import ConfigAgents
-from orchestrator.bus.messages import Usage
 from orchestrator.bus.routing import Router
 from orchestrator.config import Organisation, load_organisation, load_project
-from orchestrator.errors import ConfigError
+from orchestrator.config.prices import PriceTable, org_prices
+from orchestrator.core.errors import ConfigError
+from orchestrator.core.messages import Usage
 from orchestrator.models.offline import DemoModel
-from orchestrator.models.pricing import PriceTable, org_prices
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The protected-path gate: a change to protected paths put to the decider before any push.
 
 At delivery (jobs/protection.py), a job branch that changes a protected path
-(workspace/protected.py) is pushed only under an approved `protected-path` gate that pins
+(core/protected.py) is pushed only under an approved `protected-path` gate that pins
 exactly what is pushed: the base, the head commit, the changed files and the diff's
 sha256. The gate is asked on the job's root conversation, once per pinned content, so a
 sync may run any number of times. Approved, the next sync pushes that head and nothing
@@ -19,7 +19,7 @@ from typing import Any
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AskIntent, Gate, GateKindName
-from orchestrator.bus.messages import job_conversation_id
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.store.sqlite import Tx
 from orchestrator.workspace.changes import BranchChange, ChangedFile
 

@@ -26,9 +26,9 @@ from typing import Literal
 from orchestrator.bus import gates
 from orchestrator.bus.failures import record_job
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.messages import InboxKind, job_conversation_id
 from orchestrator.bus.transactions import deliver
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
 from orchestrator.teams.board import create_task
 

@@ -24,9 +24,9 @@ from orchestrator.bus import gates as gate_rows
 from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.messages import Message, Usage
 from orchestrator.bus.waits import Wait
-from orchestrator.errors import JobNotFoundError, StoreLockedError, StoreVersionError
+from orchestrator.core.errors import JobNotFoundError, StoreLockedError, StoreVersionError
+from orchestrator.core.messages import Message, Usage
 from orchestrator.jobs import commands
 from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.commands import JobCommand

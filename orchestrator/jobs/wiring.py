@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from orchestrator.agents.roster import ConfigAgents
-from orchestrator.bus.messages import Usage
 from orchestrator.config import Project
+from orchestrator.config.prices import PriceTable
+from orchestrator.core.messages import Usage
 from orchestrator.jobs.budget import JobBudget, Limits
-from orchestrator.models.pricing import PriceTable
 from orchestrator.ports import AgentSpec
 from orchestrator.sandbox.confine import Network
 from orchestrator.store.sqlite import Store

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus.events import StateChanged
-from orchestrator.bus.messages import job_conversation_id
-from orchestrator.errors import JobNotFoundError, JobStateError
+from orchestrator.core.errors import JobNotFoundError, JobStateError
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
 from orchestrator.store.sqlite import Tx, now

@@ -13,9 +13,14 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, Self
 
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import AssistantTurn, JSONObject, Message, ToolCall, Usage
-from orchestrator.errors import ModelAuthError, ModelError, ModelRequestError, ModelUnavailableError
+from orchestrator.core.errors import (
+    ModelAuthError,
+    ModelError,
+    ModelRequestError,
+    ModelUnavailableError,
+)
+from orchestrator.core.messages import AssistantTurn, JSONObject, Message, ToolCall, Usage
+from orchestrator.core.tools import ToolSpec
 from orchestrator.ports import ModelRequest
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.bus.messages import AssistantTurn, ToolCall
+from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.ports import ModelRequest
 from orchestrator.proxy.brief import BRIEF_OPENING
 from orchestrator.workspace.git import slug

@@ -6,9 +6,9 @@ import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
-from orchestrator.bus.messages import AssistantTurn
 from orchestrator.bus.routing import short_name
-from orchestrator.errors import ModelError
+from orchestrator.core.errors import ModelError
+from orchestrator.core.messages import AssistantTurn
 from orchestrator.ports import ModelRequest
 
 ReplyFn = Callable[[ModelRequest], AssistantTurn | Awaitable[AssistantTurn]]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus import gates
-from orchestrator.bus.messages import InboxKind, job_conversation_id
 from orchestrator.bus.transactions import deliver
-from orchestrator.errors import NotProxyAnsweredError
+from orchestrator.core.errors import NotProxyAnsweredError
+from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.proxy import decisions
 from orchestrator.proxy.autonomy import agrees, normal
 from orchestrator.store.sqlite import Tx

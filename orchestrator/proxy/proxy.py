@@ -17,9 +17,9 @@ from dataclasses import replace
 from orchestrator.bus import answers, gates
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import GateAnswered
-from orchestrator.bus.messages import Message, Usage
 from orchestrator.config import AgentDef, Project
-from orchestrator.errors import ModelError
+from orchestrator.core.errors import ModelError
+from orchestrator.core.messages import Message, Usage
 from orchestrator.ports import Clock, Model, ModelRequest
 from orchestrator.proxy import decisions, overrides
 from orchestrator.proxy.autonomy import (

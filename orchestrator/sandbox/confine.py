@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from orchestrator.errors import SandboxError
+from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.netproxy import EgressProxy
 from orchestrator.sandbox.processes import Finished, run_process
 

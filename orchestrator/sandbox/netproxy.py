@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.errors import SandboxError
+from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.confine import Limits, Sandbox, system_paths, try_run
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.errors import StoreError
+from orchestrator.core.errors import StoreError
 from orchestrator.store.sqlite import now
 
 KEEP_ENDED_DAYS = 30.0

@@ -21,7 +21,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from orchestrator.errors import StoreError
+from orchestrator.core.errors import StoreError
 from orchestrator.store.sqlite import engine_lock
 
 _BESIDE = ("-wal", "-shm", "-journal")  # files SQLite keeps next to a database

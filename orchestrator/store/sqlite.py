@@ -26,7 +26,7 @@ from typing import Any, Literal, Self, TypeVar, cast
 
 import aiosqlite
 
-from orchestrator.errors import StoreError, StoreLockedError, StoreVersionError
+from orchestrator.core.errors import StoreError, StoreLockedError, StoreVersionError
 from orchestrator.store.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, get_args
 
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
 from orchestrator.store.sqlite import Store, Tx, now
 
 TaskState = Literal["pending", "in_progress", "in_review", "done", "blocked", "cancelled"]

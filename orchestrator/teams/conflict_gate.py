@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AskIntent, Gate, GateKindName
-from orchestrator.bus.messages import ConversationKind, InboxKind, Message
 from orchestrator.bus.transactions import ConversationRow, deliver, transcript
+from orchestrator.core.messages import ConversationKind, InboxKind, Message
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import get_task, list_tasks, log_event, update_task
 from orchestrator.teams.protocol import FINISH, MERGE, PREPARE, Merged, Prepared, StepFailed, decode

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.agents.tools import SEND
-from orchestrator.bus.messages import AssistantTurn, Message, ToolCall
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.ports import Agents, AgentSpec, ModelRequest
 from orchestrator.teams.board import RESULT_MAX
 from orchestrator.teams.conflict_gate import report

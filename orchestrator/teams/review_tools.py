@@ -8,10 +8,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from orchestrator.agents.inputs import ToolInput, choice, enum, parser, spec
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import ToolCall, ToolResult
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
+from orchestrator.core.messages import ToolCall, ToolResult
+from orchestrator.core.tools import ToolInput, ToolSpec, choice, enum, parser, spec
 from orchestrator.jobs import rounds
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board_tools import job_of_conversation

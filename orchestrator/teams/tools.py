@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from orchestrator.bus.messages import ToolCall, ToolResult
 from orchestrator.config import Project, Workgroup
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
+from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import conflict_gate
 from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.bus.messages import ConversationKind, InboxKind, ToolResult, task_conversation_id
 from orchestrator.bus.transactions import (
     ConversationRow,
     Opened,
@@ -18,6 +17,7 @@ from orchestrator.bus.transactions import (
     create_conversation,
     deliver,
 )
+from orchestrator.core.messages import ConversationKind, InboxKind, ToolResult, task_conversation_id
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import log_event, unfinished_blockers
 

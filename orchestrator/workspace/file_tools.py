@@ -23,10 +23,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from orchestrator.agents.inputs import ToolInput, no_nul, parser, spec
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.bus.messages import ToolCall, ToolResult
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
+from orchestrator.core.messages import ToolCall, ToolResult
+from orchestrator.core.tools import ToolInput, ToolSpec, no_nul, parser, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox
 from orchestrator.workspace.git import Checkout
 from orchestrator.workspace.shell import SHELL_SPEC, ShellInput, WorktreeShell

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import OrchestratorError
+from orchestrator.core.errors import OrchestratorError
 
 GIT_TIMEOUT_S = 300.0
 NETWORK_TIMEOUT_S = 1800.0

@@ -12,11 +12,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from orchestrator.agents.inputs import ToolInput, no_nul, spec
-from orchestrator.errors import SandboxError, ToolError
+from orchestrator.core.errors import SandboxError, ToolError
+from orchestrator.core.secrecy import SECRET_NAME
+from orchestrator.core.tools import ToolInput, no_nul, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox, agent_path
 from orchestrator.sandbox.processes import CappedOutput, run_process
-from orchestrator.secrecy import SECRET_NAME
 from orchestrator.workspace.git import Checkout, git_env, hardened
 
 _KEPT = (

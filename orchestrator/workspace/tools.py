@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from orchestrator.bus.messages import ToolCall, ToolResult
+from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.sqlite import Store
 from orchestrator.workspace.file_tools import WorktreeTools

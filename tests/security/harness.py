@@ -29,8 +29,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent)]
 
 from bot.secrets import take_secrets  # noqa: E402
-from orchestrator.bus.messages import ToolCall  # noqa: E402
 from orchestrator.config import load_organisation, load_project, shipped_org_dir  # noqa: E402
+from orchestrator.core.messages import ToolCall  # noqa: E402
 from orchestrator.jobs.office import JobSource, Office  # noqa: E402
 from orchestrator.models.offline import DemoModel  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402

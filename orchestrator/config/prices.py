@@ -1,4 +1,5 @@
-"""Model prices (USD per million tokens) from config/models.yaml, and what a call cost."""
+"""Model prices (USD per million tokens) from the organisation's models.yaml, and what a
+call cost."""
 
 from __future__ import annotations
 
@@ -8,10 +9,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.bus.messages import Usage
-from orchestrator.config import shipped_org_dir
-from orchestrator.config.load import config_error, read_yaml, validate
-from orchestrator.errors import ConfigError, ConfigIssue
+from orchestrator.config.load import config_error, read_yaml, shipped_org_dir, validate
+from orchestrator.core.errors import ConfigError, ConfigIssue
+from orchestrator.core.messages import Usage
 
 PRICES_FILE = "models.yaml"
 TOKENS_PER_PRICE_UNIT = 1_000_000

@@ -1,4 +1,5 @@
-"""Tool inputs as pydantic models: the schema the model sees and the check of a call, in one.
+"""The tool kit: a tool as the model sees it (`ToolSpec`), and tool inputs as pydantic
+models: the schema the model sees and the check of a call, in one.
 
 A tool declares its arguments once (`ToolInput` subclass, fields with descriptions); `spec`
 derives the JSON schema sent to the model from it (titles and null branches dropped, so it
@@ -9,13 +10,35 @@ to the model as a ToolError naming the tool and the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
-from orchestrator.agents.tools import ToolSpec
-from orchestrator.errors import ToolError
+from orchestrator.core.errors import ToolError
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it: a name, what it does, and a JSON schema for its input."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any] = field(default_factory=dict)
+
+
+def object_spec(
+    name: str, description: str, required: list[str], **props: Mapping[str, Any]
+) -> ToolSpec:
+    """A tool whose input is an object with these properties and nothing else."""
+    schema = {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
+    return ToolSpec(name, description, schema)
 
 
 class ToolInput(BaseModel):
