@@ -26,12 +26,13 @@ import aiosqlite
 
 from orchestrator.agents.context import estimate_tokens
 from orchestrator.agents.engine import Engine
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.model import ModelRequest
 from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import AgentSpec, ModelRequest
 
 LEAD, WORKER, FLAT = "p/lead", "p/w/worker", "p/flat"
 READ_FILE = ToolSpec("read_file", "Read a file of the worktree.", {"type": "object"})

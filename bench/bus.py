@@ -20,10 +20,11 @@ from pathlib import Path
 import aiosqlite
 
 from orchestrator.agents.engine import Engine
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, InboxKind, ToolCall
-from orchestrator.ports import AgentSpec, ModelRequest
+from orchestrator.core.model import ModelRequest
 
 LEAD, WORKER = "p/lead", "p/w/worker"
 BODY = "x" * 1024  # a 1 KB message, like a short brief or reply

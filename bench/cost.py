@@ -55,10 +55,10 @@ from cost_job import FLAWED_EVERY, TASK, Log, Script, job_brief, make_repo, run_
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.config.prices import ModelPrice, shipped_prices
 from orchestrator.core.messages import AssistantTurn, Message, Usage, assistant_content
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.views import JobViews
 from orchestrator.models.anthropic import request_params
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest
 
 CHARS_PER_TOKEN = 4
 LOOKBACK = 20  # block boundaries before a breakpoint the API checks for a stored prefix

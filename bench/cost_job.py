@@ -20,8 +20,8 @@ from teams_job import IDENTITY, call, results, run_git, sandbox_env, turn
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.jobs.office import JobSource, Office
-from orchestrator.ports import Model, ModelRequest
 from orchestrator.sandbox.probe import probe
 from orchestrator.teams.board import list_tasks
 

@@ -39,8 +39,8 @@ from orchestrator.bus.events import EventBus
 from orchestrator.bus.transactions import conversation
 from orchestrator.config import Project, load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest
 from orchestrator.proxy.autonomy import Rules
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.store.sqlite import Store, Tx

@@ -36,7 +36,7 @@ from teams_job import (
 
 from orchestrator.agents.context import estimate_tokens
 from orchestrator.core.messages import AssistantTurn, Message, assistant_content
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.teams.board import RESULT_MAX
 
 

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.agents.ports import ToolRunner
 from orchestrator.agents.toolbox import Toolbox
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest, ToolRunner
 from orchestrator.sandbox.probe import probe
 from orchestrator.teams import tools as team_tools
 from orchestrator.teams.board import list_tasks

@@ -40,6 +40,7 @@ from orchestrator.config import (
     shipped_org_dir,
 )
 from orchestrator.config.schema import ProxySettings, Rounds
+from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import (
     ConfigError,
     ConfigIssue,
@@ -58,6 +59,7 @@ from orchestrator.core.errors import (
     StoreVersionError,
 )
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
@@ -65,6 +67,7 @@ from orchestrator.jobs.commands import JobCancelledError, JobCommand
 from orchestrator.jobs.commands import serve as serve_commands
 from orchestrator.jobs.control import ControlError, JobControl, Steer
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import UnansweredGateError
 from orchestrator.jobs.local_run import (
     AGENT_IDENTITY,
@@ -75,7 +78,8 @@ from orchestrator.jobs.local_run import (
     models,
     run_local,
 )
-from orchestrator.jobs.office import JobHandle, JobSource, Office, Resumed
+from orchestrator.jobs.office import JobSource, Office, Resumed
+from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
@@ -98,7 +102,6 @@ from orchestrator.jobs.views import (
 )
 from orchestrator.jobs.withdraw import Withdrawn, withdraw
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Deadline, Forge, JobState, JobStatus, Model, ModelRequest
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.proxy.overrides import Override
 from orchestrator.proxy.proxy import Proxy

@@ -30,7 +30,7 @@ from orchestrator.agents.tools import BusCalls
 from orchestrator.bus.conversations import ConversationBus, Step
 from orchestrator.bus.events import EventBus
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.store.sqlite import Store, Tx
 
 JOB_KEY = "widgets#7"

@@ -6,12 +6,13 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
 from orchestrator.models import scripted
-from orchestrator.ports import AgentSpec, Model, ModelRequest
 
 
 class FunctionModel(scripted.FunctionModel):

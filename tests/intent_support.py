@@ -11,10 +11,11 @@ from fakes import FakeForge
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import AssistantTurn, Message, job_conversation_id
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.ports import Forge
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, ModelRequest
 from orchestrator.store.sqlite import Tx
 
 TITLE = "Add a changelog"

@@ -10,10 +10,11 @@ from typing import Any
 from fakes import FakeForge
 
 from orchestrator.config import AgentDef, load_organisation, load_project, shipped_org_dir
+from orchestrator.core.model import Model
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, JobState, Model
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.git import slug
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from fakes import FakeForge
 
 from orchestrator.config import AgentDef, load_organisation, load_project, shipped_org_dir
+from orchestrator.core.model import Model
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, JobState, Model
 from orchestrator.sandbox.confine import Sandbox
 
 TITLE = "Add a changelog"

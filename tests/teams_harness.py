@@ -20,8 +20,8 @@ from pathlib import Path
 import teams_script as script
 
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
+from orchestrator.core.model import ModelRequest
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest
 from orchestrator.teams.tools import TeamTools
 
 SEEN: Counter[str] = Counter()

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
-from orchestrator.jobs.office import JobHandle, JobSource, Office
+from orchestrator.core.model import Model, ModelRequest
+from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.office import JobSource, Office
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import Model, ModelRequest
 from orchestrator.sandbox.probe import probe
 
 ENV = {

@@ -13,9 +13,9 @@ from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.routing import Router, organisation_teams
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import Model, ModelRequest
 
 ALL_TOOLS = {
     **BUS_SPECS,

@@ -27,6 +27,7 @@ from orchestrator.core.messages import (
     assistant_content,
     tool_content,
 )
+from orchestrator.core.model import ModelRequest
 from orchestrator.core.tools import ToolSpec
 from orchestrator.models import anthropic as anthropic_model
 from orchestrator.models.anthropic import (
@@ -36,7 +37,6 @@ from orchestrator.models.anthropic import (
     retry_delay,
     turn_from_response,
 )
-from orchestrator.ports import ModelRequest
 
 BASE_URL = "https://api.anthropic.test"
 KEY = "sk-ant-test-do-not-leak-0123456789"

@@ -13,8 +13,8 @@ import pytest
 
 from orchestrator.config.prices import shipped_prices
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall, Usage
+from orchestrator.core.model import ModelRequest
 from orchestrator.core.tools import ToolSpec
-from orchestrator.ports import ModelRequest
 
 # The benches import each other as scripts do, from their own directory.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

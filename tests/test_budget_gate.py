@@ -26,14 +26,15 @@ from local_repo import make_repo as repository
 from orchestrator.agents.engine import Engine
 from orchestrator.config import shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult, Usage
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.views import JobViews
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, JobState, ModelRequest
 from orchestrator.store.sqlite import Store, Tx
 
 TITLE = "Add a changelog"

@@ -20,7 +20,7 @@ from fakes import (
 from orchestrator.agents.engine import Engine
 from orchestrator.bus.events import DispatchCompleted, DispatchStarted, Event, StateChanged
 from orchestrator.core.messages import InboxKind, Message, ToolCall
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ from orchestrator.bus.events import Event, GateAsked
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.transactions import conversation, inbox
 from orchestrator.core.messages import AssistantTurn
-from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.office import Office
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest
 from orchestrator.teams import conflict_gate
 from orchestrator.teams.board import list_tasks
 

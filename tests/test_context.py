@@ -10,10 +10,11 @@ from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
 from orchestrator.agents.engine import Engine
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.core.messages import Message, ToolCall, ToolResult
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import AgentSpec, Model, ModelRequest
 
 
 def msg(seq: int, role: str, **content: Any) -> Message:

@@ -17,7 +17,7 @@ from fakes import (
 
 from orchestrator.agents.engine import Engine
 from orchestrator.core.messages import AssistantTurn
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 
 
 def lead_sends_then(fn_for_worker: FunctionModel) -> FunctionModel:

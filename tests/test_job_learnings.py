@@ -16,9 +16,9 @@ from fakes import FunctionModel, calls, say, send
 
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.learnings import LEARNINGS_FILE, MAX_LEARNINGS_BYTES, capped
 from orchestrator.jobs.office import JobSource, Office
-from orchestrator.ports import ModelRequest
 from orchestrator.sandbox.confine import Sandbox
 
 PROJECT = "humans: {decider: carol}\n"

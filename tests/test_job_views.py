@@ -17,11 +17,11 @@ from local_repo import make_repo
 from orchestrator.config import shipped_org_dir
 from orchestrator.core.errors import JobNotFoundError, JobStateError, StoreVersionError
 from orchestrator.core.messages import AssistantTurn, Usage
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import admin
 from orchestrator.jobs.views import JobOrigin, JobViews
 from orchestrator.jobs.withdraw import withdraw
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import ModelRequest
 from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.store.sqlite import Store
 

@@ -9,7 +9,7 @@ from orchestrator.core.messages import Usage
 from orchestrator.jobs.budget import Spent
 from orchestrator.jobs.driver import budget_note
 from orchestrator.jobs.levels import by_level, level_of
-from orchestrator.ports import JobStatus
+from orchestrator.jobs.ports import JobStatus
 
 LEADS = {"coding-lead"}
 

@@ -12,13 +12,14 @@ from fakes import CODING_LEAD, IMPLEMENTER, calls, org_router, say, send
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.loop import CallModel, Consume, Idle, Park, RunTools, Stop, next_step
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.conversations import Tail
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel, ScriptedModel, ScriptError
-from orchestrator.ports import AgentSpec, Model, ModelRequest
 from orchestrator.store.sqlite import Store
 
 

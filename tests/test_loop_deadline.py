@@ -22,8 +22,10 @@ from fakes import (
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION
 from orchestrator.agents.engine import Engine
+from orchestrator.agents.ports import AgentSpec
+from orchestrator.core.clock import Deadline
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
-from orchestrator.ports import AgentSpec, Deadline, ModelRequest
+from orchestrator.core.model import ModelRequest
 
 MODEL_S, TOOL_S = 10.0, 1.0  # what each call takes on the clock
 

@@ -15,8 +15,9 @@ from fakes import CODING_LEAD, FunctionModel, StaticAgents, SteppingClock, org_r
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.scheduler import Outages
+from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ModelUnavailableError
-from orchestrator.ports import Deadline, ModelRequest
+from orchestrator.core.model import ModelRequest
 
 HORIZON = 1800.0
 

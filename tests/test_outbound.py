@@ -11,7 +11,7 @@ from bot.github.outbound import NEUTRAL, Outbound, code_span
 from bot.github.tracking import failure_body, gate_body, pull_body, tracking_body
 from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import Usage
-from orchestrator.ports import JobStatus
+from orchestrator.jobs.ports import JobStatus
 from orchestrator.teams.board import Task
 
 AGENT = Outbound("octo", "widgets", 5)

@@ -17,7 +17,7 @@ from orchestrator.agents.engine import Engine
 from orchestrator.bus import gates
 from orchestrator.bus.dispatch import NOBODY_ASKED
 from orchestrator.core.messages import AssistantTurn, ToolCall
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.teams.board import Task
 from orchestrator.teams.plan_gate import plan_text
 

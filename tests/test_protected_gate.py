@@ -23,13 +23,15 @@ from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import protection
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
-from orchestrator.jobs.office import JobHandle, JobSource, Office
+from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.protected_gate import Held
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, JobState, ModelRequest
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.git import GitError
 

@@ -24,7 +24,7 @@ from proxy_support import (
 
 from orchestrator.core.errors import NotProxyAnsweredError
 from orchestrator.core.messages import AssistantTurn
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.proxy.stats import proxy_stats
 
 
@@ -313,7 +313,7 @@ async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
     from orchestrator.config import load_organisation, shipped_org_dir
     from orchestrator.jobs.driver import JobDriver
     from orchestrator.jobs.office import Office
-    from orchestrator.ports import Forge
+    from orchestrator.jobs.ports import Forge
 
     repo, home = repository(tmp_path / "widgets"), tmp_path / "home"
     model = FunctionModel(sure)
@@ -366,7 +366,7 @@ async def test_an_answer_that_came_while_the_proxy_thought_is_the_deciders(
 
 async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) -> None:
     from orchestrator.jobs.driver import JobDriver
-    from orchestrator.ports import Forge
+    from orchestrator.jobs.ports import Forge
 
     repo = repository(tmp_path / "widgets")
     model = FunctionModel(sure)

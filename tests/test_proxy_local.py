@@ -10,9 +10,9 @@ from proxy_support import SURE, drive, open_office, start
 
 from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import AssistantTurn, Message
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import ModelRequest
 from orchestrator.proxy.brief import Artifact, brief
 
 

@@ -19,7 +19,7 @@ from fakes import FunctionModel, calls, send
 from bot.demo import free_port, private_key_pem
 from bot.handlers.repos import project_name
 from orchestrator.core.messages import AssistantTurn, ToolCall, Usage
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.sandbox.confine import Sandbox
 
 PROJECT_YAML = """\

@@ -15,11 +15,11 @@ from local_repo import make_repo as repository
 from test_budget_gate import billed, drive, open_office, start
 
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.rounds import Feedback, Point, RoundError
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import ModelRequest
 
 TEXT = "humans: {decider: carol}\ngates: {plan: never}\n"
 

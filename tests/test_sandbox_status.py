@@ -12,7 +12,7 @@ from bot.github.tracking import tracking_body
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.office import Office
-from orchestrator.ports import JobStatus
+from orchestrator.jobs.ports import JobStatus
 from orchestrator.sandbox.confine import Sandbox
 
 AGENT = Outbound("o", "r", 5, "https://github.com")

@@ -10,9 +10,9 @@ import teams_script as script
 from orchestrator.agents.context import COMPACT_INSTRUCTION
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.office import Office
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest
 from orchestrator.sandbox.probe import probe
 from orchestrator.teams.board import list_tasks
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import teams_script as script
 
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.models.scripted import FunctionModel
-from orchestrator.ports import ModelRequest
 from orchestrator.teams.board import list_tasks, task_log
 
 Role = Callable[[ModelRequest], AssistantTurn]

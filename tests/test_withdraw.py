@@ -12,9 +12,9 @@ from local_repo import make_repo
 
 from orchestrator.core.errors import GateClosedError, JobNotFoundError, JobStateError
 from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.withdraw import withdraw
-from orchestrator.ports import ModelRequest
 from orchestrator.teams.board import task_log
 
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.agents.loop import Checkpoint, Runner
+from orchestrator.agents.ports import Agents, Budget, ToolRunner
 from orchestrator.agents.scheduler import Scheduler
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import EventBus
 from orchestrator.bus.routing import Router
-from orchestrator.ports import Agents, Budget, ToolRunner
 from orchestrator.store.sqlite import Store, Synchronous
 
 

@@ -14,20 +14,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
+from orchestrator.agents.ports import Agents, AgentSpec, Budget, NoTools, ToolRunner
 from orchestrator.agents.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
 from orchestrator.bus.conversations import ConversationBus, Step, Tail
 from orchestrator.bus.routing import Router
+from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult
-from orchestrator.ports import (
-    Agents,
-    AgentSpec,
-    Budget,
-    Deadline,
-    ModelRequest,
-    NoTools,
-    ToolRunner,
-)
+from orchestrator.core.model import ModelRequest
 
 log = logging.getLogger(__name__)
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.bus.routing import Router
 from orchestrator.config import AgentDef, Organisation, Project, Workgroup
 from orchestrator.core.errors import OrchestratorError
+from orchestrator.core.model import Model
 from orchestrator.core.tools import ToolSpec
-from orchestrator.ports import AgentSpec, Model
 
 
 class UnknownAgentError(OrchestratorError):

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from orchestrator.agents.loop import Runner
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.failures import Failure
+from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ModelUnavailableError
-from orchestrator.ports import Deadline
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from orchestrator.agents.ports import ToolRunner
 from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolSpec
-from orchestrator.ports import ToolRunner
 from orchestrator.teams import board_tools, review_tools
 from orchestrator.workspace import file_tools as worktree_tools
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from orchestrator.core.messages import ConversationKind
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
-from orchestrator.ports import Forge, JobStatus
+from orchestrator.jobs.ports import Forge, JobStatus
 from orchestrator.store.sqlite import Tx
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from orchestrator.agents.ports import Refusal
 from orchestrator.core.messages import Usage
 from orchestrator.jobs import budget_gate
 from orchestrator.jobs.budget_gate import Overrun
-from orchestrator.ports import Refusal
 from orchestrator.store.sqlite import Store, Tx
 
 # Per job and agent: the tokens of its conversations' turns, then the proxy's at its gates.

@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from orchestrator.agents.ports import Refusal
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import runnable
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.ports import Refusal
 from orchestrator.store.sqlite import Tx, now
 
 OPTIONS = ("yes", "no")

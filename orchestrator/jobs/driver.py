@@ -24,14 +24,16 @@ from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.waits import Wait
 from orchestrator.config.schema import Waiting
+from orchestrator.core.clock import Clock
 from orchestrator.core.errors import ForgeWaitError, OrchestratorError
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import protection
 from orchestrator.jobs.budget import Limits, Spent
-from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.office import Office
+from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
 from orchestrator.jobs.rounds import ReviewRound
-from orchestrator.ports import Clock, Forge, JobState, JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.core.errors import ForgeError, OrchestratorError
-from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.office import Office
+from orchestrator.jobs.ports import JobStatus
 from orchestrator.jobs.rounds import ReviewRound
-from orchestrator.ports import JobStatus
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.workspace.git import git
 from orchestrator.workspace.layout import carries_mark

@@ -30,13 +30,14 @@ from orchestrator.bus.gates import Gate
 from orchestrator.config import AgentDef, Organisation, Project, load_organisation, load_project
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import Usage
+from orchestrator.core.model import Model
 from orchestrator.jobs import commands
 from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import JobFailedError, JobSource, Office
+from orchestrator.jobs.ports import Forge, JobStatus
 from orchestrator.models.offline import DemoModel
-from orchestrator.ports import Forge, JobStatus, Model
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.teams.board import board_line
 from orchestrator.workspace.git import IDENTITY, git, slug

@@ -26,10 +26,13 @@ from orchestrator.bus.routing import Router, organisation_teams, project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.config.prices import org_prices
+from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
+from orchestrator.core.model import Model
 from orchestrator.jobs import wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
+from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.levels import LevelCost, by_level
@@ -37,7 +40,6 @@ from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.round_work import RoundWork
-from orchestrator.ports import Deadline, Model
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
@@ -55,18 +57,6 @@ from orchestrator.workspace.tools import WorkspaceTools
 log = logging.getLogger(__name__)
 
 Approver = Callable[[Gate], Awaitable[str]]
-
-
-@dataclass(frozen=True)
-class JobHandle:
-    """A started (or found) job and its workspace; `head`, once delivery checked it, the
-    commit to push (else the job branch as it is)."""
-
-    job_id: int
-    conversation_id: str
-    space: JobSpace
-    created: bool
-    head: str | None = None
 
 
 class JobFailedError(RuntimeError):

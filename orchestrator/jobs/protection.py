@@ -14,7 +14,8 @@ from orchestrator.bus.events import GateAsked
 from orchestrator.bus.gates import modes
 from orchestrator.core.protected import Matcher
 from orchestrator.jobs import protected_gate
-from orchestrator.jobs.office import JobHandle, Office
+from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.protected_gate import KIND, Cleared, Held, Verdict
 from orchestrator.workspace.changes import branch_change, diff_excerpt
 from orchestrator.workspace.git import rev

@@ -31,8 +31,8 @@ from orchestrator.jobs import commands
 from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
+from orchestrator.jobs.ports import JobState
 from orchestrator.jobs.pricing import JobPricing
-from orchestrator.ports import JobState
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.teams.board import Task, list_tasks
 

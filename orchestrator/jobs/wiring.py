@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.roster import ConfigAgents
 from orchestrator.config import Project
 from orchestrator.config.prices import PriceTable
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.budget import JobBudget, Limits
-from orchestrator.ports import AgentSpec
 from orchestrator.sandbox.confine import Network
 from orchestrator.store.sqlite import Store
 from orchestrator.teams import board_tools

@@ -20,8 +20,8 @@ from orchestrator.core.errors import (
     ModelUnavailableError,
 )
 from orchestrator.core.messages import AssistantTurn, JSONObject, Message, ToolCall, Usage
+from orchestrator.core.model import ModelRequest
 from orchestrator.core.tools import ToolSpec
-from orchestrator.ports import ModelRequest
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.core.messages import AssistantTurn, ToolCall
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.proxy.brief import BRIEF_OPENING
 from orchestrator.workspace.git import slug
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from orchestrator.bus.routing import short_name
 from orchestrator.core.errors import ModelError
 from orchestrator.core.messages import AssistantTurn
-from orchestrator.ports import ModelRequest
+from orchestrator.core.model import ModelRequest
 
 ReplyFn = Callable[[ModelRequest], AssistantTurn | Awaitable[AssistantTurn]]
 

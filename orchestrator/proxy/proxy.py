@@ -18,9 +18,10 @@ from orchestrator.bus import answers, gates
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import GateAnswered
 from orchestrator.config import AgentDef, Project
+from orchestrator.core.clock import Clock
 from orchestrator.core.errors import ModelError
 from orchestrator.core.messages import Message, Usage
-from orchestrator.ports import Clock, Model, ModelRequest
+from orchestrator.core.model import Model, ModelRequest
 from orchestrator.proxy import decisions, overrides
 from orchestrator.proxy.autonomy import (
     DEFAULT_RULES,

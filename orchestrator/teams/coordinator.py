@@ -17,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from orchestrator.agents.ports import Agents, AgentSpec
 from orchestrator.agents.tools import SEND
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
-from orchestrator.ports import Agents, AgentSpec, ModelRequest
+from orchestrator.core.model import ModelRequest
 from orchestrator.teams.board import RESULT_MAX
 from orchestrator.teams.conflict_gate import report
 from orchestrator.teams.protocol import (

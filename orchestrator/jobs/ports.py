@@ -1,118 +1,20 @@
-"""The engine's ports: what it needs from a model, a forge, and whoever says who each agent is.
-
-`Model` and `Forge` are what the world implements: the Anthropic adapter and the scripted
-models; the GitHub App's forge, `teaparty run`'s local one, and the tests' FakeForge.
-"""
+"""The Forge port: where a job comes from and goes back to (the GitHub App's forge,
+`teaparty run`'s local one, the tests' FakeForge), and the job's status as it sees it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult, Usage
-from orchestrator.core.tools import ToolSpec
+from orchestrator.core.messages import Usage
 from orchestrator.jobs.levels import LevelCost
 
-if TYPE_CHECKING:  # records of the engine's own modules, which import this one
+if TYPE_CHECKING:
     from orchestrator.bus.gates import Gate
-    from orchestrator.jobs.office import JobHandle
+    from orchestrator.jobs.handle import JobHandle
     from orchestrator.jobs.rounds import PullState, ReviewRound
     from orchestrator.proxy.decisions import ProxyDecision
     from orchestrator.teams.board import Task
-
-Clock = Callable[[], float]
-"""Seconds since the epoch, injectable so waits can be tested without waiting."""
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """When a run stops starting work (runner mode's time limit), on the caller's clock."""
-
-    at: float
-    clock: Clock
-
-    def passed(self) -> bool:
-        """Whether it has come."""
-        return self.clock() >= self.at
-
-    def left(self) -> float:
-        """Seconds until it comes; negative once it has."""
-        return self.at - self.clock()
-
-
-@dataclass(frozen=True)
-class ModelRequest:
-    """One model call: who is asking, its standing instructions, its transcript, its tools."""
-
-    agent: str
-    system: str
-    messages: tuple[Message, ...]
-    tools: tuple[ToolSpec, ...]
-
-
-class Model(Protocol):
-    """Messages and tools in, one assistant turn (with token usage) out."""
-
-    async def complete(self, request: ModelRequest) -> AssistantTurn:
-        """Return the assistant's next turn."""
-        ...
-
-
-class ToolRunner(Protocol):
-    """Runs the tools an agent calls other than the bus tools."""
-
-    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
-        """Run one call; a failure the model can fix comes back as an error result."""
-        ...
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """An agent as the engine runs it."""
-
-    address: str
-    system: str
-    tools: tuple[ToolSpec, ...]
-    model: Model
-    max_turns: int = 40
-    context_tokens: int = 100_000
-    wall_time_s: float = 3600.0
-
-
-class Agents(Protocol):
-    """Looks up the agent that runs at an address."""
-
-    def spec(self, address: str) -> AgentSpec:
-        """The agent at `address`."""
-        ...
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a job may not make a model call now: `held` while a person decides (the turn
-    waits, as a paused job's does), else for good (the turn stops with `reason`)."""
-
-    reason: str
-    held: bool = False
-
-
-class Budget(Protocol):
-    """Says when a job has spent what it may."""
-
-    async def admit(self, job_id: int, conversation_id: str | None = None) -> Refusal | None:
-        """Whether the job (and the mini-team `conversation_id` belongs to, if any) may make
-        another model call: None, or why not."""
-        ...
-
-
-class NoTools:
-    """A ToolRunner for agents whose only tools are the bus tools."""
-
-    async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
-        """Refuse: the tool does not exist here."""
-        return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
-
 
 JobState = Literal["planning", "working", "waiting", "delivering", "done", "failed", "cancelled"]
 
