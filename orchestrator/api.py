@@ -79,6 +79,7 @@ from orchestrator.jobs.local_run import (
     run_local,
 )
 from orchestrator.jobs.office import JobSource, Office, Resumed
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
@@ -101,7 +102,6 @@ from orchestrator.jobs.views import (
     LogEntry,
 )
 from orchestrator.jobs.withdraw import Withdrawn, withdraw
-from orchestrator.models.offline import DemoModel
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.proxy.overrides import Override
 from orchestrator.proxy.proxy import Proxy

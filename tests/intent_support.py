@@ -14,8 +14,8 @@ from orchestrator.core.messages import AssistantTurn, Message, job_conversation_
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge
-from orchestrator.models.offline import DemoModel
 from orchestrator.store.sqlite import Tx
 
 TITLE = "Add a changelog"

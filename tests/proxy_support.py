@@ -16,8 +16,8 @@ from orchestrator.config import AgentDef, load_organisation, load_project, shipp
 from orchestrator.core.model import Model
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
-from orchestrator.models.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 
 TITLE = "Add a changelog"

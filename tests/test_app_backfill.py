@@ -21,7 +21,7 @@ from app_harness import (
     world,
 )
 
-from orchestrator.models.offline import DemoModel
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 
 pytestmark = pytest.mark.timeout(180)

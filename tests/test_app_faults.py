@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from app_harness import OWNER, REPO, OffsetClock, app_settings, bodies, in_process, until, world
 
-from orchestrator.models.offline import DemoModel
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 
 pytestmark = pytest.mark.timeout(180)

@@ -32,9 +32,9 @@ from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.views import JobViews
-from orchestrator.models.offline import DemoModel
 from orchestrator.store.sqlite import Store, Tx
 
 TITLE = "Add a changelog"

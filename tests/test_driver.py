@@ -18,8 +18,8 @@ from local_repo import make_repo as repository
 from orchestrator.core.errors import ForgeError, ForgeWaitError
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
-from orchestrator.models.offline import DemoModel
 from orchestrator.workspace.layout import job_mark
 
 TITLE = "Add a changelog"

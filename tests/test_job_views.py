@@ -19,9 +19,9 @@ from orchestrator.core.errors import JobNotFoundError, JobStateError, StoreVersi
 from orchestrator.core.messages import AssistantTurn, Usage
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import admin
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.views import JobOrigin, JobViews
 from orchestrator.jobs.withdraw import withdraw
-from orchestrator.models.offline import DemoModel
 from orchestrator.store.migrations import MIGRATIONS
 from orchestrator.store.sqlite import Store
 

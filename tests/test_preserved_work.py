@@ -39,10 +39,10 @@ from orchestrator.api import (
     withdraw,
 )
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.rounds import Feedback, Point
-from orchestrator.models.offline import DemoModel
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs

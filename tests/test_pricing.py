@@ -69,7 +69,7 @@ async def test_the_organisations_own_prices_are_the_ones_jobs_cost_at(tmp_path: 
 
     from orchestrator.config import load_organisation, shipped_org_dir
     from orchestrator.jobs.office import Office
-    from orchestrator.models.offline import DemoModel
+    from orchestrator.jobs.offline import DemoModel
     from orchestrator.sandbox.confine import Sandbox
 
     org_dir = tmp_path / "org"

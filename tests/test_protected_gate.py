@@ -29,9 +29,9 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
 from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.protected_gate import Held
-from orchestrator.models.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.git import GitError
 

@@ -12,7 +12,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import AssistantTurn, Message
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.local_forge import LocalForge
-from orchestrator.models.offline import DemoModel
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.proxy.brief import Artifact, brief
 
 

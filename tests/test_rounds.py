@@ -18,8 +18,8 @@ from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.rounds import Feedback, Point, RoundError
-from orchestrator.models.offline import DemoModel
 
 TEXT = "humans: {decider: carol}\ngates: {plan: never}\n"
 

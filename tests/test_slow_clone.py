@@ -16,7 +16,7 @@ from app_harness import OWNER, REPO, app_settings, in_process, make_hub, until
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.tracking import MARKER_PREFIX
-from orchestrator.models.offline import DemoModel
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 
 STUCK = "stuck"

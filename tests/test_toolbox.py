@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.agents.toolbox import ALL_SPECS, Toolbox
+from orchestrator.agents.toolbox import Toolbox
 from orchestrator.config import KNOWN_TOOLS
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolSpec
+from orchestrator.jobs.office import ALL_SPECS
 
 
 def test_every_tool_the_configuration_allows_has_a_spec_and_no_more() -> None:

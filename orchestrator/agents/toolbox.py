@@ -1,22 +1,12 @@
-"""The tool registry: every tool an agent can declare, its spec, and who runs it."""
+"""The toolbox: one ToolRunner over several, each call handed to the runner of its tool."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from orchestrator.agents.ports import ToolRunner
-from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolSpec
-from orchestrator.teams import board_tools, review_tools
-from orchestrator.workspace import file_tools as worktree_tools
-
-ALL_SPECS: Mapping[str, ToolSpec] = {
-    **BUS_SPECS,
-    **worktree_tools.SPECS,
-    **board_tools.SPECS,
-    **review_tools.SPECS,
-}
 
 
 class Toolbox:

@@ -22,9 +22,9 @@ from orchestrator.core.errors import JobNotFoundError, JobStateError, StoreLocke
 from orchestrator.jobs import commands
 from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.views import JobOrigin
 from orchestrator.jobs.withdraw import ENDED
-from orchestrator.models.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.store.sqlite import Store
 

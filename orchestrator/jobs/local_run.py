@@ -36,8 +36,8 @@ from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import JobFailedError, JobSource, Office
+from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobStatus
-from orchestrator.models.offline import DemoModel
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.teams.board import board_line
 from orchestrator.workspace.git import IDENTITY, git, slug

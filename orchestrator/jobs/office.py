@@ -17,7 +17,8 @@ from pathlib import Path
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents
-from orchestrator.agents.toolbox import ALL_SPECS, Toolbox
+from orchestrator.agents.toolbox import Toolbox
+from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus.conversations import JobStart
 from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
@@ -29,7 +30,8 @@ from orchestrator.config.prices import org_prices
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.core.model import Model
-from orchestrator.jobs import wiring
+from orchestrator.core.tools import ToolSpec
+from orchestrator.jobs import review_tools, wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.handle import JobHandle
@@ -39,14 +41,14 @@ from orchestrator.jobs.levels import LevelCost, by_level
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
+from orchestrator.jobs.review_tools import ReviewTools
 from orchestrator.jobs.round_work import RoundWork
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, Tx, now
-from orchestrator.teams import board_tools, review_tools
+from orchestrator.teams import board_tools
 from orchestrator.teams.coordinator import TeamAgents
-from orchestrator.teams.review_tools import ReviewTools
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import rev
@@ -55,6 +57,13 @@ from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.tools import WorkspaceTools
 
 log = logging.getLogger(__name__)
+# Every tool an agent can declare, by name (the organisation's `tools:` name them).
+ALL_SPECS: Mapping[str, ToolSpec] = {
+    **BUS_SPECS,
+    **worktree_tools.SPECS,
+    **board_tools.SPECS,
+    **review_tools.SPECS,
+}
 
 Approver = Callable[[Gate], Awaitable[str]]
 

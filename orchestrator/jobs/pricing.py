@@ -18,7 +18,7 @@ from orchestrator.config import Organisation, load_organisation, load_project
 from orchestrator.config.prices import PriceTable, org_prices
 from orchestrator.core.errors import ConfigError
 from orchestrator.core.messages import Usage
-from orchestrator.models.offline import DemoModel
+from orchestrator.jobs.offline import DemoModel
 
 
 @dataclass

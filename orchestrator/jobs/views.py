@@ -25,7 +25,7 @@ from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.waits import Wait
-from orchestrator.core.errors import JobNotFoundError, StoreLockedError, StoreVersionError
+from orchestrator.core.errors import JobNotFoundError
 from orchestrator.core.messages import Message, Usage
 from orchestrator.jobs import commands
 from orchestrator.jobs.budget import spent_by_agent
@@ -33,7 +33,7 @@ from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
 from orchestrator.jobs.ports import JobState
 from orchestrator.jobs.pricing import JobPricing
-from orchestrator.store.sqlite import Store, Tx
+from orchestrator.store.sqlite import Store, Tx, attach_beside
 from orchestrator.teams.board import Task, list_tasks
 
 ENDED: frozenset[str] = frozenset({"done", "cancelled"})
@@ -359,21 +359,3 @@ def _in_state(summary: JobSummary, state: str | None) -> bool:
 
 def _exists(path: Path) -> bool:
     return path.is_file()
-
-
-async def attach_beside(path: Path) -> Store:
-    """The store read-only; one of an older version migrated first, when nobody holds it."""
-    try:
-        return await Store.attach(path)
-    except StoreVersionError as exc:
-        if exc.found > exc.expected:
-            raise
-        try:
-            await (await Store.open(path)).close()  # migrates it
-        except StoreLockedError:
-            raise StoreVersionError(
-                f"{exc}: the teaparty holding it is older; read it with that one, or stop it",
-                found=exc.found,
-                expected=exc.expected,
-            ) from None
-        return await Store.attach(path)

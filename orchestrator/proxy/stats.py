@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from orchestrator.jobs.views import attach_beside
 from orchestrator.proxy import decisions
 from orchestrator.proxy.autonomy import (
     DEFAULT_RULES,
@@ -21,7 +20,7 @@ from orchestrator.proxy.autonomy import (
     held_back,
     standing,
 )
-from orchestrator.store.sqlite import Store, Tx
+from orchestrator.store.sqlite import Store, Tx, attach_beside
 
 STORE_FILE = "teaparty.db"  # in the state directory, as Office.open names it
 

@@ -346,3 +346,21 @@ def _apply(tx: Tx, path: Path | str, number: int) -> None:
         if tx.in_transaction:
             tx.execute("ROLLBACK")
         raise StoreError(f"{path}: migration {number} failed: {exc}") from exc
+
+
+async def attach_beside(path: Path) -> Store:
+    """The store read-only; one of an older version migrated first, when nobody holds it."""
+    try:
+        return await Store.attach(path)
+    except StoreVersionError as exc:
+        if exc.found > exc.expected:
+            raise
+        try:
+            await (await Store.open(path)).close()  # migrates it
+        except StoreLockedError:
+            raise StoreVersionError(
+                f"{exc}: the teaparty holding it is older; read it with that one, or stop it",
+                found=exc.found,
+                expected=exc.expected,
+            ) from None
+        return await Store.attach(path)

@@ -32,7 +32,7 @@ from bot.secrets import take_secrets  # noqa: E402
 from orchestrator.config import load_organisation, load_project, shipped_org_dir  # noqa: E402
 from orchestrator.core.messages import ToolCall  # noqa: E402
 from orchestrator.jobs.office import JobSource, Office  # noqa: E402
-from orchestrator.models.offline import DemoModel  # noqa: E402
+from orchestrator.jobs.offline import DemoModel  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402
 from orchestrator.teams.board import create_task  # noqa: E402
 from orchestrator.workspace.tools import WorkspaceTools  # noqa: E402
