@@ -24,6 +24,11 @@ class Terminal:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the command, with the terminal as its stdio
             os.chdir(self.cwd)
+            # As a shell starts a foreground command: Ctrl-C and Ctrl-\ at their defaults. A
+            # suite started in the background by a script inherits them ignored (POSIX shells
+            # ignore SIGINT for asynchronous commands), and Ctrl-C would then do nothing.
+            for number in (signal.SIGINT, signal.SIGQUIT):
+                signal.signal(number, signal.SIG_DFL)
             os.execvpe(self.argv[0], self.argv, self.env)
         return self
 
