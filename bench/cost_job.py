@@ -18,7 +18,8 @@ from pathlib import Path
 
 from teams_job import IDENTITY, call, results, run_git, sandbox_env, turn
 
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.jobs.office import JobSource, Office

@@ -33,11 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.api import load_project
 from orchestrator.bus import gates
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import EventBus
 from orchestrator.bus.transactions import conversation
-from orchestrator.config import Project, load_organisation, load_project, shipped_org_dir
+from orchestrator.config import Project, load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.models.scripted import FunctionModel

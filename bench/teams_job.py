@@ -15,7 +15,8 @@ from typing import Any
 
 from orchestrator.agents.ports import ToolRunner
 from orchestrator.agents.toolbox import Toolbox
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.office import JobSource, Office

@@ -19,6 +19,8 @@ engine's modules can move and change behind it. What is here:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from orchestrator.bus.events import (
     Event,
     GateAnswered,
@@ -29,16 +31,16 @@ from orchestrator.bus.events import (
 )
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.revisions import Edited, IssueText
 from orchestrator.config import (
     AgentDef,
+    CheckReport,
     Organisation,
     Project,
-    check_path,
     load_organisation,
-    load_project,
     shipped_org_dir,
 )
+from orchestrator.config import check_path as _check_path
+from orchestrator.config import load_project as _load_project
 from orchestrator.config.schema import ProxySettings, Rounds
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import (
@@ -58,6 +60,7 @@ from orchestrator.core.errors import (
     StoreLockedError,
     StoreVersionError,
 )
+from orchestrator.core.gate_kinds import GateKind, GateKinds
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.jobs.activity import Member, Progress, Team, progress
@@ -67,6 +70,7 @@ from orchestrator.jobs.commands import JobCancelledError, JobCommand
 from orchestrator.jobs.commands import serve as serve_commands
 from orchestrator.jobs.control import ControlError, JobControl, Steer
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.features import FEATURES, GATE_KINDS, Register
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import UnansweredGateError
 from orchestrator.jobs.local_run import (
@@ -84,6 +88,7 @@ from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
+from orchestrator.jobs.revisions import Edited, IssueText
 from orchestrator.jobs.rounds import (
     Feedback,
     Point,
@@ -127,6 +132,12 @@ from orchestrator.workspace.git import (
 from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
 
 __all__ = [
+    "FEATURES",
+    "GATE_KINDS",
+    "Register",
+    "CheckReport",
+    "GateKind",
+    "GateKinds",
     "AGENT_IDENTITY",
     "AgentDef",
     "Arrival",
@@ -256,3 +267,23 @@ __all__ = [
     "snapshot_store",
     "withdraw",
 ]
+
+
+def load_project(
+    text: str,
+    *,
+    org: Organisation,
+    source: str,
+    default_name: str,
+    kinds: GateKinds = GATE_KINDS,
+) -> Project:
+    """A project file's text loaded against `org` and the gate kinds the engine knows (the
+    standard features' unless given; ConfigError naming the file, line and key of every
+    issue)."""
+    return _load_project(text, org=org, source=source, default_name=default_name, kinds=kinds)
+
+
+def check_path(path: Path, *, org_dir: Path) -> CheckReport:
+    """Check an organisation, a repository's project or one YAML file (`teaparty config
+    check`), against the engine's gate kinds."""
+    return _check_path(path, org_dir=org_dir, kinds=GATE_KINDS)

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from bot.fakehub.hub import FakeGitHub
 from bot.github.tracking import MARKER_PREFIX
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from orchestrator.api import AgentDef, Model, Sandbox
+from orchestrator.api import FEATURES, AgentDef, Model, Register, Sandbox
 
 SECRET = "e2e-webhook-secret"
 APP_ID = 4242
@@ -179,10 +179,18 @@ async def in_process(
     sandbox: Sandbox,
     scripted: bool = True,
     clock: Callable[[], float] = time.time,
+    features: Sequence[Register] = FEATURES,
 ) -> AsyncIterator[Runtime]:
-    """`teaparty serve`'s runtime in this process, serving webhooks on `port`; closed after."""
+    """`teaparty serve`'s runtime in this process, serving webhooks on `port`, running the
+    engine with `features` (the standard ones by default); closed after."""
     runtime = await Runtime.open(
-        settings, models=models, env={}, scripted=scripted, sandbox=sandbox, clock=clock
+        settings,
+        models=models,
+        env={},
+        scripted=scripted,
+        sandbox=sandbox,
+        clock=clock,
+        features=features,
     )
     app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
     running = asyncio.create_task(runtime.run(app))

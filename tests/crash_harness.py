@@ -26,8 +26,8 @@ from fakes import OM, FunctionModel, StaticAgents, calls, org_router, replies, s
 
 from orchestrator.agents.loop import Runner
 from orchestrator.agents.scheduler import Scheduler
-from orchestrator.agents.tools import BusCalls
 from orchestrator.bus.conversations import ConversationBus, Step
+from orchestrator.bus.dispatch import BusCalls
 from orchestrator.bus.events import EventBus
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult
 from orchestrator.core.model import ModelRequest

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.api import Model, Office
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import Model, Office, load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.jobs.office import JobSource
 from orchestrator.sandbox.confine import Sandbox
 

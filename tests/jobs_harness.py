@@ -9,7 +9,8 @@ from typing import Any
 
 from fakes import FakeForge
 
-from orchestrator.config import AgentDef, load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
 from orchestrator.core.model import Model
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource, Office

@@ -8,13 +8,8 @@ from textwrap import dedent
 
 import pytest
 
-from orchestrator.config import (
-    ConfigError,
-    ConfigIssue,
-    Organisation,
-    load_organisation,
-    load_project,
-)
+from orchestrator.api import load_project
+from orchestrator.config import ConfigError, ConfigIssue, Organisation, load_organisation
 
 ORG_YAML = """\
 name: Test organisation

@@ -15,7 +15,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.jobs.handle import JobHandle

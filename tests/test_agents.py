@@ -10,15 +10,18 @@ from fakes import calls, say, send
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents, UnknownAgentError
 from orchestrator.agents.tools import BUS_SPECS
+from orchestrator.api import load_project
 from orchestrator.bus.routing import Router, organisation_teams
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
 from orchestrator.models.scripted import FunctionModel
+from orchestrator.teams.transactions import DISPATCH, DISPATCH_SPEC
 
 ALL_TOOLS = {
     **BUS_SPECS,
+    DISPATCH: DISPATCH_SPEC,
     **{
         name: ToolSpec(name, name)
         for name in (

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.handlers.payload_fields import check_owner, check_repo_name
 from bot.handlers.payloads import (
     HANDLED_EVENTS,
     Actor,
@@ -19,8 +20,6 @@ from bot.handlers.payloads import (
     PayloadError,
     Ping,
     Repo,
-    check_owner,
-    check_repo_name,
     parse_command,
 )
 

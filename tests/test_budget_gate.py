@@ -30,6 +30,7 @@ from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.features import extensions
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
@@ -312,7 +313,12 @@ async def engine_job(tmp_path: Path, model: FunctionModel) -> tuple[Engine, JobB
     store = await Store.open(tmp_path / "s.db")
     budget = JobBudget(store, max_usd=None, max_tokens=1_000, price=lambda agent, usage: 0.0)
     engine = Engine.over(
-        store, agents=StaticAgents(model), router=org_router(), tools=Echo(), budget=budget
+        store,
+        agents=StaticAgents(model),
+        router=org_router(),
+        tools=Echo(),
+        budget=budget,
+        extensions=extensions(),  # the budget gate's answer is carried out
     )
 
     def gated(tx: Tx, job_id: int) -> None:

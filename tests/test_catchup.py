@@ -19,7 +19,7 @@ import pytest
 
 from bot.errors import GitHubError
 from bot.github.client import Identity
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from bot.handlers.actions import job_key
 from bot.handlers.payloads import CommentAdded, LabelAdded, parse_command
 from bot.handlers.repos import Repos

@@ -9,6 +9,7 @@ import pytest
 from orgfiles import write, write_org
 
 from bot.cli import main
+from orchestrator.api import GATE_KINDS
 from orchestrator.config import check_paths, shipped_org_dir
 
 SOURCE = ".teaparty/project.yaml"
@@ -61,7 +62,7 @@ def test_check_a_lone_agent_file_checks_its_schema(tmp_path: Path) -> None:
     path = write(
         tmp_path / "helper.yaml", "name: helper\ndescription: H.\nprompt: P.\ntools: [x]\n"
     )
-    [issue] = check_paths([path], org_dir=tmp_path)
+    [issue] = check_paths([path], org_dir=tmp_path, kinds=GATE_KINDS)
     known = "known tools: answer_review, ask_human"
     assert str(issue).startswith(f"{path}:4: tools[0]: unknown tool 'x'; {known}")
 
@@ -97,7 +98,9 @@ def test_check_a_project_file_inside_a_repository(
 def test_check_tells_workgroup_files_by_their_keys(tmp_path: Path) -> None:
     workgroup = write(tmp_path / "team.yaml", "name: team\nlead: a\nmembers: [b, a]\n")
     other = write(tmp_path / "other.yaml", "name: x\n")
-    issues = check_paths([workgroup, other, tmp_path / "gone.yaml"], org_dir=tmp_path)
+    issues = check_paths(
+        [workgroup, other, tmp_path / "gone.yaml"], org_dir=tmp_path, kinds=GATE_KINDS
+    )
     assert [str(issue) for issue in issues] == [
         f"{workgroup}:3: members[1]: 'a' is already on this team as lead",
         f"{other}: cannot tell an agent (has prompt) from a workgroup (has members); "

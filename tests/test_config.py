@@ -19,6 +19,7 @@ from orgfiles import (
 )
 
 from bot.cli import main
+from orchestrator.api import load_project
 from orchestrator.config import (
     KNOWN_TOOLS,
     ConfigError,
@@ -26,7 +27,6 @@ from orchestrator.config import (
     Humans,
     Organisation,
     load_organisation,
-    load_project,
     shipped_org_dir,
 )
 

@@ -11,12 +11,12 @@ from orgfiles import (
     project_issue,
 )
 
+from orchestrator.api import load_project
 from orchestrator.config import (
     ConfigError,
     Humans,
     Organisation,
     load_organisation,
-    load_project,
     shipped_org_dir,
 )
 

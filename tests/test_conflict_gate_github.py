@@ -16,7 +16,8 @@ from test_conflict_gate import GATED, the_model
 from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp
-from bot.github.forge import GitHubForge, Subject
+from bot.github.forge import GitHubForge
+from bot.github.subject import Subject
 from bot.github.tracking import MARKER_PREFIX
 from orchestrator.api import JobDriver
 from orchestrator.bus import gates

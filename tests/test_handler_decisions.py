@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from bot.github.tracking import config_error_body, marker, no_sandbox_body, refusal_body
 from bot.handlers.actions import AnswerGate, Ignore, Later, PostOnce, React, Report, StartJob
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment

@@ -8,10 +8,11 @@ from pathlib import Path
 from intent_support import ASKS_INTENT, DEFAULTS, TITLE, CountingDemo, Drive, open_office, start
 from local_repo import make_repo
 
-from orchestrator.bus import gates, intent_gate
+from orchestrator.bus import gates
 from orchestrator.bus.sends import SendIntent
 from orchestrator.bus.transactions import conversation
 from orchestrator.core.messages import job_conversation_id
+from orchestrator.jobs import intent_gate
 from orchestrator.store.sqlite import Tx
 
 

@@ -10,12 +10,13 @@ import pytest
 from intent_support import BODY, DEFAULTS, TITLE, CountingDemo, Drive, open_office, start
 from local_repo import make_repo
 
-from orchestrator.bus import gates, revisions
+from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.revisions import IssueText
 from orchestrator.core.errors import GateClosedError
 from orchestrator.core.messages import Message, job_conversation_id
+from orchestrator.jobs import revisions
 from orchestrator.jobs.office import Office
+from orchestrator.jobs.revisions import IssueText
 from orchestrator.jobs.withdraw import withdraw
 
 ORIGINAL = IssueText(TITLE, BODY)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from fakes import FunctionModel, calls, say, send
 
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.learnings import LEARNINGS_FILE, MAX_LEARNINGS_BYTES, capped

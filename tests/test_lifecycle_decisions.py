@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bot.github.forge import Subject
 from bot.github.outbound import Outbound
+from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body, tracking_body
 from bot.handlers.actions import (
     Control,

@@ -18,6 +18,7 @@ from orchestrator.bus import gates
 from orchestrator.bus.dispatch import NOBODY_ASKED
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.features import extensions
 from orchestrator.teams.board import Task
 from orchestrator.teams.plan_gate import plan_text
 
@@ -176,6 +177,7 @@ async def test_advice_on_a_gate_no_agent_waits_on_wakes_nobody(tmp_path: Path) -
         tmp_path / "store.db",
         agents=StaticAgents(FunctionModel(lambda _: say("ok"))),
         router=org_router(),
+        extensions=extensions(),  # the kinds say which gates an agent waits on
     )
     try:
         started = await engine.bus.start_job(

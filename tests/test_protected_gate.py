@@ -19,9 +19,10 @@ from local_repo import ENV, git, make_repo
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body
+from orchestrator.api import load_project
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import protection

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from local_repo import git, make_repo
 
+from orchestrator.api import load_project
 from orchestrator.bus.gates import Gate
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.errors import ConfigError
 from orchestrator.core.protected import BUILT_IN, Matcher, PatternError, compile_pattern
 from orchestrator.jobs.protected_gate import question, refusal

@@ -135,16 +135,16 @@ def test_after_an_override_its_own_disagreement_keeps_it_asking_for_a_window() -
 def test_protected_kinds_are_never_answered_alone(kind: str) -> None:
     now = standing(agreeing(40))
     for auto in (False, True):
-        decided = verdict(now, stated=SURE, kind=kind, policy="when_unsure", auto=auto)
+        decided = verdict(
+            now, stated=SURE, kind=kind, policy="when_unsure", guarded=True, auto=auto
+        )
         assert not decided.alone
         assert decided.why == f"never alone on {kind} gates"
 
 
 def test_a_project_may_let_it_answer_a_protected_kind() -> None:
     now = standing(agreeing(10))
-    decided = verdict(
-        now, stated=SURE, kind="budget", policy="when_unsure", allowed=frozenset({"budget"})
-    )
+    decided = verdict(now, stated=SURE, kind="budget", policy="when_unsure", guarded=False)
     assert decided.alone
 
 

@@ -6,7 +6,14 @@ import pytest
 
 from orchestrator.proxy.brief import Artifact, PastGate, Prediction, brief, parse
 
-PLAN = Artifact(7, "plan", "Plan: one task, add CHANGELOG.md. Proceed?", ("yes", "no"), "Changelog")
+PLAN = Artifact(
+    7,
+    "plan",
+    "Plan: one task, add CHANGELOG.md. Proceed?",
+    ("yes", "no"),
+    "Changelog",
+    "a plan of tasks, to approve before any task runs",
+)
 
 
 def test_the_brief_holds_the_artifact_the_history_and_the_learnings() -> None:

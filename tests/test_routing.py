@@ -18,6 +18,7 @@ from fakes import (
 from orchestrator.bus.routing import Router, Team, organisation_teams
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.errors import RoutingError
+from orchestrator.core.gate_kinds import GateKinds
 
 ALLOWED = [
     (IMPLEMENTER, "coding-lead", CODING_LEAD),  # member -> its lead
@@ -77,7 +78,11 @@ def test_routes_derive_from_the_shipped_configuration() -> None:
     org = load_organisation(shipped_org_dir())
     projects = [
         load_project(
-            f"humans: {{decider: {who}}}\n", org=org, source=f"{name}.yaml", default_name=name
+            f"humans: {{decider: {who}}}\n",
+            org=org,
+            source=f"{name}.yaml",
+            default_name=name,
+            kinds=GateKinds(),  # routing reads no gate policy
         )
         for name, who in (("widgets", "alice"), ("gadgets", "bob"))
     ]

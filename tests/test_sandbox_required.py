@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import teams_script as script
 
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.errors import SandboxError
 from orchestrator.jobs.office import Office
 from orchestrator.sandbox.confine import Sandbox

@@ -9,7 +9,8 @@ import teams_script as script
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import tracking_body
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.ports import JobStatus

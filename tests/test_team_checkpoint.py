@@ -8,7 +8,8 @@ from pathlib import Path
 import teams_script as script
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.office import Office

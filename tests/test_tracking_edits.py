@@ -17,7 +17,8 @@ from test_budget_gate import billed, open_office, project, start
 from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp
-from bot.github.forge import GitHubForge, Subject
+from bot.github.forge import GitHubForge
+from bot.github.subject import Subject
 from orchestrator.api import JobDriver, JobStatus
 
 OWNER, REPO = "octo", "widgets"

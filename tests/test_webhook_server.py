@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from bot.errors import DeliveryError, GitHubError, NotYetError, RateLimitedError
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from bot.handlers.payloads import HANDLED_EVENTS, PayloadError
 from bot.server import backfill
 from bot.server.endpoint import create_app

@@ -18,12 +18,13 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Identity, Installation, Json
 from bot.github.outbound import Outbound
 from bot.github.round_delivery import deliver_round
+from bot.github.subject import Subject
 from bot.github.tracking import (
     closed_body,
     failure_body,
@@ -54,33 +55,6 @@ ACTIONS_SETTING = (
     "and approve pull requests\"), or gives the workflow a GitHub App's token instead. The "
     "branch is pushed; relabel the issue to retry."
 )
-
-
-@dataclass(frozen=True)
-class Subject:
-    """The issue a job serves, and how to reach its repository."""
-
-    owner: str
-    repo: str
-    number: int
-    installation_id: int
-    default_branch: str
-    title: str
-    requester: str
-    decider: str
-    trigger_label: str
-    # Read from links older versions wrote; a job now keeps its project text itself.
-    project_yaml: str | None = None
-    learnings: str | None = None
-
-    def to_json(self) -> str:
-        """As stored in job_links."""
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> Subject:
-        """From job_links."""
-        return cls(**json.loads(text))
 
 
 def git_credentials(token: str) -> str:
@@ -163,7 +137,11 @@ class GitHubForge:
         key = f"gate:{gate.gate_id}"
         known = await self._known(status.job_id, key)
         body = gate_body(
-            gate, decider=self.subject.decider, agent=self.agent, suggestion=suggestion
+            gate,
+            decider=self.subject.decider,
+            agent=self.agent,
+            suggestion=suggestion,
+            kinds=self.office.gate_kinds,
         )
         if known is None:
             comment_id = await self._post_once(status.job_id, key, key, body)

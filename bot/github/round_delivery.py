@@ -12,17 +12,54 @@ posted, and the summary carries a marker, so a retried delivery posts nothing tw
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from bot.errors import GitHubError
-from bot.github.client import Installation, Json
+from bot.github.client import GitHubApp, Identity, Installation, Json
 from bot.github.outbound import Outbound
 from bot.github.reviews import PullReviews
+from bot.github.subject import Subject
 from bot.github.tracking import marker
-from orchestrator.api import ForgeError, JobHandle, JobStatus, ReviewRound, RoundPoint
+from orchestrator.api import ForgeError, JobHandle, JobStatus, Office, ReviewRound, RoundPoint
 
-if TYPE_CHECKING:
-    from bot.github.forge import GitHubForge
+
+class GitHubForge(Protocol):
+    """What delivering a round needs of the job's forge (bot/github/forge.py's, which
+    delivers rounds with this module)."""
+
+    @property
+    def app(self) -> GitHubApp:
+        """The App, to reach GitHub as the job's installation."""
+        ...
+
+    @property
+    def office(self) -> Office:
+        """The engine."""
+        ...
+
+    @property
+    def subject(self) -> Subject:
+        """The issue the job serves."""
+        ...
+
+    @property
+    def agent(self) -> Outbound:
+        """How the App writes agents' text on GitHub."""
+        ...
+
+    @property
+    def identity(self) -> Identity:
+        """Who the App writes as."""
+        ...
+
+    def remote(self) -> str:
+        """The repository's git remote (no credentials in it)."""
+        ...
+
+    async def credentials(self) -> str:
+        """The header git sends to the repository."""
+        ...
+
 
 log = logging.getLogger(__name__)
 REST_THREAD = "rest:"  # a thread known only from REST (GraphQL failed): replies go to a comment

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from bot.github.outbound import Outbound, code_block, code_span
-from orchestrator.api import Gate, JobStatus, ProxyDecision, Task
+from orchestrator.api import GATE_KINDS, Gate, GateKinds, JobStatus, ProxyDecision, Task
 
 MARKER_PREFIX = "<!-- teaparty:"
 RESULT_LIMIT = 3000
@@ -155,17 +155,15 @@ def _tokens(status: JobStatus) -> str:
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 EDIT_GATE_TITLE = "the issue was edited: should the job work to the new text?"
-ENGINE_GATE_TITLES = {
-    "intent": "is this what the issue asks for?",
-    "plan": "the plan, before any task runs",
-    "budget": "the job has reached its budget",
-    "merge-conflict": "a task's work conflicts with the job's",
-    "protected-path": "the change touches protected paths",
-}
 
 
 def gate_body(
-    gate: Gate, *, decider: str, agent: Outbound, suggestion: ProxyDecision | None = None
+    gate: Gate,
+    *,
+    decider: str,
+    agent: Outbound,
+    suggestion: ProxyDecision | None = None,
+    kinds: GateKinds = GATE_KINDS,
 ) -> str:
     """A gate's question as a new comment addressed to the decider (the App's one mention),
     with the proxy's prediction as a suggestion where it made one."""
@@ -175,7 +173,8 @@ def gate_body(
     how = "on a line of its own, or reply in words."
     if gate.engine_made:  # the engine's own rules ask it: its options are the commands
         title = EDIT_GATE_TITLE if _edit_diff(gate) is not None else None
-        heading = f"— {title or ENGINE_GATE_TITLES.get(gate.kind, gate.kind)}"
+        kind = kinds.get(gate.kind)
+        heading = f"— {title or (kind.title if kind is not None else gate.kind)}"
         options, how = "", "on a line of its own."
     suggested = ""
     if suggestion is not None:

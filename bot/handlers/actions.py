@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from orchestrator.api import Project
 
 Outcome = tuple[str, int | None]  # what came of a delivery, and the job it touched

@@ -36,7 +36,8 @@ from bot.handlers.actions import (
     job_key,
 )
 from bot.handlers.lifecycle_actions import reopen_pull
-from bot.handlers.payloads import Repo, check_owner, check_repo_name
+from bot.handlers.payload_fields import check_owner, check_repo_name
+from bot.handlers.payloads import Repo
 from bot.handlers.repos import Repos
 from bot.settings import Settings
 from orchestrator.api import (

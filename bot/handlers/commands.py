@@ -9,8 +9,12 @@ Everything else is the reply's own text, a plain answer to a question gate. Pure
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from orchestrator.api import GATE_KINDS
 
 GATE_COMMANDS = ("approve", "reject", "revise", "override", "decider")
 JOB_COMMANDS = (
@@ -27,10 +31,8 @@ JOB_COMMANDS = (
 )
 ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS
-GATE_KINDS = ("intent", "plan", "question", "budget", "merge-conflict", "protected-path")
 _COMMAND = re.compile(r"/([A-Za-z][A-Za-z-]*)(?:\s+(.*))?")
 _QUESTION = re.compile(r"\bquestion (\d+)\b", re.IGNORECASE)
-_HASH = re.compile(rf"\b(?:{'|'.join(map(re.escape, GATE_KINDS))})\s+`?([0-9a-f]{{7,40}})\b")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 _DOLLARS = re.compile(r"\$?(\d{1,6}(?:\.\d{1,2})?)\s*(?:USD)?", re.IGNORECASE)
 _LOGIN = re.compile(r"@?([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))")
@@ -83,8 +85,16 @@ class Reply:
         return tuple(c for c in self.commands if c.name in JOB_COMMANDS)
 
 
-def parse_reply(body: str) -> Reply:
-    """Read a comment's body (already sanitized)."""
+@functools.cache
+def _hash_quote(kinds: tuple[str, ...]) -> re.Pattern[str]:
+    """A quoted gate hash as questions show it: a kind, then its hash (`plan a1b2c3d`)."""
+    return re.compile(rf"\b(?:{'|'.join(map(re.escape, kinds))})\s+`?([0-9a-f]{{7,40}})\b")
+
+
+def parse_reply(body: str, *, kinds: Iterable[str] = GATE_KINDS.names) -> Reply:
+    """Read a comment's body (already sanitized); `kinds` are the gate kinds a quote may name
+    with a hash (the running engine's)."""
+    quoted = _hash_quote(tuple(kinds))
     commands: list[Command] = []
     unknown: list[str] = []
     gates: set[int] = set()
@@ -101,7 +111,7 @@ def parse_reply(body: str) -> Reply:
             own.append(line)
         elif stripped.startswith(">"):
             gates.update(int(n) for n in _QUESTION.findall(stripped))
-            hashes.update(_HASH.findall(stripped))
+            hashes.update(quoted.findall(stripped))
         elif match := _COMMAND.fullmatch(stripped):
             name, arg = match.group(1).lower(), (match.group(2) or "").strip()
             if name in KNOWN:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from bot.handlers.actions import Action, Ignore, Outcome
 from bot.handlers.app_context import AppContext
 from bot.handlers.lifecycle_actions import LeaveRepos, LifecycleAction, perform

@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bot.github.forge import Subject
 from bot.github.outbound import code_span
+from bot.github.subject import Subject
 from bot.github.tracking import clarify_body
 from bot.handlers.actions import (
     Action,
@@ -41,7 +41,7 @@ from bot.handlers.app_context import AppContext
 from bot.handlers.commands import GATE_COMMANDS, Command, Reply, parse_reply
 from bot.handlers.payloads import CommentAdded
 from bot.handlers.review import on_pull_comment
-from orchestrator.api import Gate, JobRecord
+from orchestrator.api import GATE_KINDS, Gate, JobRecord
 
 EMPTY_REPLY = "(empty reply)"
 WRITERS = ("admin", "write")
@@ -61,6 +61,7 @@ class CommentFacts:
     author_access: str | None = None  # the author's permission, when it could move a gate
     decider_access: str | None = None  # the decider's, when an admin answers in their place
     proxied: tuple[int, ...] = ()  # gates the proxy answered alone, oldest first (/override)
+    kinds: tuple[str, ...] = GATE_KINDS.names  # the gate kinds a quoted hash may name
 
 
 async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Outcome:
@@ -86,7 +87,8 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     answered = await ctx.office.answered_from(comment_ref(command.comment_id))
     project = ctx.office.projects.get(job.project)
     advisors = frozenset(a.casefold() for a in project.humans.advisors) if project else frozenset()
-    facts = CommentFacts(job, subject, gates, answered, advisors)
+    kinds = ctx.office.gate_kinds.names
+    facts = CommentFacts(job, subject, gates, answered, advisors, kinds=kinds)
     author = command.author.login.casefold()
     commands = bool(parse_reply(command.body).commands)
     if answered is not None or not (gates or commands) or author in advisors and not commands:
@@ -105,7 +107,9 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     proxied: tuple[int, ...] = ()
     if any(c.name == "override" for c in parse_reply(command.body).commands):
         proxied = tuple(d.gate_id for d in await ctx.office.proxy.alone_answers(job.job_id))
-    return CommentFacts(job, subject, gates, answered, advisors, access, decider_access, proxied)
+    return CommentFacts(
+        job, subject, gates, answered, advisors, access, decider_access, proxied, kinds
+    )
 
 
 def comment_ref(comment_id: int) -> str:
@@ -120,7 +124,7 @@ def decide_comment(command: CommentAdded, facts: CommentFacts) -> tuple[Action, 
         return (Ignore("no job on this issue"),)
     if facts.answered is not None:
         return (Ignore(f"comment {command.comment_id} answered gate {facts.answered}", job.job_id),)
-    reply = parse_reply(command.body)
+    reply = parse_reply(command.body, kinds=facts.kinds)
     overrides = [c for c in reply.commands if c.name == "override"]
     if overrides:
         return _override(command, facts, reply, overrides[0], job.job_id)

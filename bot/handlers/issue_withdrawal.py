@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from bot.handlers.actions import Action, Ignore, Outcome, job_key
 from bot.handlers.app_context import AppContext
 from bot.handlers.lifecycle_actions import EndPull, LifecycleAction, WithdrawJob, perform

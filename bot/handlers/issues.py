@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bot.github.forge import Subject
 from bot.github.sanitizer import quote
+from bot.github.subject import Subject
 from bot.github.tracking import config_error_body, no_sandbox_body, refusal_body
 from bot.handlers.actions import (
     Action,

@@ -17,24 +17,52 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from bot.errors import GitHubError
-from bot.github.forge import Subject
+from bot.github.client import GitHubApp
+from bot.github.subject import Subject
 from bot.github.tracking import DRAFT_HOLD
 from bot.handlers.actions import Action, Ignore, Outcome, PostOnce, React, Report
 from bot.handlers.payloads import Repo
 from orchestrator.api import (
     ControlError,
+    JobDriver,
     JobNotFoundError,
     JobStateError,
+    Office,
     forget_repository,
     pull_ended,
     withdraw,
 )
 
-if TYPE_CHECKING:  # it imports this module for `/reopen`
-    from bot.handlers.app_context import AppContext
+
+class AppContext(Protocol):
+    """What these actions need of the App (bot/handlers/app_context.py's AppContext, which
+    carries out `/reopen` with them)."""
+
+    @property
+    def github(self) -> GitHubApp:
+        """The App, to reach GitHub as an installation."""
+        ...
+
+    @property
+    def office(self) -> Office:
+        """The engine."""
+        ...
+
+    @property
+    def driver(self) -> JobDriver:
+        """What keeps each job's issue in line with the store."""
+        ...
+
+    async def perform(self, actions: Sequence[Action], *, repo: Repo, number: int) -> Outcome:
+        """Carry out `actions` on issue `number` of `repo`; what came of the delivery."""
+        ...
+
+    async def withdraw_job(self, job_id: int, *, by: str) -> str:
+        """End the job as cancelled; what changed, said short."""
+        ...
 
 
 @dataclass(frozen=True)

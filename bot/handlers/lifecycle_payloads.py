@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from bot.handlers.payloads import (
+from bot.handlers.payload_fields import (
     Actor,
     Ignored,
     Issue,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.github.forge import Subject
+from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body
 from bot.handlers.actions import Action, Ignore, Outcome, PostOnce
 from bot.handlers.app_context import AppContext

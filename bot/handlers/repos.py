@@ -13,7 +13,15 @@ import time
 from dataclasses import dataclass
 
 from bot.github.client import Installation
-from orchestrator.api import ConfigError, Organisation, Project, load_project, slug
+from orchestrator.api import (
+    GATE_KINDS,
+    ConfigError,
+    GateKinds,
+    Organisation,
+    Project,
+    load_project,
+    slug,
+)
 
 CACHE_TTL_S = 60.0
 DEFAULT_LABEL = "teaparty"
@@ -45,13 +53,21 @@ def default_text(decider: str) -> str:
     return f"humans: {{decider: {json.dumps(decider)}}}\n"
 
 
-def load_config(text: str | None, *, owner: str, repo: str, org: Organisation) -> RepoConfig:
-    """The config the text read makes; no project file makes neither a project nor an error."""
+def load_config(
+    text: str | None,
+    *,
+    owner: str,
+    repo: str,
+    org: Organisation,
+    kinds: GateKinds = GATE_KINDS,
+) -> RepoConfig:
+    """The config the text read makes (against the engine's gate `kinds`); no project file
+    makes neither a project nor an error."""
     if text is None:
         return RepoConfig(None, None)  # no file: the defaults, decided per job
     source = f"{owner}/{repo}:{PROJECT_FILE}"
     try:
-        project = load_project(text, org=org, source=source, default_name="")
+        project = load_project(text, org=org, source=source, default_name="", kinds=kinds)
     except ConfigError as exc:
         return RepoConfig(None, str(exc))
     name = project_name(owner, repo)
@@ -59,22 +75,29 @@ def load_config(text: str | None, *, owner: str, repo: str, org: Organisation) -
 
 
 def with_decider(
-    config: RepoConfig, requester: str, *, owner: str, repo: str, org: Organisation
+    config: RepoConfig,
+    requester: str,
+    *,
+    owner: str,
+    repo: str,
+    org: Organisation,
+    kinds: GateKinds = GATE_KINDS,
 ) -> RepoConfig:
     """With no project file, the project runs on defaults and its decider is the requester."""
     if config.project is not None or config.error is not None:
         return config
     text = default_text(requester)
     name = project_name(owner, repo)
-    project = load_project(text, org=org, source="(defaults)", default_name=name)
+    project = load_project(text, org=org, source="(defaults)", default_name=name, kinds=kinds)
     return RepoConfig(project, None, text)
 
 
 class Repos:
     """Project files and permissions as GitHub has them, each cached a minute."""
 
-    def __init__(self, org: Organisation) -> None:
+    def __init__(self, org: Organisation, kinds: GateKinds = GATE_KINDS) -> None:
         self.org = org
+        self.kinds = kinds  # the gate kinds a project file may name (the engine's)
         self._permissions: dict[tuple[str, str], tuple[str, float]] = {}
         self._configs: dict[tuple[str, str], tuple[RepoConfig, float]] = {}
 
@@ -98,6 +121,8 @@ class Repos:
             config = cached[0]
         else:
             text = await gh.file(owner, repo, PROJECT_FILE, ref=branch)
-            config = load_config(text, owner=owner, repo=repo, org=self.org)
+            config = load_config(text, owner=owner, repo=repo, org=self.org, kinds=self.kinds)
             self._configs[key] = (config, time.monotonic())
-        return with_decider(config, requester, owner=owner, repo=repo, org=self.org)
+        return with_decider(
+            config, requester, owner=owner, repo=repo, org=self.org, kinds=self.kinds
+        )

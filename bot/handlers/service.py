@@ -14,7 +14,8 @@ import time
 
 from bot.errors import BotError
 from bot.github.client import Clock, GitHubApp
-from bot.github.forge import GitHubForge, Subject
+from bot.github.forge import GitHubForge
+from bot.github.subject import Subject
 from bot.handlers.actions import Outcome
 from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import parse_command
@@ -37,7 +38,9 @@ class GitHubService:
         self.github = github
         self.clock = clock
         self.driver = JobDriver(office, self.forge, clock=clock)
-        self.context = AppContext(settings, github, office, self.driver, Repos(office.org))
+        self.context = AppContext(
+            settings, github, office, self.driver, Repos(office.org, office.gate_kinds)
+        )
 
     async def forge(self, job_id: int) -> Forge | None:
         """The Forge of a job the App started, or None for any other job."""

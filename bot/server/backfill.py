@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Installation, Json, github_time
-from bot.github.forge import Subject
 from bot.github.reviews import PullReviews
+from bot.github.subject import Subject
 from bot.handlers.actions import job_key
 from bot.handlers.issue_comment import comment_ref
 from bot.handlers.repos import PROJECT_FILE, Repos, load_config, trigger_label
@@ -210,7 +210,10 @@ class Backfill:
         # Read past the handlers' cache: a label added after start then costs its job the
         # same calls as any other.
         text = await gh.file(owner, name, PROJECT_FILE, ref=str(repo["default_branch"]))
-        label = trigger_label(load_config(text, owner=owner, repo=name, org=self.repos.org))
+        config = load_config(
+            text, owner=owner, repo=name, org=self.repos.org, kinds=self.repos.kinds
+        )
+        label = trigger_label(config)
         found = []
         for issue in await gh.labelled_issues(owner, name, label):
             number = int(issue["number"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from bot.server.worker import DeliveryWorker
 from bot.settings import Settings
 from orchestrator.api import (
     AGENT_IDENTITY,
+    FEATURES,
     AgentDef,
     ConfigError,
     Event,
@@ -41,6 +42,7 @@ from orchestrator.api import (
     JobStarted,
     Model,
     Office,
+    Register,
     Sandbox,
     StateChanged,
     UsageRecorded,
@@ -80,11 +82,13 @@ class Runtime:
         scripted: bool = False,
         sandbox: Sandbox | None = None,
         github: GitHubApp | None = None,
+        features: Sequence[Register] = FEATURES,
     ) -> Runtime:
         """Open the store under the settings' home and wire the App around it.
 
         `sandbox` is how agents are confined; by default, what this host gives (`probe`).
         `github` is the client (runner mode passes its token's); by default, the App's.
+        `features` are what the engine runs with (the standard ones by default).
         `sleep` and `clock` are how GitHub's waits are waited out (tests inject both).
         """
         org = load_organisation(settings.config_dir or shipped_org_dir())
@@ -100,6 +104,7 @@ class Runtime:
             env={**env, **AGENT_IDENTITY},
             sandbox=sandbox,
             scripted=scripted,
+            features=features,
         )
         github = github or GitHubApp(
             app_id=settings.app_id,

@@ -10,6 +10,7 @@ from orchestrator.agents.ports import Agents, Budget, ToolRunner
 from orchestrator.agents.scheduler import Scheduler
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.bus.events import EventBus
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.routing import Router
 from orchestrator.store.sqlite import Store, Synchronous
 
@@ -34,11 +35,18 @@ class Engine:
         budget: Budget | None = None,
         concurrency: int = 8,
         synchronous: Synchronous = "FULL",
+        extensions: Extensions | None = None,
     ) -> Engine:
         """Open the store at `path` and wire the engine around it."""
         store = await Store.open(path, synchronous=synchronous)
         return cls.over(
-            store, agents=agents, router=router, tools=tools, budget=budget, concurrency=concurrency
+            store,
+            agents=agents,
+            router=router,
+            tools=tools,
+            budget=budget,
+            concurrency=concurrency,
+            extensions=extensions,
         )
 
     @classmethod
@@ -52,10 +60,12 @@ class Engine:
         budget: Budget | None = None,
         checkpoint: Checkpoint | None = None,
         concurrency: int = 8,
+        extensions: Extensions | None = None,
     ) -> Engine:
-        """The engine over an open store, with everything its runner needs."""
+        """The engine over an open store, with everything its runner needs (`extensions`:
+        what features add to the bus's steps; none without)."""
         events = EventBus()
-        bus = ConversationBus(store, events)
+        bus = ConversationBus(store, events, extensions)
         runner = Runner(bus, agents, router, tools=tools, budget=budget, checkpoint=checkpoint)
         return cls(store, events, bus, Scheduler(bus, runner, concurrency=concurrency))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from orchestrator.agents.context import COMPACT_INSTRUCTION, compaction_point, model_view
@@ -105,12 +105,19 @@ def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
     return ()
 
 
-def next_step(transcript: Sequence[Message], tail: Tail, *, max_turns: int) -> NextStep:
-    """What a conversation does next, from its persisted state alone."""
+def next_step(
+    transcript: Sequence[Message],
+    tail: Tail,
+    *,
+    max_turns: int,
+    later: Collection[str] = ANSWERED_LATER,
+) -> NextStep:
+    """What a conversation does next, from its persisted state alone (`later`: the tools
+    whose result arrives through the inbox rather than from running them)."""
     if not tail.active:
         return Idle()
     missing = open_calls(transcript)
-    local = tuple(c for c in missing if c.name not in ANSWERED_LATER)
+    local = tuple(c for c in missing if c.name not in later)
     if local:
         return RunTools(local)
     if missing:
@@ -169,6 +176,11 @@ class Runner:
         # What the engine adds to a compaction, e.g. a lead's task board (its checkpoint).
         self.checkpoint = checkpoint
 
+    @property
+    def _later(self) -> frozenset[str]:
+        """Tools whose result comes through the inbox: the bus's, and features' turn tools."""
+        return ANSWERED_LATER | frozenset(self.bus.extensions.tools)
+
     async def run(self, conversation_id: str, *, deadline: Deadline | None = None) -> NextStep:
         """Run `conversation_id` from its stored state; return why it stopped (Park or Idle).
 
@@ -188,7 +200,7 @@ class Runner:
         spec = self.agents.spec(agent)
         started = self.clock()
         while True:
-            step = next_step(transcript, tail, max_turns=spec.max_turns)
+            step = next_step(transcript, tail, max_turns=spec.max_turns, later=self._later)
             if isinstance(step, CallModel | RunTools) and past(deadline):
                 log.info("%s: the run's deadline has passed; the next run goes on", conversation_id)
                 return Idle()
@@ -302,8 +314,9 @@ class Runner:
         turn = await spec.model.complete(request)
         if not turn.tool_calls:
             return await self.bus.finish(conversation_id, turn)
-        bus_calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS]
-        resolved = resolve_bus_calls(bus_calls, sender=agent, router=self.router)
+        turn_tools = self.bus.extensions.tools
+        bus_calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS or c.name in turn_tools]
+        resolved = resolve_bus_calls(bus_calls, sender=agent, router=self.router, tools=turn_tools)
         return await self.bus.record_turn(conversation_id, turn, resolved)
 
     async def _compact(

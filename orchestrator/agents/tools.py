@@ -7,25 +7,25 @@ transaction as the assistant turn that called them (dispatch.record_turn).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bus.dispatch import MessageIntent
+from orchestrator.bus.dispatch import BusCalls, MessageIntent
+from orchestrator.bus.extensions import TurnTool
 from orchestrator.bus.gates import AskIntent
 from orchestrator.bus.routing import Router
 from orchestrator.bus.sends import SendIntent
 from orchestrator.core.errors import RoutingError, ToolError
 from orchestrator.core.messages import InboxKind, ToolCall, ToolResult
-from orchestrator.core.tools import ToolSpec, object_spec
-from orchestrator.teams.transactions import DispatchIntent
+from orchestrator.core.tools import ToolSpec
 
 SEND = "send"
 MESSAGE = "message"
 ASK_HUMAN = "ask_human"
-DISPATCH = "dispatch"
-BUS_TOOLS = frozenset({SEND, MESSAGE, ASK_HUMAN, DISPATCH})
+# The bus's own tools; features add theirs as turn tools (orchestrator/bus/extensions.py),
+# whose results arrive later too.
+BUS_TOOLS = frozenset({SEND, MESSAGE, ASK_HUMAN})
 # Calls whose result arrives later through the inbox, not from running the tool.
-ANSWERED_LATER = frozenset({SEND, ASK_HUMAN, DISPATCH})
+ANSWERED_LATER = frozenset({SEND, ASK_HUMAN})
 
 
 SEND_SPEC = ToolSpec(
@@ -83,47 +83,22 @@ ASK_HUMAN_SPEC = ToolSpec(
     },
 )
 
-DISPATCH_SPEC = object_spec(
-    DISPATCH,
-    "Start a fresh mini-team on a task of the board: a worker in the task's own git worktree "
-    "and the reviewers its review level asks for. The task must be pending (or blocked, to try "
-    "again) with every task it waits for done. The engine gives the worker the task's spec; "
-    "your brief adds what the spec does not say: relevant files, facts found, guidance after "
-    "an escalation. You get one reply when the task ends: merged (with its result), blocked, "
-    "escalated after its review rounds, or a merge conflict with the files and hunks. "
-    "Dispatch independent tasks in the same turn so they run at once.",
-    ["task", "brief"],
-    task={"type": "integer", "description": "the task's number on the board"},
-    brief={"type": "string", "description": "operational context for the mini-team"},
-    allowance_usd={
-        "type": "number",
-        "description": "dollars the mini-team may spend (default: an even share of what is "
-        "left of the job's budget among its unfinished tasks); past it, it stops and you "
-        "decide",
-    },
-)
-
 BUS_SPECS: Mapping[str, ToolSpec] = {
     SEND: SEND_SPEC,
     MESSAGE: MESSAGE_SPEC,
     ASK_HUMAN: ASK_HUMAN_SPEC,
-    DISPATCH: DISPATCH_SPEC,
 }
 
 
-@dataclass
-class BusCalls:
-    """The bus tool calls of one assistant turn, resolved into intents or refusals."""
-
-    sends: list[SendIntent] = field(default_factory=list)
-    messages: list[MessageIntent] = field(default_factory=list)
-    asks: list[AskIntent] = field(default_factory=list)
-    refusals: list[ToolResult] = field(default_factory=list)
-    dispatches: list[DispatchIntent] = field(default_factory=list)
-
-
-def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router) -> BusCalls:
-    """Route every send and check every message of a turn; refusals go back to the model."""
+def resolve_bus_calls(
+    calls: Sequence[ToolCall],
+    *,
+    sender: str,
+    router: Router,
+    tools: Mapping[str, TurnTool] | None = None,
+) -> BusCalls:
+    """Route every send, check every message and resolve each call of a feature's turn tool
+    (`tools`); refusals go back to the model."""
     resolved = BusCalls()
     for call in calls:
         try:
@@ -133,8 +108,8 @@ def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router)
                 resolved.messages.append(_message_intent(call))
             elif call.name == ASK_HUMAN:
                 resolved.asks.append(_ask_intent(call))
-            elif call.name == DISPATCH:
-                resolved.dispatches.append(_dispatch_intent(call))
+            elif tools is not None and call.name in tools:
+                resolved.effects.append((call.name, tools[call.name].resolve(call)))
         except ToolError as exc:
             resolved.refusals.append(ToolResult(call.call_id, str(exc), is_error=True))
     _refuse_double_sends(resolved)
@@ -142,8 +117,8 @@ def resolve_bus_calls(calls: Sequence[ToolCall], *, sender: str, router: Router)
 
 
 def _send_intent(call: ToolCall, *, sender: str, router: Router) -> SendIntent:
-    member = _string(call, "member")
-    brief = _string(call, "message")
+    member = string_arg(call, "member")
+    brief = string_arg(call, "message")
     context_id = call.args.get("context_id")
     if context_id is not None and not isinstance(context_id, str):
         raise ToolError("send: context_id must be a string")
@@ -166,7 +141,11 @@ def _message_intent(call: ToolCall) -> MessageIntent:
             raise ToolError("message: plan_approval_response needs approve: true or false")
         extra["approve"] = approve
     return MessageIntent(
-        call.call_id, _string(call, "to"), InboxKind(kind_name), _string(call, "content"), extra
+        call.call_id,
+        string_arg(call, "to"),
+        InboxKind(kind_name),
+        string_arg(call, "content"),
+        extra,
     )
 
 
@@ -174,21 +153,7 @@ def _ask_intent(call: ToolCall) -> AskIntent:
     options = call.args.get("options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ToolError("ask_human: options must be a list of strings")
-    return AskIntent(call.call_id, _string(call, "question"), tuple(options))
-
-
-def _dispatch_intent(call: ToolCall) -> DispatchIntent:
-    task = call.args.get("task")
-    if not isinstance(task, int) or isinstance(task, bool):
-        raise ToolError(f"dispatch: task must be a task number (an integer), not {task!r}")
-    allowance = call.args.get("allowance_usd")
-    if allowance is not None and (
-        not isinstance(allowance, int | float) or isinstance(allowance, bool) or allowance <= 0
-    ):
-        raise ToolError(f"dispatch: allowance_usd must be a positive number, not {allowance!r}")
-    return DispatchIntent(
-        call.call_id, task, _string(call, "brief"), None if allowance is None else float(allowance)
-    )
+    return AskIntent(call.call_id, string_arg(call, "question"), tuple(options))
 
 
 def _refuse_double_sends(resolved: BusCalls) -> None:
@@ -210,7 +175,8 @@ def _refuse_double_sends(resolved: BusCalls) -> None:
     resolved.sends = kept
 
 
-def _string(call: ToolCall, key: str) -> str:
+def string_arg(call: ToolCall, key: str) -> str:
+    """The call's argument `key`, a non-empty string (else ToolError)."""
     value = call.args.get(key)
     if not isinstance(value, str) or not value.strip():
         raise ToolError(f"{call.name}: {key!r} must be a non-empty string")

@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.agents.tools import BusCalls
 from orchestrator.bus import answers, dispatch, failures, gates
 from orchestrator.bus import transactions as txn
 from orchestrator.bus import waits as wait_rows
+from orchestrator.bus.dispatch import BusCalls
 from orchestrator.bus.events import (
     DispatchCompleted,
     DispatchStarted,
@@ -24,6 +24,7 @@ from orchestrator.bus.events import (
     StateChanged,
     UsageRecorded,
 )
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.failures import Failure
 from orchestrator.core.messages import (
     AssistantTurn,
@@ -36,7 +37,6 @@ from orchestrator.core.messages import (
     job_conversation_id,
 )
 from orchestrator.store.sqlite import Store, Tx, now
-from orchestrator.teams import transactions as team_tx
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,13 @@ def _tail(tx: Tx, conversation_id: str) -> Tail:
 class ConversationBus:
     """Async face of the store's conversation tables."""
 
-    def __init__(self, store: Store, events: EventBus) -> None:
+    def __init__(
+        self, store: Store, events: EventBus, extensions: Extensions | None = None
+    ) -> None:
         self.store = store
         self.events = events
+        # What features add to its steps; the composition root fills it before anything runs.
+        self.extensions = extensions or Extensions()
         self.on_wake: Callable[[Iterable[str]], None] = lambda ids: None
 
     async def start_job(
@@ -251,8 +255,8 @@ class ConversationBus:
         """
 
         def consume(tx: Tx) -> txn.Outcome:
-            if not team_tx.may_start(tx, txn.conversation(tx, conversation_id)):
-                return txn.Outcome()  # a mini-team over its job's bound waits
+            if not self.extensions.admits(tx, txn.conversation(tx, conversation_id)):
+                return txn.Outcome()  # not yet (a mini-team over its job's bound waits)
             return txn.consume(tx, conversation_id)
 
         outcome, tail = await self._write(conversation_id, consume)
@@ -265,14 +269,7 @@ class ConversationBus:
         outcome, tail = await self._write(
             conversation_id,
             lambda tx: dispatch.record_turn(
-                tx,
-                conversation_id,
-                turn,
-                sends=calls.sends,
-                messages=calls.messages,
-                asks=calls.asks,
-                refusals=calls.refusals,
-                dispatches=calls.dispatches,
+                tx, conversation_id, turn, calls, extensions=self.extensions
             ),
         )
         agent = outcome.appended[0].sender
@@ -326,7 +323,10 @@ class ConversationBus:
     ) -> Step:
         """Persist a final turn; its text goes back as the reply to the request it served."""
         outcome, tail = await self._write(
-            conversation_id, lambda tx: dispatch.finish(tx, conversation_id, turn, error=error)
+            conversation_id,
+            lambda tx: dispatch.finish(
+                tx, conversation_id, turn, extensions=self.extensions, error=error
+            ),
         )
         agent = outcome.appended[0].sender
         self.events.publish(UsageRecorded(conversation_id, agent, turn.usage))
@@ -377,7 +377,13 @@ class ConversationBus:
         """Record an answer, carry it out and wake who now has work (see `answers.answer`)."""
         gate = await self.store.write(
             lambda tx: answers.answer(
-                tx, gate_id, text=text, answered_by=answered_by, via=via, ref=ref
+                tx,
+                gate_id,
+                text=text,
+                answered_by=answered_by,
+                via=via,
+                ref=ref,
+                extensions=self.extensions,
             )
         )
         self.events.publish(GateAnswered(gate_id, gate.conversation_id, answered_by, via))
@@ -391,7 +397,9 @@ class ConversationBus:
     async def advise(self, gate_id: int, *, text: str, advisor: str) -> gates.Gate:
         """Hand an advisor's reply to the agent that asked the open gate (see `gates.advise`)."""
         return await self.store.write(
-            lambda tx: gates.advise(tx, gate_id, text=text, advisor=advisor)
+            lambda tx: gates.advise(
+                tx, gate_id, text=text, advisor=advisor, kinds=self.extensions.kinds
+            )
         )
 
     async def reassign_gate(self, gate_id: int, *, decider: str) -> gates.Gate:

@@ -1,16 +1,19 @@
 """Send, replies, teammate messages and closing: a turn's effects on the bus, as transactions.
 
-Like everything in transactions.py, each public function here commits as one step.
+Like everything in transactions.py, each public function here commits as one step. What a
+feature adds to a turn or to a conversation's end (its turn tools, holds, reply holds and
+end hooks) runs here, inside the step (orchestrator/bus/extensions.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bus import gates, intent_gate
-from orchestrator.bus.gates import AskIntent
+from orchestrator.bus import gates
+from orchestrator.bus.extensions import Extensions
+from orchestrator.bus.gates import QUESTION, AskIntent
 from orchestrator.bus.sends import SendIntent, send
 from orchestrator.bus.transactions import (
     ConversationRow,
@@ -22,7 +25,6 @@ from orchestrator.bus.transactions import (
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import (
     AssistantTurn,
-    ConversationKind,
     InboxKind,
     Role,
     ToolResult,
@@ -31,8 +33,8 @@ from orchestrator.core.messages import (
     tool_content,
 )
 from orchestrator.store.sqlite import Tx, now
-from orchestrator.teams import conflict_gate, plan_gate
-from orchestrator.teams.transactions import DispatchIntent, dispatch_task, waiting_teams
+
+SEND = "send"  # the bus's own tool whose call opens (or resumes) a conversation
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,18 @@ class MessageIntent:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class BusCalls:
+    """The bus tool calls of one assistant turn, resolved into intents or refusals;
+    `effects` are the calls of features' turn tools, (tool, intent), in the order made."""
+
+    sends: list[SendIntent] = field(default_factory=list)
+    messages: list[MessageIntent] = field(default_factory=list)
+    asks: list[AskIntent] = field(default_factory=list)
+    refusals: list[ToolResult] = field(default_factory=list)
+    effects: list[tuple[str, Any]] = field(default_factory=list)
+
+
 NOBODY_ASKED = (
     "ask_human: this project asks nobody questions (its gates.question is never): decide "
     "yourself, and say in your result what you assumed and why."
@@ -56,43 +70,34 @@ def record_turn(
     tx: Tx,
     conversation_id: str,
     turn: AssistantTurn,
+    calls: BusCalls,
     *,
-    sends: Iterable[SendIntent] = (),
-    messages: Iterable[MessageIntent] = (),
-    asks: Iterable[AskIntent] = (),
-    refusals: Iterable[ToolResult] = (),
-    dispatches: Iterable[DispatchIntent] = (),
+    extensions: Extensions,
 ) -> Outcome:
     """Persist an assistant turn that called tools, and carry out its bus tools at once.
 
     Sends open child conversations (or queue into open ones) and raise this context's
-    pending_count; ask_human opens gates and parks the turn until they are answered;
-    teammate messages land in inboxes; refusals become error results the
-    agent reads on its next step. All of it commits together with the turn.
+    pending_count, as do features' turn tools that open one (a dispatch); a hold may keep
+    all of a tool's calls back at a gate instead; ask_human opens gates and parks the turn
+    until they are answered; teammate messages land in inboxes; refusals become error
+    results the agent reads on its next step. All of it commits together with the turn.
     """
     row = conversation(tx, conversation_id)
     outcome = Outcome()
-    results: list[ToolResult] = list(refusals)
+    results: list[ToolResult] = list(calls.refusals)
     entries: list[tuple[str, Role, dict[str, Any], Usage | None]] = [
         (row.agent, "assistant", assistant_content(turn), turn.usage)
     ]
-    sends = list(sends)
-    intended = intent_gate.hold(tx, row, sends)  # the restatement goes to its decider first
-    if intended is not None:
-        outcome.gates.append((intended, "intent", gates.get(tx, intended).question))
-        sends = []
-    opened = [send(tx, row, intent, outcome) for intent in sends]
-    held = plan_gate.hold(tx, row, list(dispatches))  # the plan goes to its decider first
-    if held is not None:
-        outcome.gates.append((held, "plan", gates.get(tx, held).question))
-    else:
-        opened += [dispatch_task(tx, row, intent, outcome) for intent in dispatches]
+    opened = _carry_out(tx, row, SEND, calls.sends, outcome, extensions, start=send)
+    for tool, intents in _by_tool(calls.effects).items():
+        carry_out = extensions.tools[tool].carry_out
+        opened += _carry_out(tx, row, tool, intents, outcome, extensions, start=carry_out)
     results += [refusal for refusal in opened if refusal is not None]
     pending = opened.count(None)  # each Send or dispatch that opened awaits one reply
-    for message in messages:
+    for message in calls.messages:
         results.append(_message(tx, row, message, outcome))
-    asks = list(asks)
-    if asks and gates.modes(tx, row.job_id)["question"] == "never":
+    asks = list(calls.asks)
+    if asks and gates.mode(tx, row.job_id, QUESTION) == "never":
         results += [ToolResult(i.call_id, NOBODY_ASKED, is_error=True) for i in asks]
         asks = []
     outcome.gates += [(gates.ask(tx, row, i), i.kind, i.question) for i in asks]
@@ -106,6 +111,33 @@ def record_turn(
             (pending, conversation_id),
         )
     return outcome
+
+
+def _carry_out(
+    tx: Tx,
+    row: ConversationRow,
+    tool: str,
+    intents: Sequence[Any],
+    outcome: Outcome,
+    extensions: Extensions,
+    *,
+    start: Any,
+) -> list[ToolResult | None]:
+    """Carry out a turn's calls of one tool, unless a hold keeps them back at a gate (then
+    nothing now: the gate's answer carries them out or refuses them)."""
+    held = extensions.held(tx, row, tool, intents)
+    if held is not None:
+        gate = gates.get(tx, held)
+        outcome.gates.append((held, gate.kind, gate.question))
+        return []
+    return [start(tx, row, intent, outcome) for intent in intents]
+
+
+def _by_tool(effects: Sequence[tuple[str, Any]]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = {}
+    for tool, intent in effects:
+        grouped.setdefault(tool, []).append(intent)
+    return grouped
 
 
 def _message(tx: Tx, row: ConversationRow, intent: MessageIntent, outcome: Outcome) -> ToolResult:
@@ -147,8 +179,17 @@ def _teammates(tx: Tx, row: ConversationRow, to: str) -> list[str] | str:
     return f"{to!r} names {len(matches)} conversations; use one id of: {', '.join(sorted(matches))}"
 
 
-def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = False) -> Outcome:
-    """Persist a final assistant turn; its text is the reply to the request it served.
+def finish(
+    tx: Tx,
+    conversation_id: str,
+    turn: AssistantTurn,
+    *,
+    extensions: Extensions,
+    error: bool = False,
+) -> Outcome:
+    """Persist a final assistant turn; its text is the reply to the request it served (a
+    reply hold may keep it back at a gate, which delivers it once answered), and what its
+    kind of conversation's end brings about runs.
 
     With `error`, the engine ended the turn (a limit), and the reply says so.
     """
@@ -159,10 +200,11 @@ def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = F
     )
     tx.execute("UPDATE conversations SET in_turn = 0 WHERE conversation_id = ?", (conversation_id,))
     if row.serving_call_id is not None:
-        held = None if error else conflict_gate.hold(tx, row)  # the decider hears it first
+        held = None if error else extensions.held_reply(tx, row)  # the decider hears it first
         _reply(tx, row, turn.text, outcome, error=error, held=held is not None)
         if held is not None:
-            outcome.gates.append((held, conflict_gate.KIND, gates.get(tx, held).question))
+            gate = gates.get(tx, held)
+            outcome.gates.append((held, gate.kind, gate.question))
     elif row.parent_id is None:
         tx.execute(
             "UPDATE conversations SET result = ? WHERE conversation_id = ?",
@@ -170,22 +212,8 @@ def finish(tx: Tx, conversation_id: str, turn: AssistantTurn, *, error: bool = F
         )
     if row.shutdown_requested_by is not None:
         _shut_down(tx, row, turn.text, outcome)
-    if row.kind == ConversationKind.TASK:
-        _end_team(tx, row, outcome)
+    extensions.ended(tx, row, outcome)
     return outcome
-
-
-def _end_team(tx: Tx, row: ConversationRow, outcome: Outcome) -> None:
-    """A mini-team's members exit with it, and a waiting mini-team of the job may start."""
-    members = tx.execute(
-        "SELECT conversation_id FROM conversations WHERE parent_id = ? AND state = 'active'",
-        (row.conversation_id,),
-    ).fetchall()
-    for (member,) in members:
-        close(tx, member)
-    close(tx, row.conversation_id)
-    outcome.closed = True
-    outcome.woken += waiting_teams(tx, row.job_id)
 
 
 def _reply(

@@ -23,27 +23,23 @@ from typing import Any, Literal
 
 from orchestrator.bus.transactions import ConversationRow, deliver
 from orchestrator.core.errors import BusError, GateClosedError
+from orchestrator.core.gate_kinds import GateKind, GateKinds, GateMode
 from orchestrator.core.messages import InboxKind
 from orchestrator.store.sqlite import Tx, now
 
-GateKindName = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]
-GateMode = Literal["always", "when_unsure", "never"]
 # human: the decider (or who may answer for them); proxy: the proxy alone; auto: given on the
 # decider's behalf by whoever ran the job (`teaparty run --yes`), no decision of theirs.
 AnsweredVia = Literal["human", "proxy", "auto"]
 ENGINE = "engine"  # who asks the gates the engine's own rules call for
-# What a job does without a project file's word (docs/configuration.md).
-DEFAULT_MODES: Mapping[str, GateMode] = {
-    "intent": "never",
-    "plan": "when_unsure",
-    "question": "always",
-    "budget": "always",
-    "merge-conflict": "always",
-    "protected-path": "always",
-}
-# Engine gates no agent waits on (they park the job's own conversation): advice to them
-# would wake the office manager to spend a model call on it.
-NO_ASKING_AGENT = frozenset({"budget", "protected-path"})
+# The bus's own kind: an agent's question to a person (ask_human). Every other kind is a
+# feature's, registered with the bus (orchestrator/bus/extensions.py).
+QUESTION = GateKind(
+    "question",
+    "always",
+    title="a question",
+    about="an agent's question to the decider",
+    engine_asks=False,
+)
 _YES = ("yes", "approve", "approved", "proceed", "ok", "go ahead")
 
 
@@ -54,7 +50,7 @@ class AskIntent:
     call_id: str
     question: str
     options: tuple[str, ...] = ()
-    kind: GateKindName = "question"
+    kind: str = QUESTION.name
 
 
 @dataclass(frozen=True)
@@ -137,22 +133,18 @@ def content_hash(
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 
-# A job that recorded no policy (started on the engine alone, or before jobs kept one) has
-# no gates of the engine's own: only its agents' questions.
-UNRECORDED_MODES: Mapping[str, GateMode] = {
-    kind: "always" if kind == "question" else "never" for kind in DEFAULT_MODES
-}
-
-
-def modes(tx: Tx, job_id: int | None) -> Mapping[str, GateMode]:
-    """The gate modes a job runs under: its project's when it started (the office records
-    them, kinds it left out at their defaults); without a record, `UNRECORDED_MODES`."""
+def mode(tx: Tx, job_id: int | None, kind: GateKind) -> GateMode:
+    """The mode a job runs `kind` under: its project's when it started (the office records
+    the modes; a kind it left out, or one added since, at its default). A job that recorded
+    no policy (started on the engine alone, or before jobs kept one) has no gates of the
+    engine's own: only its agents' questions."""
     row = None
     if job_id is not None:
         row = tx.execute("SELECT gate_modes FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
     if row is None or not row[0]:
-        return UNRECORDED_MODES
-    return {**DEFAULT_MODES, **json.loads(row[0])}
+        return "never" if kind.engine_asks else kind.default_mode
+    recorded: Mapping[str, GateMode] = json.loads(row[0])
+    return recorded.get(kind.name, kind.default_mode)
 
 
 def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
@@ -373,13 +365,14 @@ def rehash_job(tx: Tx, job_id: int) -> list[int]:
     return changed
 
 
-def advise(tx: Tx, gate_id: int, *, text: str, advisor: str) -> Gate:
+def advise(tx: Tx, gate_id: int, *, text: str, advisor: str, kinds: GateKinds) -> Gate:
     """An advisor's reply to an open gate: handed to the asking agent as advice (read when
     the decider's answer wakes it); the gate stays open."""
     gate = get(tx, gate_id)
     if gate.answer is not None:
         raise GateClosedError(f"gate {gate_id} was already answered by {gate.answered_by!r}")
-    if gate.engine_made and gate.kind in NO_ASKING_AGENT:
+    kind = kinds.get(gate.kind)
+    if gate.engine_made and kind is not None and not kind.wakes_asker:
         return gate  # nobody to hand it to: the decider reads it on the issue, beside the gate
     deliver(
         tx,

@@ -10,12 +10,11 @@ workgroup name for its lead).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.config import Organisation, Project
+from orchestrator.config import Organisation, Project, Workgroup
 from orchestrator.core.errors import RoutingError
-from orchestrator.teams.transactions import MINI_TEAM
 
 
 def short_name(address: str) -> str:
@@ -98,35 +97,48 @@ class Router:
         )
 
 
-def organisation_teams(org: Organisation, projects: Sequence[Project]) -> list[Team]:
+WorkgroupTeams = Callable[[str, Workgroup, tuple[str, ...]], Iterable["Team"]]
+"""Teams a feature adds to each workgroup: (its project, the workgroup, its members'
+addresses) -> teams (the mini-teams' coordinator, which reaches the members)."""
+
+
+def no_teams(project: str, workgroup: Workgroup, members: tuple[str, ...]) -> Iterable[Team]:
+    """No teams beyond the configuration's."""
+    return ()
+
+
+def organisation_teams(
+    org: Organisation, projects: Sequence[Project], *, added: WorkgroupTeams = no_teams
+) -> list[Team]:
     """The teams a configuration defines, with agents named by address.
 
     The office manager leads the project leads and the proxy; a project lead leads its
     workgroups' leads (reachable by workgroup name too); a workgroup lead leads its
-    members, who reach each other. Each workgroup's mini-team coordinator (the engine)
-    reaches the members too, who answer it only by their replies.
+    members, who reach each other. `added` gives each workgroup the teams features add
+    (the mini-team coordinator, who reaches the members, who answer it by replies only).
     """
     om = org.office_manager.name
     leads = {project.name: f"{project.name}/{project.lead.name}" for project in projects}
     teams = [Team(om, (*leads.values(), org.proxy.name), aliases=leads)]
     for project in projects:
-        teams.extend(_project_teams(project, leads[project.name]))
+        teams.extend(_project_teams(project, leads[project.name], added))
     return teams
 
 
-def project_teams(org: Organisation, project: Project) -> list[Team]:
+def project_teams(
+    org: Organisation, project: Project, *, added: WorkgroupTeams = no_teams
+) -> list[Team]:
     """The teams one more project adds to a running organisation (its lead joins the OM's)."""
     lead = f"{project.name}/{project.lead.name}"
     om_team = Team(org.office_manager.name, (lead,), aliases={project.name: lead})
-    return [om_team, *_project_teams(project, lead)]
+    return [om_team, *_project_teams(project, lead, added)]
 
 
-def _project_teams(project: Project, lead: str) -> list[Team]:
+def _project_teams(project: Project, lead: str, added: WorkgroupTeams) -> list[Team]:
     wg_leads = {wg.name: f"{project.name}/{wg.name}/{wg.lead.name}" for wg in project.workgroups}
     teams = [Team(lead, tuple(wg_leads.values()), aliases=wg_leads)]
     for wg in project.workgroups:
         members = tuple(f"{project.name}/{wg.name}/{m.name}" for m in wg.members)
         teams.append(Team(wg_leads[wg.name], members, mesh=True))
-        coordinator = f"{project.name}/{wg.name}/{MINI_TEAM}"
-        teams.append(Team(coordinator, members, answerable=False))
+        teams.extend(added(project.name, wg, members))
     return teams

@@ -18,14 +18,13 @@ from orchestrator.config.schema import (
     AgentDef,
     AgentDefaults,
     Budget,
-    GateKind,
-    GateMode,
     Humans,
     Organisation,
     Project,
     Workgroup,
 )
 from orchestrator.core.errors import ConfigError, ConfigIssue
+from orchestrator.core.gate_kinds import GateKinds, GateMode
 
 __all__ = [
     "DEFAULT_MAX_TURNS",
@@ -39,7 +38,7 @@ __all__ = [
     "CheckReport",
     "ConfigError",
     "ConfigIssue",
-    "GateKind",
+    "GateKinds",
     "GateMode",
     "Humans",
     "Organisation",
@@ -64,12 +63,13 @@ class CheckReport:
     note: str | None = None  # what else to know: e.g. that a repository runs on the defaults
 
 
-def check_paths(paths: Sequence[Path], *, org_dir: Path) -> list[ConfigIssue]:
+def check_paths(paths: Sequence[Path], *, org_dir: Path, kinds: GateKinds) -> list[ConfigIssue]:
     """Every issue found in the given files and directories (see check_path)."""
-    return [issue for path in paths for issue in check_path(path, org_dir=org_dir).issues]
+    found = (check_path(path, org_dir=org_dir, kinds=kinds) for path in paths)
+    return [issue for report in found for issue in report.issues]
 
 
-def check_path(path: Path, *, org_dir: Path) -> CheckReport:
+def check_path(path: Path, *, org_dir: Path, kinds: GateKinds) -> CheckReport:
     """Check an organisation, a repository's project (against ``org_dir``) or one YAML file.
 
     A repository without a project file is fine: its jobs run on the defaults.
@@ -78,18 +78,19 @@ def check_path(path: Path, *, org_dir: Path) -> CheckReport:
         if not (path / ORG_FILE).is_file():
             return CheckReport(path, note=f"no {PROJECT_FILE}: the defaults apply")
     try:
-        workgroups, agents = _check(path, org_dir)
+        workgroups, agents = _check(path, org_dir, kinds)
     except ConfigError as exc:
         return CheckReport(path, exc.issues)
     return CheckReport(path, (), workgroups, agents)
 
 
-def _check(path: Path, org_dir: Path) -> tuple[int, int]:
+def _check(path: Path, org_dir: Path, kinds: GateKinds) -> tuple[int, int]:
     if path.is_dir():
         if (path / ORG_FILE).is_file():
             return _check_org(path)
         if (path / PROJECT_FILE).is_file():
-            return _check_project(path / PROJECT_FILE, org_dir, name=path.resolve().name)
+            name = path.resolve().name
+            return _check_project(path / PROJECT_FILE, org_dir, kinds, name=name)
         message = f"neither an organisation ({ORG_FILE}) nor a repository ({PROJECT_FILE})"
         raise _problem(path, message)
     if not path.is_file():
@@ -98,7 +99,7 @@ def _check(path: Path, org_dir: Path) -> tuple[int, int]:
         return _check_org(path.parent)
     if path.name == Path(PROJECT_FILE).name:
         repository = path.parent.parent if path.parent.name == ".teaparty" else path.parent
-        return _check_project(path, org_dir, name=repository.resolve().name)
+        return _check_project(path, org_dir, kinds, name=repository.resolve().name)
     return _check_single(path)
 
 
@@ -111,9 +112,10 @@ def _check_org(directory: Path) -> tuple[int, int]:
     return len(org.workgroups), len(org.agents)
 
 
-def _check_project(path: Path, org_dir: Path, *, name: str) -> tuple[int, int]:
+def _check_project(path: Path, org_dir: Path, kinds: GateKinds, *, name: str) -> tuple[int, int]:
     org = load_organisation(org_dir)
-    project = load_project(read_text(path), org=org, source=str(path), default_name=name)
+    text = read_text(path)
+    project = load_project(text, org=org, source=str(path), default_name=name, kinds=kinds)
     agents = {project.lead.name} | {a.name for group in project.workgroups for a in group.roster}
     return len(project.workgroups), len(agents)
 

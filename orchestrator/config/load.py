@@ -196,9 +196,14 @@ def _issue(error: ErrorDetails, model: type[BaseModel], doc: Document, at: KeyPa
 
 
 def _unknown_key(key: str, allowed: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
+    return unknown(key, allowed, "key")
+
+
+def unknown(name: str, allowed: tuple[str, ...], what: str) -> str:
+    """`name` is no known `what`: the message, with the closest known one and every one."""
+    close = difflib.get_close_matches(name, allowed, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key; {hint}allowed keys: {', '.join(allowed)}"
+    return f"unknown {what}; {hint}allowed {what}s: {', '.join(allowed)}"
 
 
 def _fields_at(model: type[BaseModel], loc: KeyPath) -> tuple[str, ...]:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.config.load import Document, KeyPath, config_error, parse_yaml, validate
+from orchestrator.config.load import (
+    Document,
+    KeyPath,
+    config_error,
+    parse_yaml,
+    unknown,
+    validate,
+)
 from orchestrator.config.organisation import Resolver, members_only
 from orchestrator.config.schema import (
     SEND_IS_FOR_LEADS,
@@ -21,12 +28,18 @@ from orchestrator.config.schema import (
     WorkgroupRef,
 )
 from orchestrator.core.errors import ConfigIssue
+from orchestrator.core.gate_kinds import GateKinds
 
 
-def load_project(text: str, *, org: Organisation, source: str, default_name: str) -> Project:
-    """Load and check a project file's text against ``org``; raise ConfigError on any issue."""
+def load_project(
+    text: str, *, org: Organisation, source: str, default_name: str, kinds: GateKinds
+) -> Project:
+    """Load and check a project file's text against ``org`` and the engine's gate ``kinds``;
+    raise ConfigError on any issue."""
     doc = parse_yaml(text, source=source)
     raw, issues = validate(ProjectFile, doc.data, doc)
+    if raw is not None:
+        issues += _gate_issues(raw, doc, kinds)
     # Check the roster even when other keys are wrong, so one run reports both kinds of issue.
     roster = raw or validate(ProjectRoster, doc.data, doc)[0]
     resolved = None if roster is None else _resolve_roster(roster, doc, org=org, issues=issues)
@@ -40,7 +53,7 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         workgroups=workgroups,
         trigger_label=raw.trigger_label,
         budget=raw.budget,
-        gates=raw.gates.as_mapping(),
+        gates={kind.name: raw.gates.get(kind.name, kind.default_mode) for kind in kinds},
         waiting=raw.waiting,
         parallel=raw.parallel,
         sandbox=raw.sandbox,
@@ -48,6 +61,22 @@ def load_project(text: str, *, org: Organisation, source: str, default_name: str
         protected_paths=raw.protected_paths,
         rounds=raw.rounds,
     )
+
+
+def _gate_issues(raw: ProjectFile, doc: Document, kinds: GateKinds) -> list[ConfigIssue]:
+    """Each gate kind `gates:` names must be one the engine knows, and each `proxy.allow`
+    names one the proxy otherwise never answers alone."""
+    issues = []
+    for name in raw.gates:
+        if name not in kinds:
+            issues.append(doc.issue(("gates", name), unknown(name, kinds.names, "gate kind")))
+    guarded = kinds.only_allowed()
+    for index, name in enumerate(raw.proxy.allow):
+        if name not in guarded:
+            named = [repr(kind) for kind in guarded] or ["no kind"]
+            allowed = " or ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+            issues.append(doc.issue(("proxy", "allow", index), f"must be {allowed}, got {name!r}"))
+    return issues
 
 
 def _resolve_roster(

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.core.gate_kinds import GateMode
 from orchestrator.core.protected import check_pattern
 
 KNOWN_TOOLS: frozenset[str] = frozenset(
@@ -26,8 +27,6 @@ KNOWN_TOOLS: frozenset[str] = frozenset(
         *("dispatch", "answer_review"),
     }
 )
-GateKind = Literal["intent", "plan", "question", "budget", "merge-conflict", "protected-path"]
-GateMode = Literal["always", "when_unsure", "never"]
 ORG_FILE = "teaparty.yaml"
 PROJECT_FILE = ".teaparty/project.yaml"
 DEFAULT_MODEL = "claude-sonnet-4-6"
@@ -227,7 +226,7 @@ class ProxySettings(_Model):
     """
 
     min_decisions: Count = 5
-    allow: tuple[Literal["protected-path", "budget"], ...] = ()
+    allow: tuple[str, ...] = ()  # checked against the engine's gate kinds (config/project.py)
     # Added by a writer to an issue with a job: the proxy may answer every eligible gate.
     auto_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty-auto"
 
@@ -241,7 +240,7 @@ class Project(_Model):
     workgroups: tuple[Workgroup, ...]
     trigger_label: str
     budget: Budget
-    gates: Mapping[GateKind, GateMode]
+    gates: Mapping[str, GateMode]  # every kind the engine knows, with its mode
     parallel: int = 3
     sandbox: SandboxSettings = SandboxSettings()
     waiting: Waiting = Waiting()
@@ -309,32 +308,6 @@ class WorkgroupRef(_Model):
     humans: Humans | None = None
 
 
-class GatesFile(_Model):
-    """Gate policy as written; every kind has a default. `always`: a person answers (the
-    proxy only suggests); `when_unsure`: the proxy may answer once it has earned that;
-    `never`: no gate (see docs/configuration.md for what each kind then does)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    intent: GateMode = "never"
-    plan: GateMode = "when_unsure"
-    question: GateMode = "always"
-    budget: GateMode = "always"
-    merge_conflict: Annotated[GateMode, Field(alias="merge-conflict")] = "always"
-    protected_path: Annotated[GateMode, Field(alias="protected-path")] = "always"
-
-    def as_mapping(self) -> dict[GateKind, GateMode]:
-        """Every gate kind with its mode."""
-        return {
-            "intent": self.intent,
-            "plan": self.plan,
-            "question": self.question,
-            "budget": self.budget,
-            "merge-conflict": self.merge_conflict,
-            "protected-path": self.protected_path,
-        }
-
-
 class ProjectRoster(BaseModel):
     """Just the parts of a project file that name agents, read leniently to check references."""
 
@@ -355,7 +328,11 @@ class ProjectFile(_Model):
     agents: tuple[dict[str, object], ...] = ()
     trigger_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty"
     budget: Budget = Budget()
-    gates: GatesFile = GatesFile()
+    # Gate policy as written: kind -> mode, each kind the engine knows at its default when
+    # left out (checked against the kinds in config/project.py). `always`: a person answers
+    # (the proxy only suggests); `when_unsure`: the proxy may answer once it has earned that;
+    # `never`: no gate (docs/configuration.md says what each kind then does).
+    gates: dict[str, GateMode] = {}
     waiting: Waiting = Waiting()
     parallel: Count = 3
     sandbox: SandboxSettings = SandboxSettings()

@@ -122,7 +122,9 @@ async def _decider(office: Office, job_id: int, project: str) -> str:
         ).fetchone()
     )
     text = row[0] or ""
-    loaded = load_project(text, org=office.org, source=f"job {job_id}", default_name=project)
+    where = f"job {job_id}"
+    kinds = office.engine.bus.extensions.kinds
+    loaded = load_project(text, org=office.org, source=where, default_name=project, kinds=kinds)
     return loaded.humans.decider
 
 

@@ -16,11 +16,21 @@ from dataclasses import dataclass
 
 from orchestrator.agents.ports import Refusal
 from orchestrator.bus import gates
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import runnable
+from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.store.sqlite import Tx, now
 
+KIND = GateKind(
+    "budget",
+    "always",
+    title="the job has reached its budget",
+    about="the job would pass its budget",
+    proxy_alone=False,
+    wakes_asker=False,  # no agent waits on it: the job's model calls do
+)
 OPTIONS = ("yes", "no")
 QUESTION_OPENING = "The job has reached its budget"
 
@@ -94,7 +104,7 @@ def refuse(tx: Tx, job_id: int, over: Overrun | None) -> Refusal | None:
         return Refusal(f"waiting for the decider at the budget (question {waiting.gate_id})", True)
     if over is None:
         return None
-    if gates.modes(tx, job_id)["budget"] == "never":
+    if gates.mode(tx, job_id, KIND) == "never":
         return Refusal(over.reason)
     declined = _declined(tx, job_id, over)
     if declined is not None:
@@ -134,10 +144,15 @@ def _ask(tx: Tx, job_id: int, over: Overrun) -> int:
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
-        intent=AskIntent(f"budget:{asked + 1}", over.question(), OPTIONS, kind="budget"),
+        intent=AskIntent(f"budget:{asked + 1}", over.question(), OPTIONS, kind=KIND.name),
         payload={"caps": [over.max_usd, over.max_tokens], "proposed": proposed},
         pinned=proposed,
     )
+
+
+def register(extensions: Extensions) -> None:
+    """The budget gate: its kind, and its answer carried out."""
+    extensions.gate_kind(KIND, settle=settle)
 
 
 def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from orchestrator.agents.scheduler import Scheduler
 from orchestrator.bus import answers, gates
 from orchestrator.bus.events import GateAnswered
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.transactions import deliver, runnable
 from orchestrator.core.errors import OrchestratorError
@@ -88,7 +89,10 @@ class JobControl:
         """
         if not usd > 0:
             raise ControlError(f"a budget is a positive amount of dollars, not {usd}")
-        answered = await self.store.write(lambda tx: _set_budget(tx, job_id, usd, by, ref))
+        extensions = self.scheduler.bus.extensions
+        answered = await self.store.write(
+            lambda tx: _set_budget(tx, job_id, usd, by, ref, extensions)
+        )
         if answered is not None:
             self.scheduler.bus.events.publish(
                 GateAnswered(answered.gate_id, answered.conversation_id, by, "human")
@@ -150,7 +154,9 @@ def _remember(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> bool:
     return True
 
 
-def _set_budget(tx: Tx, job_id: int, usd: float, by: str, ref: str | None) -> Gate | None:
+def _set_budget(
+    tx: Tx, job_id: int, usd: float, by: str, ref: str | None, extensions: Extensions
+) -> Gate | None:
     _active(tx, job_id)
     gate = budget_gate.open_gate(tx, job_id)
     answered = None
@@ -158,7 +164,15 @@ def _set_budget(tx: Tx, job_id: int, usd: float, by: str, ref: str | None) -> Ga
         # Approved first (the settler raises every cap it proposed), then the dollars the
         # decider named replace the proposed ones.
         text = f"yes, with a cap of ${usd:.2f} (/budget)"
-        answered = answers.answer(tx, gate.gate_id, text=text, answered_by=by, via="human", ref=ref)
+        answered = answers.answer(
+            tx,
+            gate.gate_id,
+            text=text,
+            answered_by=by,
+            via="human",
+            ref=ref,
+            extensions=extensions,
+        )
     tx.execute(
         "UPDATE jobs SET budget_usd = ?, updated_at = ? WHERE job_id = ?", (usd, now(), job_id)
     )

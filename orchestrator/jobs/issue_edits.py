@@ -6,9 +6,10 @@ The edge tells the engine the text a job starts from (`started`) and each edit i
 
 from __future__ import annotations
 
-from orchestrator.bus import gates, revisions
+from orchestrator.bus import gates
 from orchestrator.bus.events import EventBus, GateAsked
-from orchestrator.bus.revisions import Edited, IssueText, Revision
+from orchestrator.jobs import revisions
+from orchestrator.jobs.revisions import Edited, IssueText, Revision
 from orchestrator.store.sqlite import Store, Tx
 
 

@@ -34,6 +34,7 @@ from orchestrator.core.model import Model
 from orchestrator.jobs import commands
 from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import JobFailedError, JobSource, Office
 from orchestrator.jobs.offline import DemoModel
@@ -279,7 +280,11 @@ async def _project(repo: Path, org: Organisation) -> tuple[Project, str]:
     if code != 0:
         text = f"humans: {{decider: {getpass.getuser()}}}\n"
     project = load_project(
-        text, org=org, source=".teaparty/project.yaml", default_name=slug(repo.name)
+        text,
+        org=org,
+        source=".teaparty/project.yaml",
+        default_name=slug(repo.name),
+        kinds=GATE_KINDS,
     )
     return project, text
 

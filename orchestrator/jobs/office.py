@@ -29,11 +29,13 @@ from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.config.prices import org_prices
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
+from orchestrator.core.gate_kinds import GateKinds
 from orchestrator.core.model import Model
 from orchestrator.core.tools import ToolSpec
 from orchestrator.jobs import review_tools, wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.control import JobControl
+from orchestrator.jobs.features import FEATURES, Register, extensions
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
@@ -50,6 +52,7 @@ from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import board_tools
 from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
+from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import rev
 from orchestrator.workspace.layout import JobSpace, Workspace, job_mark
@@ -60,6 +63,7 @@ log = logging.getLogger(__name__)
 # Every tool an agent can declare, by name (the organisation's `tools:` name them).
 ALL_SPECS: Mapping[str, ToolSpec] = {
     **BUS_SPECS,
+    **extensions().specs,
     **worktree_tools.SPECS,
     **board_tools.SPECS,
     **review_tools.SPECS,
@@ -150,15 +154,17 @@ class Office:
         scripted: bool = False,
         learnings: Mapping[str, str] | None = None,
         concurrency: int = 8,
+        features: Sequence[Register] = FEATURES,
     ) -> Office:
         """Open the store under `home`, wire the organisation, and clean up after a crash.
 
         `sandbox` is how agents' processes are confined (sandbox.probe); `env` is the
         environment agents' allowlisted variables come from; `scripted` says the models
-        are the scripted stand-in, which calls no shell and so needs no sandbox.
+        are the scripted stand-in, which calls no shell and so needs no sandbox; `features`
+        register what they add to the bus (the standard ones by default).
         """
         served = {p.name: p for p in projects}
-        router = Router(organisation_teams(org, projects))
+        router = Router(organisation_teams(org, projects, added=mini_teams))
         configured = ConfigAgents(
             org, projects, router=router, models=models, tool_specs=ALL_SPECS, learnings=learnings
         )
@@ -194,6 +200,7 @@ class Office:
             budget=budget,
             checkpoint=functools.partial(wiring.checkpoint, store),
             concurrency=concurrency,
+            extensions=extensions(features),
         )
         office = cls(
             engine,
@@ -210,6 +217,11 @@ class Office:
         await workspace.recover()
         configured.remember(await office.control.preferences())
         return office
+
+    @property
+    def gate_kinds(self) -> GateKinds:
+        """The kinds of gate this office's features ask."""
+        return self.engine.bus.extensions.kinds
 
     async def remember(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
         """Keep a preference for the job's project (`/remember`): its agents read it from now
@@ -250,7 +262,7 @@ class Office:
         self.projects[project.name] = project
         self.board.workgroups[project.name] = wiring.workgroup_order(project)
         if known != project:
-            self.router.extend(project_teams(self.org, project))
+            self.router.extend(project_teams(self.org, project, added=mini_teams))
         self.agents.add_project(project, learnings=learnings)
 
     async def start_job(
@@ -454,7 +466,8 @@ class Office:
 
     def _stored_project(self, job_id: int, name: str, text: str) -> Project:
         source = f"job {job_id}: the project file it started with"
-        project = load_project(text, org=self.org, source=source, default_name=name)
+        kinds = self.gate_kinds
+        project = load_project(text, org=self.org, source=source, default_name=name, kinds=kinds)
         return project.model_copy(update={"name": name})
 
     async def failures(self, job_id: int) -> list[Failure]:

@@ -18,6 +18,7 @@ from orchestrator.config import Organisation, load_organisation, load_project
 from orchestrator.config.prices import PriceTable, org_prices
 from orchestrator.core.errors import ConfigError
 from orchestrator.core.messages import Usage
+from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.offline import DemoModel
 
 
@@ -70,7 +71,9 @@ class JobPricing:
         key = (project, text)
         if key not in self._agents:
             try:
-                loaded = load_project(text, org=self.org, source=project, default_name=project)
+                loaded = load_project(
+                    text, org=self.org, source=project, default_name=project, kinds=GATE_KINDS
+                )
             except ConfigError:
                 self._agents[key] = None
             else:

@@ -18,12 +18,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bus import gates
-from orchestrator.bus.gates import AskIntent, Gate, GateKindName
+from orchestrator.bus.extensions import Extensions
+from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.store.sqlite import Tx
 from orchestrator.workspace.changes import BranchChange, ChangedFile
 
-KIND: GateKindName = "protected-path"
+KIND = GateKind(
+    "protected-path",
+    "always",
+    title="the change touches protected paths",
+    about="a change touching protected paths",
+    proxy_alone=False,
+    wakes_asker=False,  # no agent waits on it: it parks the job's own conversation
+)
 OPTIONS = ("yes", "no")
 FILES_SHOWN = 30  # protected files a question lists by name
 DIFF_SHOWN = 3000  # characters of the protected files' diff a question shows
@@ -97,7 +106,7 @@ def decide(
     approval of exactly this change, wait on the open gate, end on a refusal, or else ask
     (`diff`: the protected files' diff, and whether it was cut)."""
     pins = Pins.of(change)
-    asked = [gates.get(tx, g) for (g,) in tx.execute(_GATES, (job_id, KIND, gates.ENGINE))]
+    asked = [gates.get(tx, g) for (g,) in tx.execute(_GATES, (job_id, KIND.name, gates.ENGINE))]
     if any(g.approved and Pins.stored(g.payload) == pins for g in asked):
         return Cleared(change.head)
     waiting = [g for g in asked if g.answer is None and g.closed_at is None]
@@ -113,7 +122,7 @@ def decide(
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
-        intent=AskIntent(f"{KIND}:{change.head}", text, OPTIONS, kind=KIND),
+        intent=AskIntent(f"{KIND.name}:{change.head}", text, OPTIONS, kind=KIND.name),
         payload=payload,
         pinned=pins.as_dict(),
     )
@@ -168,6 +177,11 @@ def refusal(gate: Gate) -> str:
         f"The decider did not approve the change to protected paths ({named}): {who} "
         f"answered {gate.answer!r}. Nothing was pushed and no pull request was opened."
     )
+
+
+def register(extensions: Extensions) -> None:
+    """The protected-path gate: its kind, and its answer carried out."""
+    extensions.gate_kind(KIND, settle=settle)
 
 
 def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:

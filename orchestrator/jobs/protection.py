@@ -11,7 +11,7 @@ commit that lands in between is never published unseen.
 from __future__ import annotations
 
 from orchestrator.bus.events import GateAsked
-from orchestrator.bus.gates import modes
+from orchestrator.bus.gates import mode as gate_mode
 from orchestrator.core.protected import Matcher
 from orchestrator.jobs import protected_gate
 from orchestrator.jobs.handle import JobHandle
@@ -27,7 +27,7 @@ async def check(office: Office, job: JobHandle) -> Verdict:
     Raises GitError when git cannot read the branch.
     """
     store = office.engine.store
-    mode = (await store.read(lambda tx: modes(tx, job.job_id)))[KIND]
+    mode = await store.read(lambda tx: gate_mode(tx, job.job_id, KIND))
     if mode == "never":
         return Cleared(None)
     space = job.space
@@ -45,7 +45,7 @@ async def check(office: Office, job: JobHandle) -> Verdict:
     )
     if isinstance(verdict, Held) and verdict.opened:
         office.engine.events.publish(
-            GateAsked(verdict.gate_id, job.conversation_id, KIND, verdict.question)
+            GateAsked(verdict.gate_id, job.conversation_id, KIND.name, verdict.question)
         )
     return verdict
 

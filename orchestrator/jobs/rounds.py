@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.bus import gates
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.failures import record_job
-from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.bus.gates import QUESTION, AskIntent, Gate
 from orchestrator.bus.transactions import deliver
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import InboxKind, job_conversation_id
@@ -229,6 +230,11 @@ def _ask_limit(tx: Tx, waiting: ReviewRound, max_rounds: int) -> None:
     tx.execute(  # waiting for an answer is the job's state while it is asked
         "UPDATE jobs SET state = 'active', updated_at = ? WHERE job_id = ?", (now(), waiting.job_id)
     )
+
+
+def register(extensions: Extensions) -> None:
+    """The question the engine asks before a round past the cap: its answer carried out."""
+    extensions.gate_kind(QUESTION, settle=settle)
 
 
 def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """When the proxy may answer a gate alone, and how it measures itself: pure, no I/O.
 
 Issue 14's rule, with its numbers as `Rules`' defaults. The proxy answers alone only when
-(e) the kind is not `protected-path` or `budget` (unless the project lists it), (d) the
+(e) the proxy may answer the kind alone (GateKind.proxy_alone, else the project lists it), (d) the
 project's policy for the kind is `when_unsure`, and, unless the job is `auto`:
 (a) at least `min_decisions` comparable decisions exist, (b) its agreement over the last
 `window` of them, (agreements + 1) / (agreements + 3 × disagreements + 2), is at least
@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-PROTECTED_KINDS = frozenset({"protected-path", "budget"})
 BAND_EDGES = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)  # band i holds [edge i-1, edge i)
 _PUNCTUATION = " \t\n.!,;:'\"`*_"
 
@@ -161,15 +160,16 @@ def verdict(
     stated: float,
     kind: str,
     policy: str | None,
-    allowed: frozenset[str] = frozenset(),
+    guarded: bool = False,
     auto: bool = False,
     audited: bool = False,
     rules: Rules = DEFAULT_RULES,
 ) -> Verdict:
     """Whether a prediction stated at `stated` answers this gate alone (policy: the
-    project's mode for the kind; allowed: protected kinds the project lets it answer)."""
+    project's mode for the kind; guarded: the proxy never answers this kind alone in the
+    project, GateKind.proxy_alone and `proxy.allow`)."""
     sure = measured(standing.calibration, stated)
-    if kind in PROTECTED_KINDS and kind not in allowed:
+    if guarded:
         return Verdict(False, f"never alone on {kind} gates", sure)
     if policy != "when_unsure":
         return Verdict(False, f"the project's policy for {kind} gates is {policy or 'unset'}", sure)

@@ -28,14 +28,6 @@ _FIELD = re.compile(
     r"^[ \t>*_-]*(answer|confidence|reasons?)[*_ \t]*:[*_ \t]*(.*)$", re.IGNORECASE | re.MULTILINE
 )
 _NUMBER = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*(%?)")
-_KINDS = {
-    "plan": "a plan of tasks, to approve before any task runs",
-    "question": "a question an agent asked",
-    "intent": "the office manager's restatement of the issue, before planning",
-    "budget": "the job would pass its budget",
-    "merge-conflict": "a task's approved work conflicts with the job's",
-    "protected-path": "a change touching protected paths",
-}
 
 
 @dataclass(frozen=True)
@@ -47,6 +39,7 @@ class Artifact:
     question: str
     options: tuple[str, ...]
     job_title: str = ""
+    about: str = "a gate"  # what answering decides (its GateKind's `about`)
 
 
 @dataclass(frozen=True)
@@ -79,7 +72,7 @@ def brief(
 ) -> str:
     """The proxy's brief for one gate (`preferences`: what the project's decider asked to be
     remembered, `/remember`)."""
-    what = _KINDS.get(artifact.kind, "a gate")
+    what = artifact.about
     options = ", ".join(artifact.options) if artifact.options else "none: a free-text answer"
     parts = [
         f"{BRIEF_OPENING}, {decider}, will answer at gate {artifact.gate_id}.",

@@ -25,7 +25,6 @@ from orchestrator.core.model import Model, ModelRequest
 from orchestrator.proxy import decisions, overrides
 from orchestrator.proxy.autonomy import (
     DEFAULT_RULES,
-    PROTECTED_KINDS,
     Rules,
     Standing,
     audited,
@@ -79,7 +78,9 @@ class Proxy:
         if known is not None:
             return known
         group, answers = await self.store.write(lambda tx: self._look(tx, gate, project))
-        artifact = Artifact(gate.gate_id, gate.kind, gate.question, gate.options, job_title)
+        kind = self.bus.extensions.kinds.get(gate.kind)
+        about = kind.about if kind is not None else "a gate"
+        artifact = Artifact(gate.gate_id, gate.kind, gate.question, gate.options, job_title, about)
         if spent is not None:
             prediction, why, usage = None, f"no prediction: {spent}", Usage()
         else:
@@ -172,11 +173,17 @@ class Proxy:
             )
         read = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         terms = decisions.Terms(
-            guarded=gate.kind in PROTECTED_KINDS and gate.kind not in project.proxy.allow,
+            guarded=self._guarded(gate.kind, project),
             min_decisions=rules.min_decisions,
             tokens=(read, usage.output_tokens),
         )
         return decisions.insert(tx, decision, terms, at=self.clock())
+
+    def _guarded(self, kind: str, project: Project) -> bool:
+        """Whether the proxy never answers `kind` alone in `project`: a kind it may not
+        answer alone (GateKind.proxy_alone) that the project's `proxy.allow` does not list."""
+        known = self.bus.extensions.kinds.get(kind)
+        return (known is None or not known.proxy_alone) and kind not in project.proxy.allow
 
     def _judge(
         self,
@@ -195,7 +202,7 @@ class Proxy:
             stated=prediction.confidence,
             kind=gate.kind,
             policy=decision.policy,
-            allowed=frozenset(project.proxy.allow),
+            guarded=self._guarded(gate.kind, project),
             auto=decisions.auto(tx, gate.job_id),
             audited=audited(decisions.seed(tx), f"gate:{gate.gate_id}", rules.audit_share),
             rules=rules,
@@ -208,7 +215,14 @@ class Proxy:
             why, alone = "the gate was closed (its job cancelled) before the proxy was done", False
         if alone:
             by = self.agent.name
-            answers.answer(tx, gate.gate_id, text=prediction.answer, answered_by=by, via="proxy")
+            answers.answer(
+                tx,
+                gate.gate_id,
+                text=prediction.answer,
+                answered_by=by,
+                via="proxy",
+                extensions=self.bus.extensions,
+            )
         return replace(
             decision,
             answer=prediction.answer,

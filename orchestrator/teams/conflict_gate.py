@@ -23,14 +23,21 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
 from orchestrator.bus import gates
-from orchestrator.bus.gates import AskIntent, Gate, GateKindName
+from orchestrator.bus.extensions import Extensions
+from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import ConversationRow, deliver, transcript
+from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import ConversationKind, InboxKind, Message
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import get_task, list_tasks, log_event, update_task
 from orchestrator.teams.protocol import FINISH, MERGE, PREPARE, Merged, Prepared, StepFailed, decode
 
-KIND: GateKindName = "merge-conflict"
+KIND = GateKind(
+    "merge-conflict",
+    "always",
+    title="a task's work conflicts with the job's",
+    about="a task's approved work conflicts with the job's",
+)
 OPTIONS = ("yes", "no")
 HUNKS_SHOWN = 1_500  # characters of the hunks the gate shows (the lead reads them all)
 _NO = ("no", "reject", "rejected", "drop", "stop")
@@ -49,6 +56,13 @@ class Conflict:
     hunks: str
     job_head: str
     task_head: str
+
+
+def register(extensions: Extensions) -> None:
+    """The merge-conflict gate: its kind, its answer carried out, and the hold on a
+    mini-team's reply."""
+    extensions.gate_kind(KIND, settle=settle)
+    extensions.hold_reply(hold)
 
 
 def report(*, task: int, job_branch: str, branch: str, files: Sequence[str], hunks: str) -> str:
@@ -83,13 +97,13 @@ def hold(tx: Tx, row: ConversationRow) -> int | None:
     if row.kind != ConversationKind.TASK or row.job_id is None or row.parent_id is None:
         return None
     call_id = row.serving_call_id or row.request_call_id
-    if call_id is None or gates.modes(tx, row.job_id)[KIND] == "never":
+    if call_id is None or gates.mode(tx, row.job_id, KIND) == "never":
         return None
     conflict = _conflict(transcript(tx, row.conversation_id))
     if conflict is None:
         return None
     held = {"call_id": call_id, "team": row.conversation_id, "agent": row.agent}
-    intent = AskIntent(f"{KIND}:{call_id}", question(conflict), OPTIONS, kind=KIND)
+    intent = AskIntent(f"{KIND.name}:{call_id}", question(conflict), OPTIONS, kind=KIND.name)
     return gates.ask_engine(
         tx,
         job_id=row.job_id,
@@ -145,7 +159,7 @@ def rejects(text: str) -> bool:
 
 def open_conflicts(tx: Tx, job_id: int) -> list[Gate]:
     """The job's open merge-conflict gates."""
-    return [g for g in gates.open_gates(tx, job_id) if g.kind == KIND and g.engine_made]
+    return [g for g in gates.open_gates(tx, job_id) if g.kind == KIND.name and g.engine_made]
 
 
 def restate(tx: Tx, gate_id: int, *, job_head: str, files: Sequence[str], hunks: str) -> bool:
@@ -200,7 +214,7 @@ def _drop(tx: Tx, gate: Gate, number: int) -> str:
     assert gate.job_id is not None  # an engine gate belongs to a job
     if get_task(tx, gate.job_id, number).state not in ("done", "cancelled"):
         update_task(tx, gate.job_id, number, state="cancelled")
-        log_event(tx, gate.job_id, number, "cancelled", f"{KIND} gate {gate.gate_id}")
+        log_event(tx, gate.job_id, number, "cancelled", f"{KIND.name} gate {gate.gate_id}")
     waiting = [
         f"#{t.number}"
         for t in list_tasks(tx, gate.job_id)

@@ -11,18 +11,33 @@ of the job is approved, later dispatches run at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
 
 from orchestrator.bus import gates, held
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import ConversationRow, conversation
+from orchestrator.core.gate_kinds import GateKind
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
-from orchestrator.teams.transactions import DispatchIntent, dispatch_task
+from orchestrator.teams.transactions import DISPATCH, DispatchIntent, dispatch_task
 
+KIND = GateKind(
+    "plan",
+    "when_unsure",
+    title="the plan, before any task runs",
+    about="a plan of tasks, to approve before any task runs",
+)
 OPTIONS = ("yes", "no")
 SPEC_SHOWN = 1500  # characters of each task's spec the gate shows
+
+
+def register(extensions: Extensions) -> None:
+    """The plan gate: its kind, its answer carried out, and the hold on a lead's dispatches."""
+    extensions.gate_kind(KIND, settle=settle)
+    extensions.hold(DISPATCH, hold)
 
 
 def plan_text(tasks: list[Task]) -> str:
@@ -45,22 +60,22 @@ def plan_text(tasks: list[Task]) -> str:
 def approved(tx: Tx, job_id: int) -> bool:
     """Whether a plan of the job was approved."""
     rows = tx.execute(
-        "SELECT answer FROM gates WHERE job_id = ? AND kind = 'plan' AND answer IS NOT NULL"
+        "SELECT answer FROM gates WHERE job_id = ? AND kind = ? AND answer IS NOT NULL"
         " AND asked_by = ?",
-        (job_id, gates.ENGINE),
+        (job_id, KIND.name, gates.ENGINE),
     ).fetchall()
     return any(gates.approves(answer) for (answer,) in rows)
 
 
-def hold(tx: Tx, row: ConversationRow, dispatches: list[DispatchIntent]) -> int | None:
+def hold(tx: Tx, row: ConversationRow, dispatches: Sequence[DispatchIntent]) -> int | None:
     """Open the plan gate holding `dispatches` if the job's plan still needs approval;
     the gate's id, or None when they may run now."""
     if row.job_id is None or not dispatches:
         return None
-    if gates.modes(tx, row.job_id)["plan"] == "never" or approved(tx, row.job_id):
+    if gates.mode(tx, row.job_id, KIND) == "never" or approved(tx, row.job_id):
         return None
     question = plan_text(list_tasks(tx, row.job_id))
-    intent = AskIntent(f"plan:{dispatches[0].call_id}", question, OPTIONS, kind="plan")
+    intent = AskIntent(f"plan:{dispatches[0].call_id}", question, OPTIONS, kind=KIND.name)
     return gates.ask_engine(
         tx,
         job_id=row.job_id,

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.agents.tools import string_arg
+from orchestrator.bus.dispatch import close
+from orchestrator.bus.extensions import Extensions, TurnTool
+from orchestrator.bus.routing import Team
 from orchestrator.bus.transactions import (
     ConversationRow,
     Opened,
@@ -17,11 +21,21 @@ from orchestrator.bus.transactions import (
     create_conversation,
     deliver,
 )
-from orchestrator.core.messages import ConversationKind, InboxKind, ToolResult, task_conversation_id
+from orchestrator.config import Workgroup
+from orchestrator.core.errors import ToolError
+from orchestrator.core.messages import (
+    ConversationKind,
+    InboxKind,
+    ToolCall,
+    ToolResult,
+    task_conversation_id,
+)
+from orchestrator.core.tools import object_spec
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import log_event, unfinished_blockers
 
 MINI_TEAM = "mini-team"
+DISPATCH = "dispatch"
 DISPATCHABLE = ("pending", "blocked")
 
 
@@ -33,6 +47,59 @@ class DispatchIntent:
     task: int
     brief: str
     allowance_usd: float | None = None  # the lead's, else an even share (jobs/budget.py)
+
+
+DISPATCH_SPEC = object_spec(
+    DISPATCH,
+    "Start a fresh mini-team on a task of the board: a worker in the task's own git worktree "
+    "and the reviewers its review level asks for. The task must be pending (or blocked, to try "
+    "again) with every task it waits for done. The engine gives the worker the task's spec; "
+    "your brief adds what the spec does not say: relevant files, facts found, guidance after "
+    "an escalation. You get one reply when the task ends: merged (with its result), blocked, "
+    "escalated after its review rounds, or a merge conflict with the files and hunks. "
+    "Dispatch independent tasks in the same turn so they run at once.",
+    ["task", "brief"],
+    task={"type": "integer", "description": "the task's number on the board"},
+    brief={"type": "string", "description": "operational context for the mini-team"},
+    allowance_usd={
+        "type": "number",
+        "description": "dollars the mini-team may spend (default: an even share of what is "
+        "left of the job's budget among its unfinished tasks); past it, it stops and you "
+        "decide",
+    },
+)
+
+
+def register(extensions: Extensions) -> None:
+    """Dispatch as a turn tool; a mini-team starts within its job's bound, and its members
+    exit with it."""
+    extensions.tool(TurnTool(DISPATCH_SPEC, dispatch_intent, dispatch_task))
+    extensions.admit(may_start)
+    extensions.on_end(ConversationKind.TASK, end_team)
+
+
+def mini_teams(project: str, workgroup: Workgroup, members: tuple[str, ...]) -> list[Team]:
+    """The workgroup's mini-team coordinator (the engine) reaches its members, who answer
+    it only by their replies (the routes the bus adds for each workgroup)."""
+    return [Team(f"{project}/{workgroup.name}/{MINI_TEAM}", members, answerable=False)]
+
+
+def dispatch_intent(call: ToolCall) -> DispatchIntent:
+    """A dispatch call as it intends; ToolError (read by the lead) when it cannot be."""
+    task = call.args.get("task")
+    if not isinstance(task, int) or isinstance(task, bool):
+        raise ToolError(f"dispatch: task must be a task number (an integer), not {task!r}")
+    allowance = call.args.get("allowance_usd")
+    if allowance is not None and (
+        not isinstance(allowance, int | float) or isinstance(allowance, bool) or allowance <= 0
+    ):
+        raise ToolError(f"dispatch: allowance_usd must be a positive number, not {allowance!r}")
+    return DispatchIntent(
+        call.call_id,
+        task,
+        string_arg(call, "brief"),
+        None if allowance is None else float(allowance),
+    )
 
 
 def dispatch_task(
@@ -137,3 +204,16 @@ def waiting_teams(tx: Tx, job_id: int | None) -> list[str]:
             (job_id,),
         )
     ]
+
+
+def end_team(tx: Tx, row: ConversationRow, outcome: Outcome) -> None:
+    """A mini-team's members exit with it, and a waiting mini-team of the job may start."""
+    members = tx.execute(
+        "SELECT conversation_id FROM conversations WHERE parent_id = ? AND state = 'active'",
+        (row.conversation_id,),
+    ).fetchall()
+    for (member,) in members:
+        close(tx, member)
+    close(tx, row.conversation_id)
+    outcome.closed = True
+    outcome.woken += waiting_teams(tx, row.job_id)

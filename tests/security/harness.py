@@ -29,7 +29,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent)]
 
 from bot.secrets import take_secrets  # noqa: E402
-from orchestrator.config import load_organisation, load_project, shipped_org_dir  # noqa: E402
+from orchestrator.api import load_project  # noqa: E402
+from orchestrator.config import load_organisation, shipped_org_dir  # noqa: E402
 from orchestrator.core.messages import ToolCall  # noqa: E402
 from orchestrator.jobs.office import JobSource, Office  # noqa: E402
 from orchestrator.jobs.offline import DemoModel  # noqa: E402

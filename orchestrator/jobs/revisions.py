@@ -29,6 +29,7 @@ from orchestrator.core.errors import BusError
 from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
 
+EDIT_KIND = "intent"  # an edit is put to the decider as an intent gate (jobs/intent_gate.py)
 EDIT_CALL = "edit:"  # an edit's gate has the call id `edit:<revision id>`
 OPTIONS = ("yes", "no")
 QUESTION = (
@@ -144,7 +145,7 @@ def edited(
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
-        intent=AskIntent(f"{EDIT_CALL}{revision_id}", f"{QUESTION}\n\n{shown}", OPTIONS, "intent"),
+        intent=AskIntent(f"{EDIT_CALL}{revision_id}", f"{QUESTION}\n\n{shown}", OPTIONS, EDIT_KIND),
         payload={"revision": revision_id, "diff": shown, "edited_by": by},
         pinned={"title": text.title, "body": text.body},
     )

@@ -13,48 +13,66 @@ An `intent` gate the engine opens because the issue was edited is settled by rev
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from functools import partial
 
-from orchestrator.bus import gates, revisions
+from orchestrator.bus import gates
 from orchestrator.bus import held as held_calls
+from orchestrator.bus.dispatch import SEND
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.sends import SendIntent, send
 from orchestrator.bus.transactions import ConversationRow, conversation
+from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
+from orchestrator.jobs import revisions
 from orchestrator.store.sqlite import Tx
 
+KIND = GateKind(
+    "intent",
+    "never",
+    title="is this what the issue asks for?",
+    about="the office manager's restatement of the issue, before planning",
+)
 RESTATEMENT_CALL = "intent:"  # a restatement's gate has the call id `intent:<first send's id>`
 OPTIONS = ("yes", "no")
+
+
+def register(extensions: Extensions) -> None:
+    """The intent gate: its kind, its answer carried out (an edit's too), and the hold on
+    the office manager's first sends."""
+    extensions.gate_kind(KIND, settle=settle)
+    extensions.hold(SEND, hold)
 
 
 def approved(tx: Tx, job_id: int) -> bool:
     """Whether a restatement of the job's issue was approved."""
     rows = tx.execute(
-        "SELECT answer FROM gates WHERE job_id = ? AND kind = 'intent' AND asked_by = ?"
+        "SELECT answer FROM gates WHERE job_id = ? AND kind = ? AND asked_by = ?"
         " AND answer IS NOT NULL AND call_id LIKE ?",
-        (job_id, gates.ENGINE, f"{RESTATEMENT_CALL}%"),
+        (job_id, KIND.name, gates.ENGINE, f"{RESTATEMENT_CALL}%"),
     ).fetchall()
     return any(gates.approves(answer) for (answer,) in rows)
 
 
-def restatement(sends: list[SendIntent]) -> str:
+def restatement(sends: Sequence[SendIntent]) -> str:
     """What the decider reads: the brief, or with several sends each one and its recipient."""
     if len(sends) == 1:
         return sends[0].brief
     return "\n\n".join(f"To {s.recipient}:\n\n{s.brief}" for s in sends)
 
 
-def hold(tx: Tx, row: ConversationRow, sends: list[SendIntent]) -> int | None:
+def hold(tx: Tx, row: ConversationRow, sends: Sequence[SendIntent]) -> int | None:
     """Open the intent gate holding the office manager's `sends` if the job's restatement
     still needs approval; the gate's id, or None when they may go now."""
     job_id = row.job_id
     if job_id is None or not sends or row.conversation_id != job_conversation_id(job_id):
         return None  # only the office manager, at the job's root, restates the issue
-    if gates.modes(tx, job_id)["intent"] == "never" or approved(tx, job_id):
+    if gates.mode(tx, job_id, KIND) == "never" or approved(tx, job_id):
         return None
     intent = AskIntent(
-        f"{RESTATEMENT_CALL}{sends[0].call_id}", restatement(sends), OPTIONS, kind="intent"
+        f"{RESTATEMENT_CALL}{sends[0].call_id}", restatement(sends), OPTIONS, kind=KIND.name
     )
     return gates.ask_engine(
         tx,
