@@ -619,6 +619,47 @@ UPDATE proxy_decisions SET actual = NULL, agreed = NULL, decided_at = NULL
     WHERE alone = 0 AND gate_id IN (SELECT gate_id FROM gates WHERE answered_via = 'auto');
 """
 
+# Gate kinds are the features' (core/gate_kinds.py, registered with the bus): the table no
+# longer lists them, so a new kind needs no migration. SQLite rebuilds the table to drop a
+# CHECK; every row, column, index and reference stays.
+GATE_KINDS_OPEN = """
+CREATE TABLE gates_new (
+    gate_id         INTEGER PRIMARY KEY,
+    job_id          INTEGER REFERENCES jobs (job_id),
+    conversation_id TEXT NOT NULL REFERENCES conversations (conversation_id),
+    call_id         TEXT NOT NULL,
+    kind            TEXT NOT NULL,
+    question        TEXT NOT NULL,
+    options         TEXT,
+    asked_by        TEXT NOT NULL,
+    decider         TEXT,
+    comment_ref     TEXT,
+    answer          TEXT,
+    answered_by     TEXT,
+    answered_via    TEXT CHECK (answered_via IN ('human', 'proxy', 'auto')),
+    asked_at        REAL NOT NULL,
+    answered_at     REAL,
+    answer_ref      TEXT,
+    content_hash    TEXT,
+    hashed_at       REAL,
+    closed_at       REAL,
+    closed_idle_at  REAL,
+    payload         TEXT,
+    pinned          TEXT,
+    UNIQUE (conversation_id, call_id)
+);
+INSERT INTO gates_new (gate_id, job_id, conversation_id, call_id, kind, question, options,
+    asked_by, decider, comment_ref, answer, answered_by, answered_via, asked_at, answered_at,
+    answer_ref, content_hash, hashed_at, closed_at, closed_idle_at, payload, pinned)
+SELECT gate_id, job_id, conversation_id, call_id, kind, question, options,
+    asked_by, decider, comment_ref, answer, answered_by, answered_via, asked_at, answered_at,
+    answer_ref, content_hash, hashed_at, closed_at, closed_idle_at, payload, pinned FROM gates;
+DROP TABLE gates;
+ALTER TABLE gates_new RENAME TO gates;
+CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
+CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -641,6 +682,7 @@ MIGRATIONS: tuple[str, ...] = (
     DELIVERY_SUBJECTS,
     JOB_MARKS,
     GATE_ANSWERS_ON_BEHALF,
+    GATE_KINDS_OPEN,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version
