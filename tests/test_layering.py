@@ -154,3 +154,20 @@ def test_no_import_cycles() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+def test_no_import_circle_anywhere_counting_every_import() -> None:
+    """A graph of every import (grimp: those under TYPE_CHECKING and inside functions too)
+    has no circle among the modules of orchestrator/ or bot/: no module imports one that
+    leads back to it. lint-imports checks the layers."""
+    import grimp
+
+    for package in ("orchestrator", "bot"):
+        graph = grimp.build_graph(package, include_external_packages=False)
+        circles = sorted(
+            (importer, imported)
+            for importer in graph.modules
+            for imported in graph.find_modules_directly_imported_by(importer)
+            if imported != importer and graph.chain_exists(importer=imported, imported=importer)
+        )
+        assert circles == [], f"imports that lead back to their importer in {package}: {circles}"
