@@ -41,6 +41,7 @@ from orchestrator.bus.transactions import conversation
 from orchestrator.config import Project, load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.features import extensions
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.proxy.autonomy import Rules
 from orchestrator.proxy.proxy import Proxy
@@ -134,7 +135,7 @@ async def run(
 ) -> Tally:
     """Every decider's 200 gates on a fresh store; what the proxy did."""
     store = await Store.open(home / f"proxy-{accuracy}-{seed}-{rules.comparable}.db")
-    bus = ConversationBus(store, EventBus())
+    bus = ConversationBus(store, EventBus(), extensions())  # the kinds the features ask
     org = load_organisation(shipped_org_dir())
     oracle = Oracle(accuracy, random.Random(f"model:{accuracy}:{seed}"))
     model = FunctionModel(oracle.reply)
