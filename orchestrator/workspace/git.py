@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,6 +247,23 @@ class Checkout:
             return False
         return recorded == str(self.path / ".git") and self.path.is_dir()
 
+    def restore_gitfile(self) -> bool:
+        """Make `path/.git` again the file that names this checkout's admin directory, as git
+        wrote it; whether it had to. An agent owns the worktree, so it may have put a
+        repository of its own there (a planted config whose fsmonitor the next agent's
+        `git status` would run, a history that shows a reviewer another diff) or pointed the
+        file elsewhere; the engine's own git never reads it."""
+        dotgit = self.path / ".git"
+        wanted = f"gitdir: {self.admin}\n".encode()
+        if _small_regular_file(dotgit) == wanted:
+            return False
+        if dotgit.is_dir() and not dotgit.is_symlink():
+            shutil.rmtree(dotgit)
+        else:
+            dotgit.unlink(missing_ok=True)
+        dotgit.write_bytes(wanted)
+        return True
+
     async def git(self, *args: str, check: bool = True) -> tuple[int, str]:
         """Run git in this checkout, with its directories named by the engine."""
         return await git(self.admin, *args, work_tree=self.path, check=check)
@@ -254,6 +272,22 @@ class Checkout:
         """The branch checked out, or None when HEAD is detached."""
         code, out = await git(self.admin, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         return out.strip() if code == 0 else None
+
+
+def _small_regular_file(path: Path, limit: int = 4096) -> bytes | None:
+    """The content of `path` if it is a regular file of at most `limit` bytes (read without
+    following a symlink or waiting on a FIFO), else None."""
+    try:
+        status = os.lstat(path)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > limit:
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
 
 
 async def add_worktree(repo: Path, path: Path, start: str) -> Checkout:

@@ -268,6 +268,8 @@ class Workspace:
         if not checkout.exists():
             async with self._lock(job.repo):
                 await add_worktree(job.repo, path, f"refs/heads/{job.branch}")
+        if checkout.restore_gitfile():  # whoever next runs git there runs the real one
+            log.warning("job %d: the .git of %s was not git's; restored", job.job_id, path)
         if await checkout.branch() == branch:
             return space
         if (checkout.admin / "MERGE_HEAD").exists():  # a resolution left unfinished

