@@ -74,6 +74,15 @@ def attempt(op, arg):
         socket.socket(socket.AF_UNIX).connect(arg)
     elif op == "udp":
         socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", int(arg)))
+    elif op == "fastopen":  # a TCP connect inside a send
+        socket.socket().sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", int(arg)))
+    elif op == "io_uring":  # a ring's operations are not system calls a filter sees
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(425, 8, ctypes.create_string_buffer(120))
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "io_uring_setup")
+        os.close(fd)
     elif op == "kill":
         os.kill(int(arg), 0)
     elif op == "setuid":
@@ -132,12 +141,16 @@ class Box:
         return [sys.executable, "-I", "-S", LAUNCHER, json.dumps(self.spec(argv, **overrides))]
 
     def launcher_anyone_reads(self) -> str:
-        """A copy of the launcher every uid can read (it is stdlib-only): the checkout's own
+        """A copy of the launcher and the module beside it (both stdlib-only) that every uid
+        can read, in a directory it can list (Python's import lists it): the checkout's own
         may lie where another uid cannot look (a clone in a 0700 directory, under /root)."""
-        copy = self.base / "launch.py"
-        shutil.copyfile(LAUNCHER, copy)
-        copy.chmod(0o644)
-        return str(copy)
+        folder = self.base / "launcher"
+        folder.mkdir(mode=0o755, exist_ok=True)
+        folder.chmod(0o755)
+        for name in ("launch.py", "sockguard.py"):
+            shutil.copyfile(Path(LAUNCHER).with_name(name), folder / name)
+            (folder / name).chmod(0o644)
+        return str(folder / "launch.py")
 
     def run(self, argv: list[str], /, **overrides: Any) -> subprocess.CompletedProcess[str]:
         cmd = self.command(argv, **overrides)

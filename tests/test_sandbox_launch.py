@@ -153,6 +153,16 @@ def test_tcp_connect_only_to_listed_ports(box: Box, listeners: list[int]) -> Non
 
 
 @needs_python
+def test_no_connect_hides_in_a_send_or_a_ring(box: Box, listeners: list[int]) -> None:
+    items = (f"fastopen:{listeners[0]}", "io_uring:")
+    outside = unconfined_probe(*items)
+    assert outside[items[0]] == "ok"
+    assert box.probe(*items, tcp_connect=[]) == {items[0]: "EACCES", items[1]: "ENOSYS"}
+    if outside[items[1]] != "ok":
+        pytest.skip(f"io_uring is off on this host ({outside[items[1]]}): refused either way")
+
+
+@needs_python
 @pytest.mark.skipif(ABI < 6, reason="Landlock scopes signals and abstract sockets from ABI 6")
 def test_scopes_block_signals_and_abstract_sockets_outside_the_domain(box: Box) -> None:
     name = f"teaparty-test-{os.getpid()}"

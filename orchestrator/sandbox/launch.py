@@ -17,15 +17,20 @@ running ABI knows; rights a file cannot hold are masked off for non-directories 
 works in ``write``); missing paths are skipped. ``tcp_connect``: null leaves the network alone,
 [] denies every TCP connect and bind, [p, ...] allows connecting to those ports only (ABI >= 4;
 below it the command still runs and the status line says ``"net": "unenforced"``). From ABI 6
-abstract unix sockets and signals are scoped to the command's own domain. uid and gid come
-together and are never 0; the command gets no supplementary groups.
+abstract unix sockets and signals are scoped to the command's own domain. Sockets
+(``sockguard.py``, seccomp): UDP and every family but unix and TCP only when
+``tcp_connect`` is null; a unix socket is reached by its path only beneath a ``write``
+directory — checked by Landlock from ABI 9, below it by the launcher, which makes every
+``connect()`` of the command itself. uid and gid come together and are never 0; the
+command gets no supplementary groups.
 
 Exit status: the command's code, or 128+N when signal N ended it; 128+N when the launcher got
 signal N (SIGTERM, SIGINT, SIGHUP) and killed the tree. Launcher failures print one line
 ``teaparty-sandbox: <reason>`` on stderr and exit 125 (126: cannot execute, 127: not found).
 On ``status_fd`` the launcher writes one JSON line once every restriction is in force, just
 before exec: ``{"abi": 7, "fs": true, "net": "open"|"off"|"ports"|"unenforced",
-"scopes": true|false, "uid": n}``; no line means the command never started confined.
+"scopes": true|false, "unix": "kernel"|"supervised"|"open", "udp": "off"|"open", "uid": n}``;
+no line means the command never started confined.
 
 Process handling: Landlock has no PID namespace, so the launcher is a child subreaper. It forks
 the command, waits for it (or for SIGTERM/SIGINT/SIGHUP; SIGTERM is also its parent-death
@@ -51,10 +56,12 @@ launcher refuses to run a command as root. ``cmdline`` and ``stat`` of every pro
 readable (no secret belongs in an argv), and the command's own processes read each other's.
 
 Limits: no filesystem view of its own (unlisted paths stay visible by name, only access is
-denied); pathname unix sockets (a docker or D-Bus socket) stay reachable, as Landlock does not
-handle connecting to them on this ABI; UDP and other protocols are never restricted;
-RLIMIT_NPROC counts every process of the uid (give each slot its own uid); a launcher
-SIGKILLed before it can clean up leaves grandchildren behind (the direct child dies with it).
+denied); a connection the launcher made for the command carries the launcher's credentials
+(SO_PEERCRED), abstract unix sockets are refused outright below ABI 9 (the launcher cannot
+connect inside the command's scope), and so are unix datagram sockets (their recipient is
+named in memory no filter reads); RLIMIT_NPROC counts every process of the uid (give each
+slot its own uid); a launcher SIGKILLed before it can clean up leaves grandchildren behind
+(the direct child dies with it).
 
 Errors: ``LaunchError`` alone, with its exit code (not an OrchestratorError: no imports of ours).
 """
@@ -66,6 +73,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import stat
 import struct
 import sys
@@ -80,10 +88,14 @@ _RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_ABI1 = (1 << 13) - 1  # EXECUTE .. MAKE_SYM
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15  # ABI 2, 3, 5
+_FS_RESOLVE_UNIX = 1 << 16  # ABI 9: connecting to a unix socket by its path
 _FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-_FS_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_FS_FILE_ONLY = (
+    _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV | _FS_RESOLVE_UNIX
+)
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2  # ABI 4
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2  # ABI 6
+_ABI_RESOLVE_UNIX = 9
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_NO_NEW_PRIVS = 1, 36, 38
 _WAKE_SIGNALS = frozenset((signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
@@ -92,6 +104,13 @@ _SPEC_KEYS = frozenset(
     ("argv", "cwd", "uid", "gid", "rlimits", "landlock", "status_fd", "parent_pid")
 )
 _LANDLOCK_KEYS = frozenset(("read", "write", "tcp_connect"))
+
+
+try:  # imported by the engine
+    from orchestrator.sandbox import sockguard
+except ImportError:  # run as a script (-I: no package on the path): the file beside this one
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # after the standard library
+    import sockguard  # type: ignore[no-redef,import-not-found]
 
 
 class LaunchError(Exception):
@@ -224,7 +243,12 @@ def abi_version() -> int:
 
 def _fs_rights(abi: int) -> int:
     rights = _FS_ABI1
-    for since, right in ((2, _FS_REFER), (3, _FS_TRUNCATE), (5, _FS_IOCTL_DEV)):
+    for since, right in (
+        (2, _FS_REFER),
+        (3, _FS_TRUNCATE),
+        (5, _FS_IOCTL_DEV),
+        (9, _FS_RESOLVE_UNIX),
+    ):
         if abi >= since:
             rights |= right
     return rights
@@ -329,9 +353,38 @@ def _confine(spec: Spec, abi: int, launcher_pid: int) -> None:
     os.chdir(spec.cwd)
 
 
-def _status_line(spec: Spec, abi: int) -> bytes:
+def _guard_sockets(spec: Spec, abi: int, channel: socket.socket | None) -> str:
+    """Install the socket filter (after `enforce`: it needs no_new_privs) and hand its
+    listener to the launcher over `channel`; how unix paths are checked: "kernel" (Landlock
+    ABI 9), "supervised" (the launcher connects), or "open"."""
+    installed, listener = sockguard.install(
+        network_open=spec.policy.tcp_connect is None,
+        supervise=channel is not None,
+        unix_dgram=abi >= _ABI_RESOLVE_UNIX,
+    )
+    if listener is not None and channel is not None:
+        try:
+            socket.send_fds(channel, [b"L"], [listener])
+        finally:
+            os.close(listener)  # the command must never hold it: it would answer itself
+    if channel is not None:
+        channel.close()
+    if abi >= _ABI_RESOLVE_UNIX:
+        return "kernel"
+    return "supervised" if listener is not None else "open"
+
+
+def _status_line(spec: Spec, abi: int, unix: str) -> bytes:
     net = _net_mode(spec.policy, abi)
-    status = {"abi": abi, "fs": True, "net": net, "scopes": abi >= 6, "uid": os.getuid()}
+    status = {
+        "abi": abi,
+        "fs": True,
+        "net": net,
+        "scopes": abi >= 6,
+        "unix": unix,
+        "udp": "open" if spec.policy.tcp_connect is None else "off",
+        "uid": os.getuid(),
+    }
     return (json.dumps(status) + "\n").encode()
 
 
@@ -358,18 +411,26 @@ def _exec(argv: list[str]) -> int:
     return _fail(LaunchError(f"{name}: command not found", EXIT_NOT_FOUND))
 
 
-def _run_child(spec: Spec, abi: int, *, mask: set[int | signal.Signals], launcher_pid: int) -> int:
+def _run_child(
+    spec: Spec,
+    abi: int,
+    *,
+    mask: set[int | signal.Signals],
+    launcher_pid: int,
+    channel: socket.socket | None,
+) -> int:
     """Confine this forked process and exec the command; returns an exit code on failure."""
     try:
         _reset_signals(mask)
         _confine(spec, abi, launcher_pid)
+        unix = _guard_sockets(spec, abi, channel)
     except ValueError as exc:  # resource.setrlimit reports EPERM and EINVAL this way
         return _fail(LaunchError(f"rlimits: {exc}"))
     except (LaunchError, OSError) as exc:
         return _fail(exc)
     if spec.status_fd is not None:
         try:
-            os.write(spec.status_fd, _status_line(spec, abi))
+            os.write(spec.status_fd, _status_line(spec, abi, unix))
         except OSError as exc:
             return _fail(exc)
     return _exec(spec.argv)
@@ -451,6 +512,16 @@ def _start_supervising(spec: Spec) -> None:
         os.set_inheritable(spec.status_fd, False)
 
 
+def _supervise(channel: socket.socket, policy: Policy) -> None:
+    """Take the child's listener (none when it failed first) and answer its connects."""
+    with channel:
+        _, fds, _, _ = socket.recv_fds(channel, 1, 1)
+    if not fds:
+        return
+    roots = [os.path.realpath(path) for path in policy.write if os.path.isdir(path)]
+    sockguard.Supervisor(fds[0], roots, policy.tcp_connect).start()
+
+
 def run(spec: Spec) -> int:
     """Run the command confined, kill whatever it left behind, and return the exit status."""
     abi = abi_version()
@@ -461,15 +532,23 @@ def run(spec: Spec) -> int:
     _start_supervising(spec)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WAKE_SIGNALS)
     launcher_pid = os.getpid()
+    # Below ABI 9 the launcher makes the command's connects (sockguard): the child hands
+    # over its filter's listener on this channel before it execs.
+    ours, theirs = socket.socketpair() if abi < _ABI_RESOLVE_UNIX else (None, None)
     pid = os.fork()
     if pid == 0:
         code = EXIT_LAUNCH_FAILED
         try:  # whatever happens, the child never returns into the launcher's code
-            code = _run_child(spec, abi, mask=mask, launcher_pid=launcher_pid)
+            if ours is not None:
+                ours.close()
+            code = _run_child(spec, abi, mask=mask, launcher_pid=launcher_pid, channel=theirs)
         finally:
             os._exit(code)
     if spec.status_fd is not None:
         os.close(spec.status_fd)
+    if ours is not None and theirs is not None:
+        theirs.close()
+        _supervise(ours, spec.policy)
     code = _wait_command(pid)
     if not kill_tree(launcher_pid):
         return _fail(LaunchError("some processes survived the kill"))

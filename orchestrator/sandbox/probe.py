@@ -151,6 +151,7 @@ async def _bwrap(base: Sandbox, home: Path) -> Sandbox | str:
 
 async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
     try:
+        from orchestrator.sandbox import sockguard
         from orchestrator.sandbox.launch import abi_version
     except ImportError:
         return "the Landlock launcher is missing"
@@ -171,9 +172,20 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
         return f"the Landlock launcher failed: {failed}"
     network = (
         "TCP connect and bind denied unless the project opts in (allowlisted hosts through "
-        "a filtering proxy on one port); UDP is NOT restricted"
+        "a filtering proxy on one port)"
         if abi >= 4
-        else "NOT restricted (Landlock ABI < 4 has no network rules)"
+        else "TCP NOT restricted (Landlock ABI < 4 has no network rules)"
+    )
+    network += (
+        "; UDP, raw and other socket families refused unless the network is open (seccomp)"
+        if sockguard.supported()
+        else f"; UDP is NOT restricted (no socket filter on {os.uname().machine})"
+    )
+    unix = (
+        "reached by path only beneath the writable directories "
+        + ("(Landlock ABI 9)" if abi >= 9 else "(the launcher makes every connect; seccomp)")
+        if abi >= 9 or sockguard.supported()
+        else "NOT restricted: a host daemon's socket (docker, D-Bus) is reachable by path"
     )
     scopes = (
         "signals and abstract unix sockets of processes outside the sandbox are out of reach"
@@ -191,6 +203,7 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
             "keeps no secret in its environment); the launcher kills everything the call "
             "started, including processes that left its group",
             f"network: {network}",
+            f"unix sockets: {unix}",
             f"scopes: {scopes}",
             f"identity: {_who(base)}",
             f"limits per call: {_limits(base.limits)}",
