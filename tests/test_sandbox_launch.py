@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -178,3 +179,42 @@ def test_scopes_block_signals_and_abstract_sockets_outside_the_domain(box: Box) 
         outsider.kill()
         outsider.wait()
         listener.close()
+
+
+ODD_CONNECTS = r"""
+import ctypes, errno, json, os, socket
+libc = ctypes.CDLL(None, use_errno=True)
+
+def connect(fd, address, length):
+    if libc.connect(fd, address, length) == 0:
+        return "ok"
+    return errno.errorcode[ctypes.get_errno()]
+
+unix = socket.socket(socket.AF_UNIX)
+path = lambda p: ctypes.create_string_buffer(b"\x01\x00" + p + b"\x00")
+read_end, _ = os.pipe()
+print(json.dumps({
+    "not a socket": connect(read_end, path(b"x"), 10),
+    "closed fd": connect(999, path(b"x"), 10),
+    "address too long": connect(unix.fileno(), path(b"x"), 200),
+    "address unreadable": connect(unix.fileno(), ctypes.c_void_p(8), 16),
+    "up and out": connect(unix.fileno(), path(b"../store/s"), 14),
+    "missing": connect(unix.fileno(), path(b"nothing-here"), 16),
+    "a file": connect(unix.fileno(), path(b"f"), 5),
+}))
+"""
+
+
+@needs_python
+def test_the_launcher_answers_odd_connects_as_the_kernel_would(box: Box) -> None:
+    done = box.run([PYTHON, "-I", "-S", "-c", ODD_CONNECTS])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "not a socket": "ENOTSOCK",
+        "closed fd": "EBADF",
+        "address too long": "EINVAL",
+        "address unreadable": "EFAULT",
+        "up and out": "EACCES",
+        "missing": "ENOENT",
+        "a file": "ECONNREFUSED",
+    }

@@ -344,7 +344,10 @@ class Supervisor:
             stack.callback(os.close, sockfd)
             mem = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
             stack.callback(os.close, mem)
-            sockaddr = os.pread(mem, length, address)
+            try:
+                sockaddr = os.pread(mem, length, address)
+            except OSError:  # EIO: not mapped in the caller
+                return errno.EFAULT
             cwd = os.readlink(f"/proc/{pid}/cwd")
             if len(sockaddr) != length or not self._valid(ident):
                 return errno.EFAULT
@@ -378,8 +381,8 @@ class Supervisor:
             if not target.startswith(prefix):
                 continue
             node = _open_beneath(root, target[len(prefix) :])
-            if node is None:
-                return errno.EACCES
+            if node < 0:
+                return -node
             stack.callback(os.close, node)
             if not stat.S_ISSOCK(os.fstat(node).st_mode):
                 return errno.ECONNREFUSED
@@ -399,21 +402,23 @@ def _domain(sockfd: int) -> int:
         return sock.getsockopt(socket.SOL_SOCKET, _SO_DOMAIN)
 
 
-def _open_beneath(root: str, relative: str) -> int | None:
-    """An O_PATH fd of `relative` resolved beneath `root` (symlinks may not leave it), or None."""
+def _open_beneath(root: str, relative: str) -> int:
+    """An O_PATH fd of `relative` resolved beneath `root`, or minus an errno: what the kernel
+    would say of a missing path (ENOENT, ENOTDIR, ELOOP), EACCES for one that leaves `root`
+    (by `..` or a symlink: EXDEV from openat2) or cannot be opened."""
     try:
         base = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return None
+        return -errno.EACCES
     try:
+        flags = os.O_PATH | os.O_CLOEXEC
         how = ctypes.create_string_buffer(
-            struct.pack(
-                "=QQQ", os.O_PATH | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS
-            )
+            struct.pack("=QQQ", flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
         )
         name = ctypes.create_string_buffer(os.fsencode(relative or "."))
         return _call(_NR_OPENAT2, ctypes.c_int(base), name, how, ctypes.c_size_t(24))
-    except OSError:
-        return None
+    except OSError as exc:
+        kept = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+        return -(exc.errno if exc.errno in kept else errno.EACCES)
     finally:
         os.close(base)
