@@ -53,6 +53,10 @@ class Pty:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.chdir(cwd)
+            # As a terminal gives them: a bench started in the background by a script inherits
+            # SIGINT and SIGQUIT ignored (POSIX shells do that), and Ctrl-C would do nothing.
+            for number in (signal.SIGINT, signal.SIGQUIT):
+                signal.signal(number, signal.SIG_DFL)
             os.execvpe(argv[0], argv, env)
         self.output = ""
 
