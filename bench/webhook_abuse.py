@@ -15,6 +15,13 @@ is checked as an allowance per post ((200 MB - idle) / 64), so that `--quick` (w
 runs: 8 posts of 4 MB) fails too when a post costs memory in proportion to its body. Exits
 1 when a storm misses it, an abusive post is not refused or the good delivery is not
 accepted. `--root` runs the `teaparty serve` of another checkout (an older version, say).
+
+Then what one client may hold: on a fresh server, `--deliveries` signed deliveries (200;
+20 in quick mode) from 127.0.0.1 one after another, first alone (the baseline), then while
+127.0.0.2 holds as many idle connections as the server lets it (up to 256). The goal:
+every one accepted (202) with p99 under 1 s. The same is shown with the per-client bound
+raised to the overall one (the edge before it had one), where they get 503. Exits 1 when
+the goal is missed.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -70,8 +78,10 @@ def reset_peak(pid: int) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving(root: Path, home: Path, secret: str) -> AsyncIterator[tuple[int, int, Path]]:
-    """A `teaparty serve` from `root`; yields its pid, port and log."""
+async def serving(
+    root: Path, home: Path, secret: str, extra: dict[str, str] | None = None
+) -> AsyncIterator[tuple[int, int, Path]]:
+    """A `teaparty serve` from `root` (with `extra` in its environment); its pid, port, log."""
     port, closed = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "GITHUB_"))}
     env |= {
@@ -81,7 +91,7 @@ async def serving(root: Path, home: Path, secret: str) -> AsyncIterator[tuple[in
         "GITHUB_API_URL": f"http://127.0.0.1:{closed}",
         "TEAPARTY_HOME": str(home),
         "PYTHONPATH": str(root),
-    }
+    } | (extra or {})
     log = home.parent / "server.log"
     with log.open("ab") as out:
         process = await asyncio.create_subprocess_exec(
@@ -192,16 +202,129 @@ async def storm(pid: int, port: int, kind: str, options: argparse.Namespace) -> 
     return result
 
 
+@dataclass
+class Hold:
+    """Deliveries from one address while another holds what idle connections it can."""
+
+    name: str
+    held: int = 0
+    refused: int = 0
+    baseline: list[float] = field(default_factory=list)
+    during: list[float] = field(default_factory=list)
+    statuses: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def timed_deliveries(port: int, secret: str, count: int, into: list[float]) -> list[str]:
+    statuses = []
+    for _ in range(count):
+        began = time.perf_counter()
+        statuses.append(await good(port, secret))
+        into.append(time.perf_counter() - began)
+    return statuses
+
+
+def hold_connections(port: int, address: str, most: int) -> list[socket.socket]:
+    """Up to `most` connections from `address` to the server, sending nothing."""
+    opened = []
+    for _ in range(most):
+        sock = socket.socket()
+        sock.bind((address, 0))
+        try:
+            sock.connect(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            break
+        sock.setblocking(False)
+        opened.append(sock)
+    return opened
+
+
+def still_held(opened: list[socket.socket]) -> int:
+    """How many of `opened` the server still holds (neither answered nor closed)."""
+    held = 0
+    for sock in opened:
+        try:
+            sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            held += 1
+        except OSError:
+            pass
+    return held
+
+
+async def hold(name: str, root: Path, secret: str, count: int, extra: dict[str, str]) -> Hold:
+    """A fresh server: `count` deliveries alone, then while 127.0.0.2 holds connections."""
+    result = Hold(name)
+    env = {"TEAPARTY_BODY_TIMEOUT": "120"} | extra  # held connections outlast the measure
+    with tempfile.TemporaryDirectory(prefix="teaparty-hold-") as folder:
+        async with serving(root, Path(folder) / "home", secret, env) as (_, port, _):
+            await timed_deliveries(port, secret, 3, [])  # warm
+            await timed_deliveries(port, secret, count, result.baseline)
+            opened = hold_connections(port, "127.0.0.2", 256)
+            try:
+                await asyncio.sleep(0.5)  # refusals arrive at once; what is left is held
+                result.held = still_held(opened)
+                result.refused = len(opened) - result.held
+                statuses = await timed_deliveries(port, secret, count, result.during)
+                result.statuses.update(statuses)
+            finally:
+                for sock in opened:
+                    sock.close()
+    return result
+
+
 async def main(options: argparse.Namespace) -> int:
     options.secret = secrets.token_hex(20)
+    # The storms come from one address: they measure memory, not what one client may hold.
+    one_address = {"TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": "128"}
     with tempfile.TemporaryDirectory(prefix="teaparty-abuse-") as name:
-        async with serving(options.root, Path(name) / "home", options.secret) as (pid, port, _):
+        home = Path(name) / "home"
+        async with serving(options.root, home, options.secret, one_address) as (pid, port, _):
             for _ in range(3):  # the first deliveries import and allocate what every one needs
                 await good(port, options.secret)
             await asyncio.sleep(0.5)
             idle = rss(pid)["VmRSS"]
             storms = [await storm(pid, port, kind, options) for kind in STORMS]
-    return report(idle, storms, options)
+    code = report(idle, storms, options)
+    holds = [
+        await hold("per client 16", options.root, options.secret, options.deliveries, {}),
+        await hold("overall only", options.root, options.secret, options.deliveries, one_address),
+    ]
+    return max(code, report_holds(holds, options))
+
+
+def report_holds(holds: list[Hold], options: argparse.Namespace) -> int:
+    print(
+        f"\n{options.deliveries} signed deliveries from 127.0.0.1, alone and while 127.0.0.2"
+        " holds as many idle connections as it can (TEAPARTY_MAX_CONNECTIONS 128):"
+    )
+    print(
+        f"{'bound':<14} {'held':>5} {'refused':>7} {'p50 alone':>9} {'p99 alone':>9}"
+        f" {'p50 held':>8} {'p99 held':>8} {'p99 ratio':>9}  statuses while held"
+    )
+    for h in holds:
+        p99_alone, p99_held = percentile(h.baseline, 0.99), percentile(h.during, 0.99)
+        statuses = ", ".join(f"{n} {what}" for what, n in sorted(h.statuses.items()))
+        print(
+            f"{h.name:<14} {h.held:>5} {h.refused:>7} {percentile(h.baseline, 0.5) * 1000:>7.1f}ms"
+            f" {p99_alone * 1000:>7.1f}ms {percentile(h.during, 0.5) * 1000:>6.1f}ms"
+            f" {p99_held * 1000:>6.1f}ms {p99_held / p99_alone:>9.2f}  {statuses}"
+        )
+    bounded = holds[0]
+    accepted = bounded.statuses == collections.Counter({"202": options.deliveries})
+    fast = percentile(bounded.during, 0.99) < 1.0
+    print(
+        f"  deliveries accepted (202) with p99 < 1 s while another address holds what it can:"
+        f" {'met' if accepted and fast else 'NOT met'}"
+    )
+    shown = holds[1].statuses.get("503", 0)
+    print(f"  without the per-client bound (the contrast): {shown} of them got 503")
+    return 0 if accepted and fast else 1
 
 
 def report(idle_kb: int, storms: list[Storm], options: argparse.Namespace) -> int:
@@ -237,7 +360,8 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=64, help="concurrent posts a storm")
     parser.add_argument("--mb", type=int, default=24, help="size of each post, MB")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to serve from")
+    parser.add_argument("--deliveries", type=int, default=200, help="timed, alone and held")
     options = parser.parse_args()
     if options.quick:
-        options.clients, options.mb = 8, 4
+        options.clients, options.mb, options.deliveries = 8, 4, 20
     sys.exit(asyncio.run(main(options)))

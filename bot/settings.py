@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class Settings:
     progress_interval_s: float = 60.0  # the least time between edits for progress alone
     body_timeout_s: float = 10.0
     max_connections: int = 128  # about 0.55 MB each while a body streams in: RSS stays < 200 MB
+    max_connections_per_client: int = 16  # one address cannot hold the rest out
+    trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path | None = None) -> Settings:
@@ -67,6 +70,8 @@ class Settings:
             progress_interval_s=check(partial(_seconds, "TEAPARTY_PROGRESS_INTERVAL", 60.0), 0.0),
             body_timeout_s=check(partial(_seconds, "TEAPARTY_BODY_TIMEOUT", 10.0, low=0.1), 0.0),
             max_connections=check(partial(_count, "TEAPARTY_MAX_CONNECTIONS", 128), 0),
+            max_connections_per_client=check(_per_client, 0),
+            trusted_proxies=check(_trusted_proxies, ()),
         )
         if check.problems:
             raise SettingsError(*check.problems)
@@ -156,6 +161,43 @@ def _count(name: str, default: int, environ: Mapping[str, str]) -> int:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 100_000:
         raise SettingsError(f"{name}={text!r}: must be a whole number from 1 to 100000")
     return int(text)
+
+
+def _per_client(environ: Mapping[str, str]) -> int:
+    """TEAPARTY_MAX_CONNECTIONS_PER_CLIENT: at most TEAPARTY_MAX_CONNECTIONS, 16 by default
+    (or the global bound, when that is lower)."""
+    name = "TEAPARTY_MAX_CONNECTIONS_PER_CLIENT"
+    try:
+        overall = _count("TEAPARTY_MAX_CONNECTIONS", 128, environ)
+    except SettingsError:
+        overall = 100_000  # reported on its own
+    if not environ.get(name, ""):
+        return min(16, overall)
+    bound = _count(name, 16, environ)
+    if bound > overall:
+        raise SettingsError(
+            f"{name}={bound}: more than TEAPARTY_MAX_CONNECTIONS ({overall}); one address "
+            "could hold every connection"
+        )
+    return bound
+
+
+def _trusted_proxies(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """TEAPARTY_TRUSTED_PROXIES: comma-separated addresses or networks (CIDR) of reverse
+    proxies in front of the App; nothing is trusted unless named."""
+    name = "TEAPARTY_TRUSTED_PROXIES"
+    found = []
+    for item in environ.get(name, "").split(","):
+        if not (text := item.strip()):
+            continue
+        try:
+            found.append(str(ipaddress.ip_network(text, strict=False)))
+        except ValueError:
+            raise SettingsError(
+                f"{name}: {text!r} is not an IP address or network (a name is not trusted: "
+                "give the proxy's address, e.g. 10.0.0.5 or 10.0.0.0/24)"
+            ) from None
+    return tuple(found)
 
 
 def _private_key(environ: Mapping[str, str]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -50,7 +51,10 @@ async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[App]:
     hub = make_hub(root / "hub", port=port, pem=pem)
     async with hub.serve() as api_url:
         env = server_env(hub, api_url, root / "home", pem) | {
-            "TEAPARTY_BODY_TIMEOUT": str(DEADLINE_S)
+            "TEAPARTY_BODY_TIMEOUT": str(DEADLINE_S),
+            # the storms below come from one address: what a client alone may hold is
+            # tested on its own at the end
+            "TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": "128",
         }
         async with serve(env, port=port, log=root / "server.log") as server:
             yield App(server, port)
@@ -319,3 +323,66 @@ async def test_past_the_connection_bound_a_request_gets_503_until_the_deadline_f
             for _, writer in held:
                 writer.close()
             assert server.output().count("Exceeded concurrency limit") == 1
+
+
+async def hold_from(address: str, port: int) -> tuple[list[socket.socket], int]:
+    """Open idle connections from `address` until the server refuses one; (held, refused's
+    status). Each connection is checked before the next: the server has counted it once a
+    request on it is answered, so the idle ones are sent nothing and probed by a refusal."""
+    held: list[socket.socket] = []
+    loop = asyncio.get_running_loop()
+    while len(held) < 64:
+        sock = socket.socket()
+        sock.bind((address, 0))
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", port))
+        sock.settimeout(0.0)
+        reader, writer = await asyncio.open_connection(sock=sock)
+        try:  # refused at once, or nothing at all (an idle connection the server holds)
+            head = await asyncio.wait_for(reader.read(200), 0.5)
+        except TimeoutError:
+            held.append(writer)
+            continue
+        writer.close()
+        return held, int(head.split()[1]) if head else 0
+    return held, 0
+
+
+async def answered_from_elsewhere(port: int) -> tuple[int, int]:
+    body = b'{"zen": "Keep it simple."}'
+    delivery = await post(port, request_head(body, delivery=f"d-{time.monotonic_ns()}"), body)
+    async with connection(port) as (reader, writer):
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await writer.drain()
+        health = await reply(reader)
+    return delivery.status, health.status
+
+
+@pytest.mark.parametrize(
+    ("per_client", "held_by_one", "others"),
+    [("8", 8, (503, 503)), ("3", 3, (202, 200))],
+    ids=["bound-only-overall", "bound-per-client"],
+)
+async def test_idle_connections_from_one_address_keep_others_out_only_without_a_client_bound(
+    tmp_path: Path, per_client: str, held_by_one: int, others: tuple[int, int]
+) -> None:
+    pem, port = private_key_pem(), free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, tmp_path / "home", pem) | {
+            "TEAPARTY_BODY_TIMEOUT": "60",  # the idle connections outlast the test
+            "TEAPARTY_MAX_CONNECTIONS": "8",
+            "TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": per_client,
+        }
+        async with serve(env, port=port, log=tmp_path / "server.log") as server:
+            held, status = await hold_from("127.0.0.2", port)
+            try:
+                assert len(held) >= held_by_one
+                if per_client != "8":
+                    assert (len(held), status) == (held_by_one, 503)
+                assert await answered_from_elsewhere(port) == others
+            finally:
+                for writer in held:
+                    writer.close()
+            if per_client != "8":
+                assert server.output().count("refusing connections from 127.0.0.2") == 1

@@ -150,3 +150,27 @@ async def test_unverified_bodies_on_disk_are_bounded_and_the_bound_is_given_back
         lambda tx: tx.execute("SELECT body FROM deliveries WHERE delivery_id = 'd-1'").fetchone()
     )
     assert stored == (fits,)  # spooled to disk, read back whole
+
+
+def test_what_one_client_may_hold_and_whose_forwarded_address_is_believed() -> None:
+    pem = private_key_pem()
+    env = {"GITHUB_APP_ID": "1", "GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": pem}
+    default = Settings.from_env(env)
+    assert (default.max_connections_per_client, default.trusted_proxies) == (16, ())
+    assert (
+        Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS": "4"}).max_connections_per_client == 4
+    )
+    with pytest.raises(SettingsError, match="TEAPARTY_MAX_CONNECTIONS_PER_CLIENT=200: more than"):
+        Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": "200"})
+    with socket.socket() as unbound:
+        server = app_server(FastAPI(), default, unbound)
+    assert server.config.proxy_headers is False  # uvicorn would believe 127.0.0.1 by default
+    proxies = {"TEAPARTY_TRUSTED_PROXIES": "10.0.0.5, 192.168.1.0/24"}
+    trusting = Settings.from_env(env | proxies)
+    assert trusting.trusted_proxies == ("10.0.0.5/32", "192.168.1.0/24")
+    with socket.socket() as unbound:
+        server = app_server(FastAPI(), trusting, unbound)
+    assert server.config.proxy_headers is True
+    assert server.config.forwarded_allow_ips == ["10.0.0.5/32", "192.168.1.0/24"]
+    with pytest.raises(SettingsError, match="TEAPARTY_TRUSTED_PROXIES: 'proxy.internal'"):
+        Settings.from_env(env | {"TEAPARTY_TRUSTED_PROXIES": "proxy.internal"})

@@ -3,6 +3,14 @@
 A request's head and body must arrive within `TEAPARTY_BODY_TIMEOUT` seconds of its first
 byte (a new connection's clock starts when it opens), a head may be at most
 `MAX_HEAD_BYTES`, and past `TEAPARTY_MAX_CONNECTIONS` open connections a request gets 503.
+One address may hold at most `TEAPARTY_MAX_CONNECTIONS_PER_CLIENT` of them: a connection
+over that gets 503 as it opens and is closed, before it is counted, so one client holding
+idle connections cannot keep GitHub's deliveries or `/healthz` out.
+
+The client is the connection's peer address. Only a peer in `TEAPARTY_TRUSTED_PROXIES` is
+believed about another (X-Forwarded-For, for the log) and is not bound per address: a
+reverse proxy speaks for many clients, and bounding each of them is its job (every
+connection counts against `TEAPARTY_MAX_CONNECTIONS` still).
 """
 
 from __future__ import annotations
@@ -10,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import ipaddress
 import logging
 import socket
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import h11
 import uvicorn
@@ -25,6 +34,11 @@ from bot.server.endpoint import DEADLINE_PASSED
 from bot.settings import Settings
 
 MAX_HEAD_BYTES = 16 * 1024  # GitHub's request heads are about 1 KB
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 37\r\nconnection: close\r\n\r\n"
+    b"Too many connections from one client\n"
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +69,17 @@ def listen(host: str, port: int) -> socket.socket:
 
 def app_server(app: FastAPI, settings: Settings, listener: socket.socket) -> AppServer:
     """uvicorn for the App: h11 with a request deadline, a bounded head, bounded connections."""
-    protocol = type("AppProtocol", (DeadlineProtocol,), {"deadline_s": settings.body_timeout_s})
+    protocol = type(
+        "AppProtocol",
+        (DeadlineProtocol,),
+        {
+            "deadline_s": settings.body_timeout_s,
+            "per_client": settings.max_connections_per_client,
+            "trusted": tuple(ipaddress.ip_network(net) for net in settings.trusted_proxies),
+            "open_by_client": {},
+            "refusing": set(),
+        },
+    )
     config = uvicorn.Config(
         app,
         lifespan="off",
@@ -65,6 +89,9 @@ def app_server(app: FastAPI, settings: Settings, listener: socket.socket) -> App
         ws="none",  # the App takes no WebSocket: an upgrade request is plain HTTP to it
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         limit_concurrency=settings.max_connections,
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise
+        proxy_headers=bool(settings.trusted_proxies),
+        forwarded_allow_ips=list(settings.trusted_proxies),
     )
     return AppServer(config, listener)
 
@@ -97,13 +124,29 @@ class DeadlineProtocol(H11Protocol):
     """
 
     deadline_s: ClassVar[float] = 10.0
+    per_client: ClassVar[int] = 16
+    trusted: ClassVar[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]] = ()
+    open_by_client: ClassVar[dict[str, int]] = {}  # each server's class has its own
+    refusing: ClassVar[set[str]] = set()  # addresses at their bound, already logged
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._timer: asyncio.TimerHandle | None = None
+        self._counted: str | None = None
+        self._refused = False
+        address = _peer_address(transport)
+        if address is not None and not self._trusted(address):
+            held = self.open_by_client.get(address, 0)
+            if held >= self.per_client:
+                self._refuse(transport, address, held)
+                return
+            self.open_by_client[address] = held + 1
+            self._counted = address
         super().connection_made(transport)  # type: ignore[arg-type]
         self._settle()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         super().data_received(data)
         self._settle()
 
@@ -112,10 +155,43 @@ class DeadlineProtocol(H11Protocol):
         self._settle()  # a pipelined request may have begun
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._refused:
+            return
+        if self._counted is not None:
+            left = self.open_by_client[self._counted] - 1
+            if left:
+                self.open_by_client[self._counted] = left
+            else:
+                del self.open_by_client[self._counted]
+            self.refusing.discard(self._counted)  # below its bound again
+            self._counted = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         super().connection_lost(exc)
+
+    def _trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.trusted)
+
+    def _refuse(self, transport: asyncio.BaseTransport, address: str, held: int) -> None:
+        """Answer 503 and close, before uvicorn counts the connection; one log line for the
+        first refusal while the address is at its bound, not one per connection."""
+        self._refused = True
+        if address not in self.refusing:
+            self.refusing.add(address)
+            log.warning(
+                "refusing connections from %s: %d open, the most one client may hold "
+                "(TEAPARTY_MAX_CONNECTIONS_PER_CLIENT)",
+                address,
+                held,
+            )
+        writer = cast(asyncio.WriteTransport, transport)  # uvloop's is one, not by its class
+        writer.write(_BUSY)
+        writer.close()
 
     def _owed(self) -> bool:
         state = self.conn.their_state
@@ -142,3 +218,10 @@ class DeadlineProtocol(H11Protocol):
             peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
             log.info("closed %s: no complete request head in %g s", peer, self.deadline_s)
         self.transport.close()
+
+
+def _peer_address(transport: asyncio.BaseTransport) -> str | None:
+    peer = transport.get_extra_info("peername")
+    if isinstance(peer, tuple) and peer and isinstance(peer[0], str):
+        return peer[0]
+    return None  # a unix socket, or a peer already gone
