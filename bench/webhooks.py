@@ -89,7 +89,14 @@ async def serve(mode: str, fd: int, db: Path | None, *, loop: str, http: str) ->
     )
     listener = socket.socket(fileno=fd)
     if http == "teaparty":
-        settings = Settings(app_id="bench", private_key="", webhook_secret="", home=ROOT)
+        # every client of the bench is one address: bound it only overall, as its load is
+        settings = Settings(
+            app_id="bench",
+            private_key="",
+            webhook_secret="",
+            home=ROOT,
+            max_connections_per_client=Settings.max_connections,
+        )
         server = app_server(app, settings, listener)
         server.config.log_level = "warning"
     else:
