@@ -17,7 +17,10 @@ Each figure also gives the GitHub API requests the run made (from its summary): 
 spends of GITHUB_TOKEN's 1,000 an hour. Baseline, measured in the same run: `python -c pass`
 (the interpreter's own start-up).
 Setup (not measured): a labelled issue run to its plan question. Exits 1 when a goal is
-missed.
+missed: on wall time in a full run (what a person waits on an idle runner), on CPU time
+(the process and what it waited for, user + system) with `--quick`, which CI runs on a
+shared machine where other work stretches wall time by several times but barely changes
+what the run itself costs. Both are printed either way.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ import asyncio
 import json
 import os
 import re
+import resource
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
@@ -49,8 +54,17 @@ PERMISSIONS = {
 RUNS = count(7_000_001)
 
 
-async def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    """Run a process; its wall time and output (raises when it fails)."""
+@dataclass
+class Took:
+    """What one process cost: wall time, and CPU time of it and its waited-for children."""
+
+    wall: float
+    cpu: float
+
+
+async def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[Took, str]:
+    """Run a process; what it took and its output (raises when it fails)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         *argv,
@@ -60,7 +74,10 @@ async def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float,
         stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await process.communicate()
-    took = time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    took = Took(wall, cpu)
     if process.returncode:
         raise SystemExit(f"{argv[-1]} failed ({process.returncode}):\n{out.decode()}")
     return took, out.decode()
@@ -68,7 +85,7 @@ async def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float,
 
 async def act(
     hub: FakeGitHub, api_url: str, tmp: Path, event: str, body: bytes
-) -> tuple[float, int]:
+) -> tuple[Took, int]:
     """One workflow run; its wall time and the GitHub API requests it made (its summary)."""
     run_id = next(RUNS)
     folder = tmp / f"run-{run_id}"
@@ -106,7 +123,7 @@ def last(hub: FakeGitHub, event: str) -> dict[str, object]:
     return found
 
 
-async def bench(repeat: int) -> int:
+async def bench(repeat: int, *, on_cpu: bool) -> int:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         hub = FakeGitHub(
@@ -126,14 +143,14 @@ async def bench(repeat: int) -> int:
             await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
             await act(hub, api_url, tmp, "issues", json.dumps(last(hub, "issues")).encode())
             baseline = [
-                (await timed([sys.executable, "-c", "pass"], dict(os.environ), tmp))[0]
+                (await timed([sys.executable, "-c", "pass"], dict(os.environ), tmp))[0].wall
                 for _ in range(repeat)
             ]
             await hub.comment_as(OWNER, REPO, number, "bob", "Looks interesting.")
             comment = last(hub, "issue_comment")
             own = json.loads(json.dumps(comment))
             own["comment"]["user"] |= {"login": hub.state.bot.login, "type": "Bot"}
-            figures: dict[str, list[float]] = {"ignore": [], "park": []}
+            figures: dict[str, list[Took]] = {"ignore": [], "park": []}
             requests: dict[str, list[int]] = {"ignore": [], "park": []}
             for n in range(repeat):
                 bystander = json.loads(json.dumps(comment))
@@ -147,13 +164,16 @@ async def bench(repeat: int) -> int:
     base = statistics.median(baseline)
     print(f"baseline `python -c pass`: {base * 1000:.0f} ms (median of {repeat})")
     failed = False
-    for name, took in figures.items():
-        median, worst = statistics.median(took), max(took)
-        met = median < GOALS[name]
+    for name, runs in figures.items():
+        median = statistics.median(run.wall for run in runs)
+        worst = max(run.wall for run in runs)
+        cpu = statistics.median(run.cpu for run in runs)
+        met = (cpu if on_cpu else median) < GOALS[name]
         failed |= not met
         print(
             f"{name:>6}: median {median * 1000:.0f} ms, worst {worst * 1000:.0f} ms, "
-            f"{median / base:.1f}x baseline; goal < {GOALS[name]:.0f} s: "
+            f"{median / base:.1f}x baseline, CPU {cpu * 1000:.0f} ms; goal < "
+            f"{GOALS[name]:.0f} s {'of CPU' if on_cpu else 'of wall time'}: "
             f"{'met' if met else 'MISSED'}; GitHub API requests: {max(requests[name])}"
         )
     return 1 if failed else 0
@@ -163,7 +183,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 runs of each, not 10")
     args = parser.parse_args()
-    return asyncio.run(bench(3 if args.quick else 10))
+    return asyncio.run(bench(3 if args.quick else 10, on_cpu=args.quick))
 
 
 if __name__ == "__main__":
