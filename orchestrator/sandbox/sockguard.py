@@ -72,6 +72,7 @@ _NOTIF_RECV, _NOTIF_SEND, _NOTIF_ID_VALID = 0xC0502100, 0xC0182101, 0x40082102
 _NOTIF_SIZE, _RESP_SIZE = 80, 24
 _NR_PIDFD_OPEN, _NR_OPENAT2, _NR_PIDFD_GETFD = 434, 437, 438  # the same on every arch
 _RESOLVE_NO_MAGICLINKS, _RESOLVE_BENEATH = 0x02, 0x08
+_PIDFD_THREAD = os.O_EXCL  # Linux 6.9
 _SOCK_TYPE_MASK = 0xF
 _MSG_FASTOPEN = 0x20000000
 _SO_DOMAIN = 39
@@ -306,7 +307,11 @@ class Supervisor:
                     continue
                 return  # ENOTCONN and the like: no process of the command is left
             self._workers.acquire()
-            threading.Thread(target=self._answer, args=(notif.raw,), daemon=True).start()
+            worker = threading.Thread(target=self._answer, args=(notif.raw,), daemon=True)
+            try:
+                worker.start()
+            except RuntimeError:  # no thread to be had: answer here, or the call waits for ever
+                self._answer(notif.raw)
 
     def _answer(self, raw: bytes) -> None:
         ident, pid, _flags, _nr, _arch_id, _ip = struct.unpack_from("=QIIiIQ", raw)
@@ -333,7 +338,7 @@ class Supervisor:
         """Connect the command's socket as its call asked, if the policy allows; 0 or an errno."""
         if not 2 <= length <= _SOCKADDR_MAX:
             return errno.EINVAL
-        pidfd = os.pidfd_open(pid)
+        pidfd = _pidfd(pid)
         try:
             if not self._valid(ident):  # the pid is no longer the caller's
                 return errno.ESRCH
@@ -395,6 +400,22 @@ class Supervisor:
         if self._libc.connect(ctypes.c_int(sockfd), buffer, ctypes.c_uint(len(sockaddr))) == 0:
             return 0
         return ctypes.get_errno() or errno.EIO
+
+
+def _pidfd(tid: int) -> int:
+    """A pidfd for the thread `tid` (a notification names the calling thread, which in a
+    threaded program is not its process's leader): the thread's own from Linux 6.9
+    (PIDFD_THREAD), else its process's, found from /proc (the fd table is shared)."""
+    try:
+        return os.pidfd_open(tid, _PIDFD_THREAD)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    with open(f"/proc/{tid}/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"Tgid:"):
+                return os.pidfd_open(int(line.split()[1]))
+    raise OSError(errno.ESRCH, "no thread group")
 
 
 def _domain(sockfd: int) -> int:

@@ -40,6 +40,20 @@ def own(folder):
     assert peer.recv(4) == b"ping"
     os.unlink(path)
 
+def from_a_thread():  # the call names the thread, not the process leader
+    import threading
+    failed = []
+    def connect():
+        try:
+            own(".")
+        except OSError as exc:
+            failed.append(exc)
+    worker = threading.Thread(target=connect)
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+
 def via_link():
     link = "to-host.sock"
     if os.path.lexists(link):
@@ -66,6 +80,7 @@ attempts = {
     "own socket in the worktree": lambda: own("."),
     "own socket in TMPDIR": lambda: own(os.environ["TMPDIR"]),
     "socketpair": pair,
+    "own socket from a thread": from_a_thread,
 }
 results = {}
 for name, attempt in attempts.items():
@@ -76,7 +91,12 @@ for name, attempt in attempts.items():
         results[name] = errno.errorcode.get(exc.errno, str(exc.errno))
 print(json.dumps(results))
 """
-OWN = ("own socket in the worktree", "own socket in TMPDIR", "socketpair")
+OWN = (
+    "own socket in the worktree",
+    "own socket in TMPDIR",
+    "socketpair",
+    "own socket from a thread",
+)
 
 
 class Host:
