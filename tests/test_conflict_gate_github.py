@@ -100,8 +100,9 @@ async def test_the_gate_comment_is_short_and_follows_a_restatement(
     assert f"merge-conflict {moved.short_hash}" in edited
     assert f"merge-conflict {gate.short_hash}" not in edited
     assert "in `README.md`, `b.txt`." in edited
-    assert "hidden" not in edited  # agent text is sanitised, in the hunks too
-    assert "Fixes (reference only) #999" in edited
+    # the hunks are code: shown as written (a comment in code is text), closing keywords
+    # neutral all the same
+    assert "Fixes (reference only) #999 @mallory <!-- hidden -->\n" in edited
 
 
 async def _none() -> None:

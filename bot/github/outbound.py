@@ -2,37 +2,65 @@
 
 An agent may follow any instruction hidden in an issue, so everything it wrote (the pull
 request's title and body, the tracking comment's plan, result and errors, gate questions and
-options) passes `Outbound.block` or `Outbound.inline` before the App posts it:
+options) passes `Outbound.block` or `Outbound.inline` before the App posts it. The text is
+parsed as GitHub parses it (bot.github.markdown) and its source rewritten where the parse
+shows something that would act or hide; the rest is posted as written:
 
-- `sanitize`, as for incoming text: hidden HTML comments, invisible and bidi characters go;
-- a closing keyword (`close`, `Fixes`, `resolved:` ...) before `#N`, `GH-N`, `owner/repo#N`
-  or an issue URL acts only on the job's own issue: before any other it reads
-  `Fixes (reference only) #999`, which GitHub does not act on;
+- an @-mention (`@login`, `@org/team`, however written: `&#64;x`, `\\@x`, fullwidth) outside
+  code and autolinks is put in a code span, so it pings nobody; in a bare URL its `@` is
+  written `%40`. The App's own mentions (the decider in a gate) are composed outside;
+- a closing keyword before `#N`, `GH-N`, `owner/repo#N` or an issue URL acts only on the
+  job's own issue: before any other it reads `Fixes (reference only) #999`. Keywords are
+  found in the text as it renders: entities decoded, emphasis and HTML tags ignored, any
+  space (no-break, fullwidth) a space; in code too;
+- nothing stays hidden: an HTML comment (and `<?…>`, `<!…>`) becomes `(HTML comment
+  removed)`; any other raw HTML is shown as text (`\\<details>`), but for images from GitHub
+  and `<br>`; a link reference definition is shown as text, its links written inline; a
+  link's title and a code fence's info string past its first word are shown as text;
+  invisible characters go, also when written as entities;
 - an image is kept only when it loads from GitHub (github.com, *.githubusercontent.com, the
-  GITHUB_SERVER_URL host, or a relative URL); any other becomes a plain link, so nothing
-  loads from an address an agent chose (a tracking pixel);
-- an @-mention (`@login`, `@org/team`) is put in backticks, so it pings nobody; the App's own
-  mentions (the decider in a gate) are composed outside the agent's text.
+  GITHUB_SERVER_URL host, or a relative URL); any other becomes a link;
+- a code fence left open is closed, so the App's words after agent text stay words.
 
-Where Markdown is ambiguous the rules err towards rewriting: keywords and images are
-rewritten in code too, and a mention is left alone only inside code that certainly renders
-as code (a closed fence, a one-line code span) or inside a URL. Pure, no I/O.
+Rewriting repeats until a parse finds nothing to rewrite; text that does not settle in a few
+rounds, or that the parse cannot place, is posted as a code block. Pure, no I/O.
 """
 
 from __future__ import annotations
 
-import bisect
 import html
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from bot.github.sanitizer import sanitize
+from markdown_it.token import Token
+
+from bot.github.markdown import (
+    Inline,
+    Lines,
+    MarkdownError,
+    Piece,
+    Source,
+    container_prefix,
+    is_paragraph,
+    parse,
+)
+from bot.github.rendering import (
+    ESCAPED,
+    Edit,
+    after_closers,
+    closing_views,
+    definitions,
+    literals,
+    mentions,
+)
+from bot.github.sanitizer import sanitize, strip_invisible
 
 NEUTRAL = " (reference only)"  # between a keyword and a reference it may not close
+COMMENT_NOTE = "(HTML comment removed)"
 GITHUB_IMAGE_HOSTS = ("github.com", "githubusercontent.com")  # and their subdomains
 
+_ROUNDS = 5
 _KEYWORD = r"(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)"
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _REF = (
@@ -41,35 +69,27 @@ _REF = (
 )
 _ANY_REF = re.sub(r"\?P<\w+>", "", _REF)  # the same, unnamed, to repeat in a list
 _CLOSING = re.compile(
-    rf"(?<![\w-])(?P<keyword>[*_~]*{_KEYWORD}[*_~]*)(?P<sep>[ \t]*:?[ \t]*)"
-    rf"(?P<refs>{_REF}(?:[ \t]*(?:,|\band\b|&)[ \t]*{_ANY_REF})*)(?!\w)",
+    rf"(?<![A-Za-z0-9_])(?P<keyword>{_KEYWORD})(?![A-Za-z0-9])(?P<sep>\s*:?\s*)"
+    rf"(?P<refs>{_REF}(?:\s*(?:,|\band\b|&)\s*{_ANY_REF})*)(?![A-Za-z0-9_])",
     re.IGNORECASE,
 )
 _ONE_REF = re.compile(_REF, re.IGNORECASE)
 _MEDIA_TAG = r"<(?:img|image|source|video|audio|input|embed|object|iframe)\b"
 _MEDIA_OPEN = re.compile(_MEDIA_TAG, re.IGNORECASE)
-# a whole tag, quotes balanced and no `<` or `>` inside a value; anything else is escaped
-_MEDIA = re.compile(_MEDIA_TAG + r"""(?:[^<>"']|"[^"<>]*"|'[^'<>]*'){0,1000}>""", re.IGNORECASE)
 _URL_ATTRIBUTE = re.compile(
     r"""\b(?:src|srcset|poster|data|href)\s*=\s*("[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE
 )
+_LINE_END = re.compile(r"[ \t]*(?:\n|$)")
+_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_HTML_PART = re.compile(  # a comment, declaration or instruction, or a tag (quotes kept whole)
+    r"""<!--.*?(?:-->|\Z)|<[!?][^>]*>?|</?[A-Za-z](?:[^<>"']|"[^"]*"|'[^']*')*>?""", re.DOTALL
+)
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _URL_NOISE = re.compile(r"[\x00-\x20]")  # browsers drop tabs and newlines inside a URL
-_MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9][A-Za-z0-9-]*(?:/[A-Za-z0-9][\w.-]*)?(?![\w@])")
-_LINKISH = re.compile(  # a link destination, an autolink, a bare URL: no mentions there
-    r"\]\([^)\s]*|<[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*>|\b(?:https?://|www\.)[^\s<]*",
-    re.IGNORECASE,
-)
-# An image GitHub shows as one: plain alt text (no brackets, code, HTML or escapes, which
-# change how Markdown pairs them), a URL and an optional title, closed. Any other `![` loses
-# its `!`: at worst a GitHub image becomes a link.
-_BREAK = r"[ \t]*\n?[ \t]*"
-_PLAIN_IMAGE = re.compile(
-    rf"\[[^\[\]`<>\\\n]{{0,500}}\]\({_BREAK}(<[^<>\n]*>|[^\s()<>]+)"
-    rf"""(?:{_BREAK}(?:"[^"\n]*"|'[^'\n]*'|\([^()\n]*\)))?{_BREAK}\)"""
-)
-_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
-_HTML_START = re.compile(r" {0,3}<[A-Za-z/!?]")
+_INFO = re.compile(r"[\w+#.-]*")  # a code fence's info string GitHub shows all of: a language
+_LEADING = re.compile(r"^(?:[ \t]*(?:>|[-+*](?=[ \t])|\d{1,9}[.)](?=[ \t])))*[ \t]*", re.M)
+_LIST_MARKER = re.compile(r"[-+*]|\d{1,9}[.)]")
+_NESTED = frozenset({"link_open", "image", "html_inline"})
 
 
 @dataclass(frozen=True)
@@ -83,10 +103,9 @@ class Outbound:
 
     def block(self, text: str) -> str:
         """Agent text (Markdown, any length) made safe to post."""
-        text = _CLOSING.sub(self._closing, sanitize(text))
-        text = re.sub(r"!(?=\[)", lambda m: self._bang(text, m.end()), text)
-        text = self._media(text)
-        return _outside_fences(text, _defuse_mentions)
+        text = _prepare(text)
+        settled = self._settled(text)
+        return code_block(self._neutral(text)) if settled is None else settled
 
     def inline(self, text: str, *, limit: int | None = None) -> str:
         """Agent text for one line (a title, a list item): `block`, its lines joined.
@@ -94,43 +113,11 @@ class Outbound:
         With `limit`, the text is shortened before it is made safe until the result fits, so
         no cut falls inside what the rules wrote (a backticked mention, say).
         """
-        line = " ".join(self.block(text).split("\n")).strip()
+        line = self._line(text)
         while limit is not None and len(line) > limit:
             text = text[: min(limit, len(text) * 3 // 4)]
-            line = " ".join(self.block(text).split("\n")).strip()
+            line = self._line(text)
         return line
-
-    def _bang(self, text: str, at: int) -> str:
-        """Keep the `!` of `![alt](url)` only when `url` is GitHub's: else it is a link."""
-        image = _PLAIN_IMAGE.match(text, at)
-        return "!" if image is not None and self.github_url(image[1]) else ""
-
-    def _media(self, text: str) -> str:
-        """HTML that loads something: kept if from GitHub, else a link (or, unparsed, text)."""
-        out, at = [], 0
-        while opened := _MEDIA_OPEN.search(text, at):
-            tag = _MEDIA.match(text, opened.start())
-            out.append(text[at : opened.start()])
-            if tag is None:
-                out.append("&lt;")
-                at = opened.start() + 1
-            else:
-                out.append(self._media_tag(tag))
-                at = tag.end()
-        return "".join(out) + text[at:]
-
-    def _media_tag(self, match: re.Match[str]) -> str:
-        urls = [
-            candidate.split()[0]
-            for value in _URL_ATTRIBUTE.findall(match[0])
-            for candidate in html.unescape(value.strip("\"'")).split(",")
-            if candidate.strip()
-        ]
-        foreign = [url for url in urls if not self.github_url(url)]
-        if not foreign:
-            return match[0]
-        href = html.escape(foreign[0])
-        return f'<a href="{href}">{href}</a>'
 
     def github_url(self, url: str) -> bool:
         """Whether `url`, read as a browser reads it, loads from GitHub (relative URLs do)."""
@@ -149,10 +136,174 @@ class Outbound:
         hosts = (*GITHUB_IMAGE_HOSTS, own) if own else GITHUB_IMAGE_HOSTS
         return any(host == h or host.endswith("." + h) for h in hosts)
 
-    def _closing(self, match: re.Match[str]) -> str:
-        if all(self._own(ref) for ref in _ONE_REF.finditer(match["refs"])):
-            return match[0]
-        return f"{match['keyword']}{NEUTRAL}{match['sep'] or ' '}{match['refs']}"
+    def _line(self, text: str) -> str:
+        line = " ".join(_prepare(text).split("\n")).strip()
+        if line and not is_paragraph(line):  # a heading, list item, fence...: its marker as text
+            line = re.sub(r"^(\d*)([!-/:-@\[-`{-~])", r"\1\\\2", line)
+        settled = self._settled(line)
+        if settled is None or "\n" in settled:
+            return code_span(self._neutral(line))
+        return settled
+
+    def _settled(self, text: str) -> str | None:
+        """`text` rewritten until its parse shows nothing to rewrite; None if it does not settle."""
+        for _ in range(_ROUNDS):
+            try:
+                edits = self._edits(text)
+            except MarkdownError:
+                return None
+            if not edits:
+                return text
+            text = _apply(text, edits)
+        return None
+
+    def _edits(self, text: str) -> list[Edit]:
+        blocks, source = parse(text)
+        edits: list[Edit] = []
+        for block in blocks:
+            if isinstance(block, Inline):
+                edits += self._inline(block)
+            elif block.token.type == "definition":
+                edits += _definition(block, source)
+            elif block.token.type == "html_block":
+                edits += self._html_block(block, source)
+            elif block.token.type == "tr_open":
+                edits += _row(block, source)
+            else:
+                edits += self._code(block, source)
+        return edits
+
+    # inline content: paragraphs, headings, table cells
+
+    def _inline(self, inline: Inline) -> list[Edit]:
+        edits: list[Edit] = []
+        opened: Token | None = None  # the link whose text this is
+        for piece in inline.pieces:
+            token = piece.token
+            if token.type == "link_open":
+                opened = token
+            elif token.type == "link_close":
+                if opened is not None and opened.markup != "autolink":
+                    edits += self._link(piece, opened, inline.content)
+                opened = None
+            elif token.type == "image":
+                edits += self._link(piece, token, inline.content)
+            elif token.type == "text" and (opened is None or opened.markup != "autolink"):
+                edits += literals(piece, inline.content)
+            elif token.type == "text_special" and token.info == "entity":
+                edits += _replaced(piece, strip_invisible(token.content))
+            elif token.type == "html_inline":
+                edits += _replaced(piece, self._html_inline(piece, inline.content))
+        edits += mentions(inline) + self._closings(inline) + definitions(inline.content)
+        return [(inline.source(start), inline.source(end), new) for start, end, new in edits]
+
+    def _html_inline(self, piece: Piece, content: str) -> str:
+        """Raw HTML in a paragraph; a tag alone on a later line as text, for GitHub starts an
+        HTML block there when the line is lazy (`> a` then `<br>`), where markdown-it
+        reads on."""
+        tag = self._html(piece.token.content)
+        alone = content[piece.start - 1 : piece.start] == "\n"
+        if alone and tag == piece.token.content and _LINE_END.match(content, piece.end):
+            return _as_text(tag)
+        return tag
+
+    def _html(self, tag: str) -> str:
+        """Raw HTML as posted: hidden parts noted, images from GitHub kept, the rest (media
+        from elsewhere too) shown as text."""
+        if tag.startswith(("<!", "<?")):  # a comment, declaration or instruction shows nothing
+            return COMMENT_NOTE
+        if _LINE_BREAK.fullmatch(tag):
+            return tag
+        if not _MEDIA_OPEN.match(tag):
+            return _as_text(tag)
+        urls = [
+            candidate.split()[0]
+            for value in _URL_ATTRIBUTE.findall(tag)
+            for candidate in html.unescape(value.strip("\"'")).split(",")
+            if candidate.strip()
+        ]
+        from_github = all(self.github_url(url) for url in urls)
+        return tag if from_github and tag[1:4].lower() == "img" else _as_text(tag)
+
+    def _link(self, piece: Piece, token: Token, content: str) -> list[Edit]:
+        """An image from elsewhere loses its `!`; a title or a reference is written inline."""
+        target = str(token.attrGet("src" if token.type == "image" else "href") or "")
+        title = str(token.attrGet("title") or "")
+        edits: list[Edit] = []
+        nested = any(part.type in _NESTED for part in token.children or ())
+        if token.type == "image" and (nested or not self.github_url(target)):
+            edits.append((piece.start, piece.start + 1, ""))  # its alt drops a link's parts
+        if title or not content.startswith("](", piece.tail):
+            shown = f' "{" ".join(title.split())}"' if title else ""
+            edits.append((piece.tail, piece.end, f"](<{target}>){shown}"))
+        return edits
+
+    def _closings(self, inline: Inline) -> list[Edit]:
+        """NEUTRAL after each closing keyword, in the text as it renders, whose references are
+        not all the own issue."""
+        points = {
+            after_closers(inline, view.end(found.end("keyword") - 1))
+            for view in closing_views(inline)
+            for found in _CLOSING.finditer(view.string())
+            if not self._all_own(found)
+        }
+        return [(at, at, NEUTRAL) for at in sorted(points)]
+
+    # blocks taken as lines: code, HTML
+
+    def _code(self, block: Lines, source: Source) -> list[Edit]:
+        """Closing keywords in code too (cheap, and GitHub's reading of code is not ours)."""
+        first, last, edits = block.first, block.last, []
+        if block.token.type == "fence":
+            edits += _fence(block, source)
+            closed = last > first and _closes(block.token.markup, source.line(last))
+            first, last = first + 1, last - 1 if closed else last
+        for n in range(first, last + 1):
+            start = source.start(n)
+            edits += [
+                (start + found.end("keyword"), start + found.end("keyword"), NEUTRAL)
+                for found in _CLOSING.finditer(source.line(n))
+                if not self._all_own(found)
+            ]
+        return edits
+
+    def _html_block(self, block: Lines, source: Source) -> list[Edit]:
+        """An HTML block is kept only when it is images from GitHub; else it becomes text."""
+        start = source.start(block.first)
+        raw = source.text[start : source.end(block.last)]
+        edits = [
+            (start + part.start(), start + part.end(), new)
+            for part in _HTML_PART.finditer(raw)
+            if (new := self._html(part[0])) != part[0]
+        ]
+        if not edits and not _HTML_PART.sub("", raw).strip():
+            return []  # images from GitHub and line breaks only
+        first, opening = source.line(block.first), _HTML_PART.search(raw)
+        if opening is None or self._html(opening[0]) != opening[0]:
+            return edits  # its first tag is rewritten: the rest is read as Markdown
+        if _HTML_PART.sub("", first).strip() or not all(
+            self._html(tag) == tag for tag in _HTML_PART.findall(first)
+        ):
+            return [(start + opening.start(), start + opening.end(), _as_text(opening[0]))]
+        # its first line, images from GitHub, stays an HTML block: end the block there
+        blank = re.sub("[^>]", " ", container_prefix(first)).rstrip()
+        return [*edits, (source.end(block.first), source.end(block.first), "\n" + blank)]
+
+    # closing keywords: the own issue only
+
+    def _neutral(self, text: str) -> str:
+        """`text` with NEUTRAL after every closing keyword not all for the own issue."""
+        return _CLOSING.sub(
+            lambda found: (
+                found[0]
+                if self._all_own(found)
+                else found["keyword"] + NEUTRAL + found[0][len(found["keyword"]) :]
+            ),
+            text,
+        )
+
+    def _all_own(self, match: re.Match[str]) -> bool:
+        return all(self._own(ref) for ref in _ONE_REF.finditer(match["refs"]))
 
     def _own(self, ref: re.Match[str]) -> bool:
         """Whether a reference names the job's own issue."""
@@ -193,78 +344,71 @@ def code_block(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{text}\n{fence}"
 
 
-def _defuse_mentions(text: str) -> str:
-    """Mentions in backticks, except inside one-line code spans and URLs."""
+def _prepare(text: str) -> str:
+    """Invisible characters out, lines normalised, tabs in line starts made spaces (so each
+    line of a block's content is the end of its source line, as `parse` needs)."""
+    text = sanitize(text, keep_comments=True)
+    return _LEADING.sub(lambda found: found[0].expandtabs(4), text) if "\t" in text else text
+
+
+def _apply(text: str, edits: list[Edit]) -> str:
+    """`text` with `edits` made; one that overlaps an earlier one waits for the next round."""
     out, at = [], 0
-    for start, end in _no_mentions(text):
+    for start, end, new in sorted(edits, key=lambda edit: edit[:2]):
         if start >= at:
-            out += [_MENTION.sub(r"`\g<0>`", text[at:start]), text[start:end]]
+            out += [text[at:start], new]
             at = end
-    out.append(_MENTION.sub(r"`\g<0>`", text[at:]))
-    return "".join(out)
+    return "".join(out) + text[at:]
 
 
-def _no_mentions(text: str) -> list[tuple[int, int]]:
-    """Where mentions do not ping: code spans (one line, in linear time) and URLs."""
-    found = [(m.start(), m.end()) for m in _LINKISH.finditer(text)]
-    offset = 0
-    for line in text.split("\n"):
-        runs = [(m.start(), m.end()) for m in re.finditer(r"`+", line)]
-        by_length: dict[int, list[int]] = {}
-        for n, (start, end) in enumerate(runs):
-            by_length.setdefault(end - start, []).append(n)
-        n = 0
-        while n < len(runs):
-            same = by_length[runs[n][1] - runs[n][0]]
-            later = bisect.bisect_right(same, n)
-            if later == len(same):
-                n += 1
-                continue
-            found.append((offset + runs[n][0], offset + runs[same[later]][1]))
-            n = same[later] + 1
-        offset += len(line) + 1
-    return sorted(found)
+def _replaced(piece: Piece, new: str) -> list[Edit]:
+    return [] if new == piece.token.content else [(piece.start, piece.end, new)]
 
 
-def _outside_fences(text: str, prose: Callable[[str], str]) -> str:
-    """Apply `prose` to all but the fenced code blocks that certainly render as code."""
-    lines = text.split("\n")
-    chunks: list[str] = []
-    start = i = 0
-    in_html = False  # inside an HTML block a ``` line is not a fence
-    while i < len(lines):
-        end = None if in_html else _fence_end(lines, i)
-        if end is None:
-            in_html = bool(lines[i].strip()) and (in_html or bool(_HTML_START.match(lines[i])))
-            i += 1
-            continue
-        if start < i:
-            chunks.append(prose("\n".join(lines[start:i])))
-        chunks.append("\n".join(lines[i : end + 1]))
-        start = i = end + 1
-    if start < len(lines):
-        chunks.append(prose("\n".join(lines[start:])))
-    return "\n".join(chunks)
+def _as_text(tag: str) -> str:
+    """Raw HTML written so that it shows as text."""
+    return ESCAPED["<"] + tag[1:]
 
 
-def _fence_end(lines: list[str], start: int) -> int | None:
-    """The closing line of a fenced block opened at `start`: None if unsure it is one."""
-    opened = _FENCE.fullmatch(lines[start])
-    if opened is None or (opened[2][0] == "`" and "`" in opened[3]):
-        return None
-    indent, fence = len(opened[1]), opened[2]
-    for i in range(start + 1, len(lines)):
-        line = lines[i]
-        if line.strip() and len(line) - len(line.lstrip(" ")) < indent:
-            return None  # less indented than the fence: its list item may have ended
-        closing = line.strip(" ")
-        if (
-            len(line) - len(line.lstrip(" ")) <= 3 + indent
-            and closing.rstrip(" \t")
-            and (
-                set(closing.rstrip(" \t")) == {fence[0]}
-                and len(closing.rstrip(" \t")) >= len(fence)
-            )
-        ):
-            return i
-    return None  # never closed: treated as prose
+def _definition(block: Lines, source: Source) -> list[Edit]:
+    """A link reference definition shown as text: its `[` escaped."""
+    at = source.line(block.first).find("[")
+    start = source.start(block.first) + at
+    return [(start, start, "\\")] if at >= 0 else []
+
+
+def _row(block: Lines, source: Source) -> list[Edit]:
+    """A table row's cells past its table's columns, which GitHub drops, joined to its last."""
+    line = source.line(block.first)
+    body = len(container_prefix(line))
+    pipes = [found.start() for found in re.finditer(r"(?<!\\)\|", line) if found.start() >= body]
+    if pipes and not line[body : pipes[0]].strip():
+        pipes.pop(0)  # a leading `|`
+    if pipes and not line[pipes[-1] + 1 :].strip():
+        pipes.pop()  # a trailing one
+    start = source.start(block.first)
+    return [(start + at, start + at, "\\") for at in pipes[block.columns - 1 :]]
+
+
+def _fence(block: Lines, source: Source) -> list[Edit]:
+    """A fence closed if it was left open; its info string past a language shown as text."""
+    token, line = block.token, source.line(block.first)
+    at = line.find(token.markup)
+    # the fence's containers on a later line: list markers as spaces, a quote's `>` with
+    # a space after it (one it lacked would take a space of the indent as its own)
+    quoted = re.sub(r">(?![ \t])", "> ", line[:at])
+    indent = _LIST_MARKER.sub(lambda marker: " " * len(marker[0]), quoted)
+    edits: list[Edit] = []
+    info = line[at + len(token.markup) :].strip()
+    if not _INFO.fullmatch(info):
+        language = info.split()[0] if _INFO.fullmatch(info.split()[0]) else ""
+        note = f"(code block info: {info})\n{indent}{token.markup}{language}"
+        edits.append((source.start(block.first) + at, source.end(block.first), note))
+    if block.last == block.first or not _closes(token.markup, source.line(block.last)):
+        end = source.end(block.last)
+        edits.append((end, end, f"\n{indent}{token.markup}"))
+    return edits
+
+
+def _closes(fence: str, line: str) -> bool:
+    return re.fullmatch(rf"[ \t>]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line) is not None

@@ -24,23 +24,32 @@ _SELECTOR_RUN = re.compile(f"({_SELECTOR}){_SELECTOR}+")
 _TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
-def sanitize(text: str) -> str:
+def sanitize(text: str, *, keep_comments: bool = False) -> str:
     """Remove what GitHub does not show (HTML comments, invisible characters); normalise lines.
 
     Joiners stay where text needs them (emoji, Arabic, Indic). The result is at most
-    MAX_TEXT_CHARS long, ending with a note when it was cut.
+    MAX_TEXT_CHARS long, ending with a note when it was cut. With `keep_comments` HTML
+    comments stay, for a Markdown parser to tell them from text that only looks like one.
     """
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _COMMENT.sub("", text)  # first, so a hidden "--\u200b>" cannot close one early
-    if not text.isascii():
-        text = "".join(ch for i, ch in enumerate(text) if ch < "\x80" or not _invisible(text, i))
-        text = _SELECTOR_RUN.sub(r"\1", text)  # a run smuggles bytes; one is all text needs
-    text = _COMMENT.sub("", _CONTROL.sub("", text))  # stripping may have made "<!\u200b--" one
+    if not keep_comments:
+        text = _COMMENT.sub("", text)  # first, so a hidden "--\u200b>" cannot close one early
+    text = strip_invisible(text)
+    if not keep_comments:
+        text = _COMMENT.sub("", text)  # stripping may have made "<!\u200b--" one
     text = _TRAILING_SPACE.sub("", text)
     if len(text) <= MAX_TEXT_CHARS:
         return text
     note = f"\n\n[truncated: the original had {len(text):,} characters]"
     return text[: MAX_TEXT_CHARS - len(note)].rstrip() + note
+
+
+def strip_invisible(text: str) -> str:
+    """`text` without invisible, bidi and control characters (a joiner stays where needed)."""
+    if not text.isascii():
+        text = "".join(ch for i, ch in enumerate(text) if ch < "\x80" or not _invisible(text, i))
+        text = _SELECTOR_RUN.sub(r"\1", text)  # a run smuggles bytes; one is all text needs
+    return _CONTROL.sub("", text)
 
 
 def _invisible(text: str, i: int) -> bool:
