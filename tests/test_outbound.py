@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -269,8 +268,8 @@ def test_code_span_cannot_be_ended_early(text: str, span: str) -> None:
     assert code_span(text) == span
 
 
-def test_hostile_input_is_handled_in_linear_time() -> None:
-    started = time.monotonic()
+@pytest.mark.timeout(120)  # a quadratic scan of these takes minutes; linear ones, seconds
+def test_hostile_input_is_handled_without_a_quadratic_scan() -> None:
     for text in [
         "<img " * 12_000,
         "![[" * 20_000,
@@ -280,7 +279,6 @@ def test_hostile_input_is_handled_in_linear_time() -> None:
         "\n".join("~" * (400 - n) for n in range(300)),
     ]:
         AGENT.block(text)
-    assert time.monotonic() - started < 10  # quadratic scans take minutes here
 
 
 # the bodies the App posts
