@@ -4,6 +4,7 @@ the server's settings, and the disk budget of unverified bodies.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 from collections.abc import AsyncIterator, Mapping
@@ -17,7 +18,7 @@ from bot.demo import private_key_pem
 from bot.errors import DeliveryError, SettingsError
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.server.endpoint import SPOOL_RAM_BYTES, create_app
-from bot.server.http_server import MAX_HEAD_BYTES, DeadlineProtocol, app_server
+from bot.server.http_server import MAX_HEAD_BYTES, DeadlineProtocol, app_server, client_of, peer_ip
 from bot.server.webhooks import Signature, check_head, decode, shown, signature
 from bot.settings import Settings
 from orchestrator.store.deliveries import DeliveryQueue
@@ -174,3 +175,12 @@ def test_what_one_client_may_hold_and_whose_forwarded_address_is_believed() -> N
     assert server.config.forwarded_allow_ips == ["10.0.0.5/32", "192.168.1.0/24"]
     with pytest.raises(SettingsError, match="TEAPARTY_TRUSTED_PROXIES: 'proxy.internal'"):
         Settings.from_env(env | {"TEAPARTY_TRUSTED_PROXIES": "proxy.internal"})
+
+
+def test_a_client_is_an_ipv4_address_or_an_ipv6_slash_64() -> None:
+    assert client_of(ipaddress.ip_address("203.0.113.7")) == "203.0.113.7"
+    one_host = [ipaddress.ip_address(f"2001:db8:1:2::{n:x}") for n in (1, 0xBEEF, 2**16 - 1)]
+    assert {client_of(ip) for ip in one_host} == {"2001:db8:1:2::/64"}
+    assert client_of(ipaddress.ip_address("2001:db8:1:3::1")) == "2001:db8:1:3::/64"
+    assert peer_ip("::ffff:203.0.113.7") == ipaddress.ip_address("203.0.113.7")  # dual-stack
+    assert peer_ip("2001:db8::1") == ipaddress.ip_address("2001:db8::1")

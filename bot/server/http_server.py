@@ -3,14 +3,16 @@
 A request's head and body must arrive within `TEAPARTY_BODY_TIMEOUT` seconds of its first
 byte (a new connection's clock starts when it opens), a head may be at most
 `MAX_HEAD_BYTES`, and past `TEAPARTY_MAX_CONNECTIONS` open connections a request gets 503.
-One address may hold at most `TEAPARTY_MAX_CONNECTIONS_PER_CLIENT` of them: a connection
-over that gets 503 as it opens and is closed, before it is counted, so one client holding
-idle connections cannot keep GitHub's deliveries or `/healthz` out.
+One client may hold at most `TEAPARTY_MAX_CONNECTIONS_PER_CLIENT` of them (fewer than the
+overall bound): a connection over that gets 503 as it opens and is closed, before it is
+counted, so one client holding idle connections cannot keep GitHub's deliveries or
+`/healthz` out.
 
-The client is the connection's peer address. Only a peer in `TEAPARTY_TRUSTED_PROXIES` is
-believed about another (X-Forwarded-For, for the log) and is not bound per address: a
-reverse proxy speaks for many clients, and bounding each of them is its job (every
-connection counts against `TEAPARTY_MAX_CONNECTIONS` still).
+The client is the connection's peer address (an IPv6 peer's /64: one host is given a whole
+/64), known as it opens, before any head. Only a peer in `TEAPARTY_TRUSTED_PROXIES` is
+believed about another (X-Forwarded-For, for the log) and is not bound per client: a
+reverse proxy speaks for many, and bounding each of them is its job (every connection
+counts against `TEAPARTY_MAX_CONNECTIONS` still).
 """
 
 from __future__ import annotations
@@ -127,20 +129,22 @@ class DeadlineProtocol(H11Protocol):
     per_client: ClassVar[int] = 16
     trusted: ClassVar[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]] = ()
     open_by_client: ClassVar[dict[str, int]] = {}  # each server's class has its own
-    refusing: ClassVar[set[str]] = set()  # addresses at their bound, already logged
+    refusing: ClassVar[set[str]] = set()  # clients at their bound, already logged
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._timer: asyncio.TimerHandle | None = None
         self._counted: str | None = None
         self._refused = False
         address = _peer_address(transport)
-        if address is not None and not self._trusted(address):
-            held = self.open_by_client.get(address, 0)
+        peer = peer_ip(address) if address is not None else None
+        if peer is not None and not any(peer in network for network in self.trusted):
+            client = client_of(peer)
+            held = self.open_by_client.get(client, 0)
             if held >= self.per_client:
-                self._refuse(transport, address, held)
+                self._refuse(transport, client, held)
                 return
-            self.open_by_client[address] = held + 1
-            self._counted = address
+            self.open_by_client[client] = held + 1
+            self._counted = client
         super().connection_made(transport)  # type: ignore[arg-type]
         self._settle()
 
@@ -170,23 +174,16 @@ class DeadlineProtocol(H11Protocol):
             self._timer = None
         super().connection_lost(exc)
 
-    def _trusted(self, address: str) -> bool:
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self.trusted)
-
-    def _refuse(self, transport: asyncio.BaseTransport, address: str, held: int) -> None:
+    def _refuse(self, transport: asyncio.BaseTransport, client: str, held: int) -> None:
         """Answer 503 and close, before uvicorn counts the connection; one log line for the
-        first refusal while the address is at its bound, not one per connection."""
+        first refusal while the client is at its bound, not one per connection."""
         self._refused = True
-        if address not in self.refusing:
-            self.refusing.add(address)
+        if client not in self.refusing:
+            self.refusing.add(client)
             log.warning(
                 "refusing connections from %s: %d open, the most one client may hold "
                 "(TEAPARTY_MAX_CONNECTIONS_PER_CLIENT)",
-                address,
+                client,
                 held,
             )
         writer = cast(asyncio.WriteTransport, transport)  # uvloop's is one, not by its class
@@ -218,6 +215,22 @@ class DeadlineProtocol(H11Protocol):
             peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
             log.info("closed %s: no complete request head in %g s", peer, self.deadline_s)
         self.transport.close()
+
+
+def client_of(peer: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """Whom a peer counts as: its IPv4 address, or its IPv6 /64 (a host given a /64 would
+    otherwise be 2**64 clients)."""
+    if isinstance(peer, ipaddress.IPv4Address):
+        return str(peer)
+    return f"{ipaddress.IPv6Address(int(peer) >> 64 << 64)}/64"
+
+
+def peer_ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """A peer's address; an IPv4 peer of a dual-stack socket (::ffff:a.b.c.d) as IPv4."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
 
 
 def _peer_address(transport: asyncio.BaseTransport) -> str | None:
