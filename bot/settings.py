@@ -42,7 +42,7 @@ class Settings:
     progress_interval_s: float = 60.0  # the least time between edits for progress alone
     body_timeout_s: float = 10.0
     max_connections: int = 128  # about 0.55 MB each while a body streams in: RSS stays < 200 MB
-    max_connections_per_client: int = 16  # one address cannot hold the rest out
+    max_connections_per_client: int = 16  # below max_connections: one address leaves room
     trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
 
     @classmethod
@@ -164,20 +164,26 @@ def _count(name: str, default: int, environ: Mapping[str, str]) -> int:
 
 
 def _per_client(environ: Mapping[str, str]) -> int:
-    """TEAPARTY_MAX_CONNECTIONS_PER_CLIENT: at most TEAPARTY_MAX_CONNECTIONS, 16 by default
-    (or the global bound, when that is lower)."""
+    """TEAPARTY_MAX_CONNECTIONS_PER_CLIENT: below TEAPARTY_MAX_CONNECTIONS, so that one
+    address always leaves room for the rest; 16 by default, or half the overall bound when
+    that is lower."""
     name = "TEAPARTY_MAX_CONNECTIONS_PER_CLIENT"
     try:
         overall = _count("TEAPARTY_MAX_CONNECTIONS", 128, environ)
     except SettingsError:
         overall = 100_000  # reported on its own
-    if not environ.get(name, ""):
-        return min(16, overall)
-    bound = _count(name, 16, environ)
-    if bound > overall:
+    if overall < 2:
         raise SettingsError(
-            f"{name}={bound}: more than TEAPARTY_MAX_CONNECTIONS ({overall}); one address "
-            "could hold every connection"
+            f"TEAPARTY_MAX_CONNECTIONS={overall}: one client would hold every connection; "
+            "at least 2 leave room for another"
+        )
+    if not environ.get(name, ""):
+        return min(16, overall // 2)
+    bound = _count(name, 16, environ)
+    if bound >= overall:
+        raise SettingsError(
+            f"{name}={bound}: must be below TEAPARTY_MAX_CONNECTIONS ({overall}), or one "
+            "address could hold every connection and keep GitHub's deliveries out"
         )
     return bound
 

@@ -158,11 +158,19 @@ def test_what_one_client_may_hold_and_whose_forwarded_address_is_believed() -> N
     env = {"GITHUB_APP_ID": "1", "GITHUB_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": pem}
     default = Settings.from_env(env)
     assert (default.max_connections_per_client, default.trusted_proxies) == (16, ())
-    assert (
-        Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS": "4"}).max_connections_per_client == 4
+    for overall, per_client in [("4", 2), ("20", 10), ("2", 1)]:  # room for another, always
+        tight = Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS": overall})
+        assert tight.max_connections_per_client == per_client
+    for per_client in ["128", "200"]:
+        with pytest.raises(SettingsError, match=f"CLIENT={per_client}: must be below TEAPARTY_MAX"):
+            Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": per_client})
+    with pytest.raises(SettingsError, match="TEAPARTY_MAX_CONNECTIONS=1: one client would hold"):
+        Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS": "1"})
+    with pytest.raises(SettingsError) as bad:  # the overall bound's own problem, once
+        Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS": "x"})
+    assert bad.value.problems == (
+        "TEAPARTY_MAX_CONNECTIONS='x': must be a whole number from 1 to 100000",
     )
-    with pytest.raises(SettingsError, match="TEAPARTY_MAX_CONNECTIONS_PER_CLIENT=200: more than"):
-        Settings.from_env(env | {"TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": "200"})
     with socket.socket() as unbound:
         server = app_server(FastAPI(), default, unbound)
     assert server.config.proxy_headers is False  # uvicorn would believe 127.0.0.1 by default
