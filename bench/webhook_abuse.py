@@ -18,10 +18,12 @@ accepted. `--root` runs the `teaparty serve` of another checkout (an older versi
 
 Then what one client may hold: on a fresh server, `--deliveries` signed deliveries (200;
 20 in quick mode) from 127.0.0.1 one after another, first alone (the baseline), then while
-127.0.0.2 holds as many idle connections as the server lets it (up to 256). The goal:
-every one accepted (202) with p99 under 1 s. The same is shown with the per-client bound
-raised to the overall one (the edge before it had one), where they get 503. Exits 1 when
-the goal is missed.
+127.0.0.2 holds as many idle connections as the server lets it (it opens 256; a refusal
+is told from a held one once a later /healthz is answered, not after a wait). The goal:
+every one accepted (202) with p99 under 1 s; p50 and p99 are shown against the baseline.
+The same is shown with 127.0.0.2 exempt from the per-client bound (named a trusted proxy:
+the edge before it had the bound), where they get 503. Exits 1 when the goal is missed, so
+`--root` at a checkout without the bound fails.
 """
 
 from __future__ import annotations
@@ -267,7 +269,9 @@ async def hold(name: str, root: Path, secret: str, count: int, extra: dict[str, 
             await timed_deliveries(port, secret, count, result.baseline)
             opened = hold_connections(port, "127.0.0.2", 256)
             try:
-                await asyncio.sleep(0.5)  # refusals arrive at once; what is left is held
+                # every one was accepted before this later connection: once it is answered,
+                # a refusal of any of them is in its socket, and what is left is held
+                await status_of(port, head(port, "/healthz", method="GET"), b"")
                 result.held = still_held(opened)
                 result.refused = len(opened) - result.held
                 statuses = await timed_deliveries(port, secret, count, result.during)
@@ -280,20 +284,22 @@ async def hold(name: str, root: Path, secret: str, count: int, extra: dict[str, 
 
 async def main(options: argparse.Namespace) -> int:
     options.secret = secrets.token_hex(20)
-    # The storms come from one address: they measure memory, not what one client may hold.
-    one_address = {"TEAPARTY_MAX_CONNECTIONS_PER_CLIENT": "128"}
+    # The storms come from one address standing for many (a trusted proxy's are not bound
+    # per client): they measure memory, not what one client may hold.
+    many_behind = {"TEAPARTY_TRUSTED_PROXIES": "127.0.0.1"}
     with tempfile.TemporaryDirectory(prefix="teaparty-abuse-") as name:
         home = Path(name) / "home"
-        async with serving(options.root, home, options.secret, one_address) as (pid, port, _):
+        async with serving(options.root, home, options.secret, many_behind) as (pid, port, _):
             for _ in range(3):  # the first deliveries import and allocate what every one needs
                 await good(port, options.secret)
             await asyncio.sleep(0.5)
             idle = rss(pid)["VmRSS"]
             storms = [await storm(pid, port, kind, options) for kind in STORMS]
     code = report(idle, storms, options)
+    exempt = {"TEAPARTY_TRUSTED_PROXIES": "127.0.0.2"}  # as the edge was before it had the bound
     holds = [
         await hold("per client 16", options.root, options.secret, options.deliveries, {}),
-        await hold("overall only", options.root, options.secret, options.deliveries, one_address),
+        await hold("overall only", options.root, options.secret, options.deliveries, exempt),
     ]
     return max(code, report_holds(holds, options))
 
