@@ -163,6 +163,7 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
             )
         )
         out: dict[str, str] = {}
+        out["shell_env"] = await sh("env")
         out["environ"] = await sh(
             "grep -a -o -h 'canary-[a-z0-9-]*' /proc/[0-9]*/environ /proc/[0-9]*/cmdline"
             " 2>/dev/null | sort -u"
