@@ -8,7 +8,9 @@ process environment kept, and the pre-hardening code paths), then shown to fail 
 each sandbox this host can give. A sandbox this host cannot give is skipped, with the
 reason printed. Credentials no name pattern finds (`DATABASE_URL`, `SENTRY_DSN`, ...) are
 among the canaries: the engine's environment keeps only what it names, so they are out of
-reach even unconfined.
+reach even unconfined. And what the App pushes is scanned: a worker that commits a secret
+value the engine holds, or a credential pattern, pushes nothing until the decider has been
+asked, and the value never.
 """
 
 from __future__ import annotations
@@ -185,6 +187,55 @@ def test_credentials_named_like_no_secret_leave_the_engines_environment_too(
     assert not any(v in out["environ"] for v in VALUES), out["environ"]
     for report, _ in (unprotected, unconfined):
         assert not any(f"{name}=" in report["out"]["shell_env"] for name in CANARIES)
+
+
+def test_a_planted_secret_value_is_never_pushed(
+    unprotected: tuple[Report, Path], protected: tuple[Report, Path]
+) -> None:
+    """A worker commits the webhook secret's value: before the scan it went out with the
+    branch; now the push waits at a gate naming the file and line, the value masked, and
+    an approval ends the job with nothing pushed."""
+    report, base = unprotected
+    leaked = _pushed(base, report["value"]["branch"], "leak.txt")
+    assert 'value = "canary-webhook-secret"' in leaked, "the old path pushed it"
+    report, base = protected
+    seen = report["value"]
+    assert [v["kind"] for v in seen["verdicts"]] == ["Held", "Stopped"]
+    asked, ended = (v["text"] for v in seen["verdicts"])
+    assert "leak.txt:2: the value of GITHUB_WEBHOOK_SECRET …(21 characters)" in asked
+    assert "it is never pushed" in asked
+    assert "it holds a secret value the App holds, which is never pushed" in ended
+    assert not any(v in json.dumps(seen) for v in VALUES)
+    assert seen["pushed_before_answer"] == ""
+    assert _pushed(base, seen["branch"], "leak.txt") is None, "nothing pushed, approved or not"
+
+
+def test_a_credential_pattern_waits_for_the_decider(
+    unprotected: tuple[Report, Path], protected: tuple[Report, Path]
+) -> None:
+    """A worker commits an AWS key id: pushed as it was before the scan; now asked, named
+    and masked, first, and pushed only once the decider approved that head."""
+    aws = "AKIA" + "QWERTYUIOPASDFGH"
+    report, base = unprotected
+    assert aws in (_pushed(base, report["pattern"]["branch"], "creds.py") or "")
+    report, base = protected
+    seen = report["pattern"]
+    assert [v["kind"] for v in seen["verdicts"]] == ["Held", "Cleared"]
+    asked = seen["verdicts"][0]["text"]
+    assert "creds.py:2: a AWS access key id AKIA…(20 characters)" in asked
+    assert aws not in asked
+    assert seen["pushed_before_answer"] == "", "nothing pushed before the approval"
+    assert aws in (_pushed(base, seen["branch"], "creds.py") or ""), "pushed once approved"
+
+
+def _pushed(base: Path, branch: str, path: str) -> str | None:
+    """`path` as the remote's `branch` has it; None when the branch is not there."""
+    done = subprocess.run(
+        ["git", "--git-dir", str(base / "origin.git"), "show", f"refs/heads/{branch}:{path}"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout if done.returncode == 0 else None
 
 
 def test_an_agent_cannot_plant_hooks_or_config_for_the_engine(
