@@ -19,8 +19,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from bot.errors import SettingsError
 from bot.pipes import ClosableOutput
 from bot.progress import View, view_for
+from bot.settings import setup_secret_names
 from orchestrator.api import (
     Gate,
     JobCancelledError,
@@ -117,6 +119,7 @@ class Request:
         self.org_dir = org_dir(env)
         self.auto = "yes" if args.yes else None
         self.ask = not args.yes and not args.no_input and sys.stdin.isatty()
+        self.setup_secrets: tuple[str, ...] = ()
 
 
 def state_home(given: Path | None, env: Mapping[str, str]) -> Path:
@@ -137,6 +140,10 @@ def _request(args: argparse.Namespace, env: Mapping[str, str]) -> Request:
         raise UsageError(f"--resume {args.resume}: job ids start at 1")
     repo = _top_level(args.repo or Path.cwd())
     request = Request(args, env, repo)
+    try:
+        request.setup_secrets = setup_secret_names(env)
+    except SettingsError as exc:
+        raise UsageError("; ".join(exc.problems)) from None
     if request.model == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
         raise UsageError("--model anthropic needs ANTHROPIC_API_KEY in the environment")
     if request.model == "scripted":
@@ -210,6 +217,7 @@ async def _run(
         org_dir=request.org_dir,
         model=request.model,
         env=env,
+        setup_secrets=request.setup_secrets,
         approve=approve if request.ask else None,
         auto=request.auto,
         say=view.say,

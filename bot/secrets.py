@@ -1,13 +1,15 @@
-"""Secrets leave the process environment at start: read once, then re-exec without them.
+"""The process environment is cut to an allowlist at start: read once, then re-exec.
 
 `/proc/<pid>/environ` shows the environment a program was *started* with, whatever it
 deletes from `os.environ` later, and any process that may read it (the same user, root,
 a confined process on a host whose sandbox is weaker than hoped) would find the App's
-private key, the webhook secret and the model key there. So the `teaparty` command, when
-its environment holds a secret, hands every secret to a fresh image of itself through an
-anonymous file descriptor and `execve`s with an environment that holds none; the new
-image reads them, closes the descriptor, and passes them down explicitly. The pid stays
-the same, and its `environ` now shows no secret.
+private key, the webhook secret, the model key, and whatever else the operator's
+environment holds (`DATABASE_URL`, `SENTRY_DSN`: credentials no name pattern finds). So the
+`teaparty` command keeps only the variables the engine names for itself
+(`orchestrator.core.secrecy.engine_keeps`: PATH, HOME, the locale, proxies ...) and hands
+every other one to a fresh image of itself through an anonymous file descriptor, then
+`execve`s with the short environment; the new image reads them, closes the descriptor, and
+passes them down explicitly. The pid stays the same, and its `environ` now shows no secret.
 """
 
 from __future__ import annotations
@@ -18,24 +20,24 @@ import sys
 from collections.abc import Mapping
 
 from bot.errors import SettingsError
-from orchestrator.core.secrecy import SECRET_NAME
+from orchestrator.core.secrecy import engine_keeps
 
 HANDOVER = "TEAPARTY_SECRETS_FD"
 
 
-def secret_names(environ: Mapping[str, str]) -> list[str]:
-    """The variables that hold a secret (by name: TOKEN, KEY, SECRET, PASS, ...), if set."""
-    return sorted(name for name, value in environ.items() if value and SECRET_NAME.search(name))
+def handed_names(environ: Mapping[str, str]) -> list[str]:
+    """The variables that leave the process environment: all but those the engine keeps."""
+    return sorted(name for name in environ if not engine_keeps(name))
 
 
 def take_secrets(environ: Mapping[str, str]) -> dict[str, str]:
-    """The whole environment, secrets included, with none of them left in the process's own.
+    """The whole environment, with only what the engine keeps left in the process's own.
 
-    Does not return in the first image when there are secrets: it re-executes itself.
+    Does not return in the first image when anything else is set: it re-executes itself.
     """
     if HANDOVER in environ:
         return _receive(environ)
-    names = secret_names(environ)
+    names = handed_names(environ)
     if not names:
         return dict(environ)
     payload = json.dumps({name: environ[name] for name in names}).encode()
@@ -55,11 +57,15 @@ def _anonymous_file(payload: bytes) -> int:
         os.write(descriptor, payload)
         os.lseek(descriptor, 0, os.SEEK_SET)
         return descriptor
-    read_end, write_end = os.pipe()  # small enough for a pipe's buffer (a few KB)
-    os.write(write_end, payload)
-    os.close(write_end)
-    os.set_inheritable(read_end, True)
-    return read_end
+    import tempfile  # an unlinked file: a whole environment may not fit a pipe's buffer
+
+    handle = tempfile.TemporaryFile()
+    descriptor = os.dup(handle.fileno())  # still open once `handle` is closed
+    handle.close()
+    os.set_inheritable(descriptor, True)
+    os.write(descriptor, payload)
+    os.lseek(descriptor, 0, os.SEEK_SET)
+    return descriptor
 
 
 def _receive(environ: Mapping[str, str]) -> dict[str, str]:

@@ -16,10 +16,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from bot.errors import SettingsError
+from orchestrator.core.secrecy import setup_refusal
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
 INSECURE_FLAG = "TEAPARTY_INSECURE_NO_SIGNATURE"
+SETUP_SECRETS = "TEAPARTY_SETUP_SECRETS"
 _USERINFO = re.compile(r"//[^/@]*@")
 T = TypeVar("T")
 
@@ -44,6 +46,7 @@ class Settings:
     max_connections: int = 128  # about 0.55 MB each while a body streams in: RSS stays < 200 MB
     max_connections_per_client: int = 16  # below max_connections: one address leaves room
     trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
+    setup_secrets: tuple[str, ...] = ()  # variables a repository's setup may be given
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path | None = None) -> Settings:
@@ -72,6 +75,7 @@ class Settings:
             max_connections=check(partial(_count, "TEAPARTY_MAX_CONNECTIONS", 128), 0),
             max_connections_per_client=check(_per_client, 0),
             trusted_proxies=check(_trusted_proxies, ()),
+            setup_secrets=check(setup_secret_names, ()),
         )
         if check.problems:
             raise SettingsError(*check.problems)
@@ -91,6 +95,19 @@ class _Checks:
         except SettingsError as exc:
             self.problems.extend(exc.problems)
             return failed
+
+
+def setup_secret_names(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables `TEAPARTY_SETUP_SECRETS` names (comma-separated) for a repository's
+    setup step; SettingsError naming each the engine never gives one (its own credentials
+    and settings, the model's key, a run's token). Only the operator names them: nothing a
+    repository or its project file says adds one."""
+    names = tuple(dict.fromkeys(name.strip() for name in environ.get(SETUP_SECRETS, "").split(",")))
+    names = tuple(name for name in names if name)
+    problems = [f"{SETUP_SECRETS}: {why}" for name in names if (why := setup_refusal(name))]
+    if problems:
+        raise SettingsError(*problems)
+    return names
 
 
 def _insecure(environ: Mapping[str, str]) -> bool:

@@ -63,6 +63,7 @@ from orchestrator.core.errors import (
 from orchestrator.core.gate_kinds import GateKind, GateKinds
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import Model, ModelRequest
+from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
@@ -184,6 +185,7 @@ __all__ = [
     "JobView",
     "JobViews",
     "KEEP_ENDED_DAYS",
+    "KnownSecrets",
     "LinkedJob",
     "LocalJob",
     "LogEntry",

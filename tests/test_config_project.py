@@ -34,6 +34,7 @@ def test_project_defaults(org: Organisation) -> None:
         "question": "always",
         "budget": "always",
         "merge-conflict": "always",
+        "secret": "always",
         "protected-path": "always",
     }
     assert (project.budget.max_usd, project.budget.max_tokens) == (10.0, None)

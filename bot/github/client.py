@@ -129,6 +129,9 @@ class GitHubApp:
         self._identity: Identity | None = None
         self.requests = 0  # sent since this object was made, retries included
         self.quotas: dict[str, Quota] = {}  # by resource, as the latest response said
+        # Told each installation token as it is minted: the engine looks for every secret
+        # it holds in what it pushes (Runtime.open wires it).
+        self.minted: Callable[[str], None] = lambda _: None
 
     def _client(self, auth: Any) -> GitHub[Any]:
         return GitHub(
@@ -166,6 +169,7 @@ class GitHubApp:
                 )
                 cached = _Token(str(minted["token"]), _epoch(str(minted["expires_at"])))
                 self._tokens[installation_id] = cached
+                self.minted(cached.value)
             return cached.value
 
     async def deliveries(self, *, cursor: str | None = None) -> tuple[list[Json], str | None]:

@@ -220,13 +220,21 @@ def _asked(gate: Gate, agent: Outbound) -> str:
 
 
 def _pinned_head(gate: Gate) -> str:
-    """For a protected-path gate: what its approval pushes, and when it goes stale."""
+    """For a protected-path or secret gate: what its approval pushes, and when it goes
+    stale; for a secret gate over a value the App holds, that nothing pushes it."""
     head = str(gate.payload.get("head", ""))
-    if gate.kind != "protected-path" or not gate.engine_made or not _SHA.fullmatch(head):
+    pinning = gate.kind in ("protected-path", "secret")
+    if not pinning or not gate.engine_made or not _SHA.fullmatch(head):
         return ""
+    if gate.kind == "secret" and gate.payload.get("values"):
+        return (
+            f"\n\nCommit `{head[:12]}` holds a secret value the App holds: no answer pushes "
+            "it, and any answer ends the job with nothing pushed."
+        )
+    lines = " with the lines found as they are" if gate.kind == "secret" else ""
     return (
         f"\n\n`/approve {gate.short_hash}` approves exactly commit `{head[:12]}` ({head}): "
-        "the branch is pushed at that commit and nothing later. A new commit makes the "
+        f"the branch is pushed at that commit{lines} and nothing later. A new commit makes the "
         "approval stale and is asked about again; anything but an approval publishes nothing."
     )
 

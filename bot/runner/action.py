@@ -48,6 +48,7 @@ from orchestrator.api import (
     Deadline,
     DeliveryRecord,
     JobStatus,
+    KnownSecrets,
     Model,
     Sandbox,
 )
@@ -129,6 +130,7 @@ async def run_action(
         server_url=env.server_url,
         write_interval_s=1.0,
         progress_interval_s=0.0,  # a run is short: what it leaves must show before it ends
+        setup_secrets=env.setup_secrets,
     )
     github = None
     if not env.app_mode:
@@ -145,6 +147,7 @@ async def run_action(
         transport=transport,
         clock=clock,
         github=github,
+        secrets=KnownSecrets.of(env.environ, setup=env.setup_secrets),
     )
     runtime.hold_syncs()  # drive() syncs the jobs, one at a time, in this run's order
     try:

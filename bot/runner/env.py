@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bot.errors import SettingsError
 from bot.handlers.payloads import parse_command
-from bot.settings import DEFAULT_API_URL, DEFAULT_SERVER_URL
+from bot.settings import DEFAULT_API_URL, DEFAULT_SERVER_URL, setup_secret_names
 
 CONTINUATION = "workflow_dispatch"  # the event of a run that carries on after a parked one
 ACTIONS_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN writes as
@@ -49,6 +49,10 @@ class ActionEnv:
     bot_login: str = ACTIONS_LOGIN
     bot_app_id: int | None = ACTIONS_APP_ID
     workflow_ref: str = ""  # GITHUB_WORKFLOW_REF: owner/repo/.github/workflows/f.yml@ref
+    setup_secrets: tuple[str, ...] = ()  # TEAPARTY_SETUP_SECRETS: a setup step's variables
+    # The whole environment, from which the engine learns every secret value it holds
+    # (none of it reaches an agent: runner mode gives agents' processes nothing from it).
+    environ: Mapping[str, str] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path) -> ActionEnv:
@@ -78,6 +82,11 @@ class ActionEnv:
         bot_app = environ.get("TEAPARTY_BOT_APP_ID", "").strip()
         if bot_app and not bot_app.isdigit():
             problems.append(f"TEAPARTY_BOT_APP_ID is {bot_app!r}, not a number")
+        setup: tuple[str, ...] = ()
+        try:
+            setup = setup_secret_names(environ)
+        except SettingsError as exc:
+            problems.extend(exc.problems)
         if problems:
             raise SettingsError(*problems)
         summary = environ.get("GITHUB_STEP_SUMMARY", "").strip()
@@ -98,6 +107,8 @@ class ActionEnv:
             bot_login=environ.get("TEAPARTY_BOT_LOGIN", "").strip() or ACTIONS_LOGIN,
             bot_app_id=int(bot_app) if bot_app else ACTIONS_APP_ID,
             workflow_ref=environ.get("GITHUB_WORKFLOW_REF", "").strip(),
+            setup_secrets=setup,
+            environ=dict(environ),
         )
 
     @property

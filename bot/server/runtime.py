@@ -40,6 +40,7 @@ from orchestrator.api import (
     GateAnswered,
     GateAsked,
     JobStarted,
+    KnownSecrets,
     Model,
     Office,
     Register,
@@ -83,6 +84,7 @@ class Runtime:
         sandbox: Sandbox | None = None,
         github: GitHubApp | None = None,
         features: Sequence[Register] = FEATURES,
+        secrets: KnownSecrets | None = None,
     ) -> Runtime:
         """Open the store under the settings' home and wire the App around it.
 
@@ -90,12 +92,18 @@ class Runtime:
         `github` is the client (runner mode passes its token's); by default, the App's.
         `features` are what the engine runs with (the standard ones by default).
         `sleep` and `clock` are how GitHub's waits are waited out (tests inject both).
+        `secrets` are the secret values the engine holds (by default, those of `env` and
+        the settings' setup secrets); the App's key, its webhook secret and each
+        installation token minted are added.
         """
         org = load_organisation(settings.config_dir or shipped_org_dir())
         key_file = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
         hidden = [Path(key_file)] if key_file else []
         sandbox = sandbox or await probe(env, home=settings.home, hidden=hidden)
         announce(sandbox)
+        known = secrets or KnownSecrets.of(env, setup=settings.setup_secrets)
+        known.add(settings.private_key, "GITHUB_APP_PRIVATE_KEY")
+        known.add(settings.webhook_secret, "GITHUB_WEBHOOK_SECRET")
         office = await Office.open(
             settings.home,
             org=org,
@@ -105,6 +113,7 @@ class Runtime:
             sandbox=sandbox,
             scripted=scripted,
             features=features,
+            secrets=known,
         )
         github = github or GitHubApp(
             app_id=settings.app_id,
@@ -115,6 +124,7 @@ class Runtime:
             clock=clock,
             write_interval_s=settings.write_interval_s,
         )
+        github.minted = lambda token: known.add(token, "an installation token")
         service = GitHubService(settings, office, github, clock=clock)
         runtime: Runtime
         worker = DeliveryWorker(office.deliveries, service.handle, on_job=lambda j: runtime.kick(j))

@@ -25,7 +25,9 @@ class GateKind:
 
     `title` names what is asked in a heading ("the plan"); `about` tells the proxy what
     answering decides. `proxy_alone`: whether the proxy may answer it alone once it has
-    earned that (else only where a project's `proxy.allow` lists the kind). `engine_asks`:
+    earned that (else only where a project's `proxy.allow` lists the kind). `proxy_never`:
+    the proxy never answers it alone, whatever a project says (`proxy.allow` may not list
+    it); it may still suggest an answer. `engine_asks`:
     the engine asks it by its own rules (every kind but an agent's question); a job that
     recorded no gate policy has none of those. `wakes_asker`: an agent waits on its answer
     (advice to a gate nobody waits on wakes nobody).
@@ -36,6 +38,7 @@ class GateKind:
     title: str
     about: str
     proxy_alone: bool = True
+    proxy_never: bool = False
     engine_asks: bool = True
     wakes_asker: bool = True
 
@@ -79,4 +82,4 @@ class GateKinds:
 
     def only_allowed(self) -> tuple[str, ...]:
         """Kinds the proxy answers alone only where a project allows it (`proxy.allow`)."""
-        return tuple(kind.name for kind in self if not kind.proxy_alone)
+        return tuple(kind.name for kind in self if not kind.proxy_alone and not kind.proxy_never)

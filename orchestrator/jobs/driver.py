@@ -27,13 +27,14 @@ from orchestrator.config.schema import Waiting
 from orchestrator.core.clock import Clock
 from orchestrator.core.errors import ForgeWaitError, OrchestratorError
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.jobs import protection
+from orchestrator.jobs import protection, secret_check
 from orchestrator.jobs.budget import Limits, Spent
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
 from orchestrator.jobs.rounds import ReviewRound
+from orchestrator.jobs.secret_gate import Stopped
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
@@ -196,21 +197,23 @@ class JobDriver:
     async def _deliver(self, status: JobStatus, forge: Forge, space: JobSpace) -> JobState:
         """Publish the job's work, or with nothing changed publish nothing, and finish it.
 
-        A change to protected paths waits for the decider's approval of exactly it (asked
-        here, in this sync); refused, nothing is published and the job ends saying so.
+        What the branch adds is scanned for secrets first, then a change to protected paths
+        waits for the decider's approval of exactly it (each asked here, in this sync);
+        refused, or holding a secret value the App holds, nothing is published and the job
+        ends saying so.
         """
         job_id = status.job_id
         job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
         link, result, head = None, status.result, None
         review = await self.office.rounds.running(job_id)
-        verdict: Verdict = Cleared(None)
+        verdict: Cleared | Held | Stopped = Cleared(None)
         try:
             if review is not None:  # people's pushes during the round are merged, not overwritten
                 await self.office.round_work.catch_up(job_id, auth=await forge.credentials())
             if await self.office.has_work(job):
-                verdict = await protection.check(self.office, job)
-                if isinstance(verdict, Refused):
-                    result = refusal(verdict.gate)
+                verdict = await self._checked(job)
+                if isinstance(verdict, Stopped):
+                    result = verdict.result
                 elif isinstance(verdict, Cleared) and review is not None:
                     head = await forge.deliver_round(
                         status, replace(job, head=verdict.head), review
@@ -229,7 +232,7 @@ class JobDriver:
             await self._ask_open(waiting, forge)
             return waiting.state
         if review is not None:
-            outcome = result if isinstance(verdict, Refused) else "pushed and answered"
+            outcome = result if isinstance(verdict, Stopped) else "pushed and answered"
             await self.office.round_work.finish(
                 job_id, space, review.round_id, head=head, outcome=outcome or ""
             )
@@ -238,6 +241,13 @@ class JobDriver:
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
+
+    async def _checked(self, job: JobHandle) -> Cleared | Held | Stopped:
+        """The secret scan, then the protected-path check of the very head it passed."""
+        verdict: Verdict | Stopped = await secret_check.check(self.office, job)
+        if isinstance(verdict, Cleared):
+            verdict = await protection.check(self.office, job, head=verdict.head)
+        return Stopped(refusal(verdict.gate)) if isinstance(verdict, Refused) else verdict
 
     async def _failed(self, job_id: int, forge: Forge) -> JobState:
         failed = await self.status(job_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from orchestrator.bus.extensions import Extensions
-from orchestrator.jobs import budget_gate, intent_gate, protected_gate, rounds
+from orchestrator.jobs import budget_gate, intent_gate, protected_gate, rounds, secret_gate
 from orchestrator.teams import conflict_gate, plan_gate
 from orchestrator.teams import transactions as team_transactions
 
@@ -22,6 +22,7 @@ FEATURES: tuple[Register, ...] = (
     conflict_gate.register,
     intent_gate.register,
     budget_gate.register,
+    secret_gate.register,
     protected_gate.register,
     rounds.register,
 )

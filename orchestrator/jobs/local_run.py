@@ -21,7 +21,7 @@ import contextlib
 import getpass
 import hashlib
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,6 +31,7 @@ from orchestrator.config import AgentDef, Organisation, Project, load_organisati
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import Usage
 from orchestrator.core.model import Model
+from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs import commands
 from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
@@ -92,6 +93,7 @@ async def run_local(
     env: Mapping[str, str],
     approve: Approver | None,
     say: Callable[[str], None],
+    setup_secrets: Sequence[str] = (),
     resume: int | None = None,
     auto: str | None = None,
     on_job: Callable[[int], None] = lambda _: None,
@@ -101,7 +103,8 @@ async def run_local(
     lands in `repo`. Gates go to `approve` (None: nobody can answer here, and the job
     stays parked: UnansweredGateError), or get `auto` as the answer. `on_job` hears the
     job's id as soon as it is known; `watch`, when given, the job's progress about twice a
-    second while its agents work."""
+    second while its agents work; `setup_secrets`, the variables of `env` a repository's
+    setup may be given (the operator's TEAPARTY_SETUP_SECRETS): none is pushed either."""
     repo, home = _absolute(repo), _absolute(home)
     org = load_organisation(org_dir)
     project, project_text = await _project(repo, org)
@@ -127,6 +130,7 @@ async def run_local(
         ),
         env={**env, **AGENT_IDENTITY},
         learnings={project.name: learnings} if code == 0 else {},
+        secrets=KnownSecrets.of(env, setup=setup_secrets),
     )
     try:
         if resume is None:

@@ -31,6 +31,7 @@ from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.core.gate_kinds import GateKinds
 from orchestrator.core.model import Model
+from orchestrator.core.secrecy import KnownSecrets, SecretValues
 from orchestrator.core.tools import ToolSpec
 from orchestrator.jobs import review_tools, wiring
 from orchestrator.jobs.budget import JobBudget
@@ -120,8 +121,10 @@ class Office:
         budget: JobBudget,
         sandbox: Sandbox,
         scripted: bool = False,
+        secrets: SecretValues | None = None,
     ) -> None:
         self.engine = engine
+        self.secrets = KnownSecrets() if secrets is None else secrets  # never pushed
         self.sandbox = sandbox
         self.scripted = scripted
         self.workspace = workspace
@@ -155,13 +158,16 @@ class Office:
         learnings: Mapping[str, str] | None = None,
         concurrency: int = 8,
         features: Sequence[Register] = FEATURES,
+        secrets: SecretValues | None = None,
     ) -> Office:
         """Open the store under `home`, wire the organisation, and clean up after a crash.
 
         `sandbox` is how agents' processes are confined (sandbox.probe); `env` is the
         environment agents' allowlisted variables come from; `scripted` says the models
         are the scripted stand-in, which calls no shell and so needs no sandbox; `features`
-        register what they add to the bus (the standard ones by default).
+        register what they add to the bus (the standard ones by default); `secrets` are the
+        secret values the engine holds (by default, `env`'s secret-named variables), which
+        no push may carry (jobs/secret_check.py).
         """
         served = {p.name: p for p in projects}
         router = Router(organisation_teams(org, projects, added=mini_teams))
@@ -213,6 +219,7 @@ class Office:
             budget=budget,
             sandbox=sandbox,
             scripted=scripted,
+            secrets=KnownSecrets.of(env) if secrets is None else secrets,
         )
         await workspace.recover()
         configured.remember(await office.control.preferences())

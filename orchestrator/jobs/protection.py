@@ -21,17 +21,18 @@ from orchestrator.workspace.changes import branch_change, diff_excerpt
 from orchestrator.workspace.git import rev
 
 
-async def check(office: Office, job: JobHandle) -> Verdict:
-    """Push (exactly which head), wait at a gate (opened here when new), or refuse.
+async def check(office: Office, job: JobHandle, *, head: str | None = None) -> Verdict:
+    """Push (exactly which head), wait at a gate (opened here when new), or refuse;
+    `head`: the commit to check (the one the secret scan passed), else the branch's.
 
     Raises GitError when git cannot read the branch.
     """
     store = office.engine.store
     mode = await store.read(lambda tx: gate_mode(tx, job.job_id, KIND))
     if mode == "never":
-        return Cleared(None)
+        return Cleared(head)
     space = job.space
-    head = await rev(space.repo, f"refs/heads/{space.branch}")
+    head = head or await rev(space.repo, f"refs/heads/{space.branch}")
     assert head is not None  # the driver checked the job has work on it
     change = await branch_change(space.repo, base=space.base, head=head)
     matcher = await _matcher(office, job.job_id)

@@ -180,9 +180,12 @@ class Proxy:
         return decisions.insert(tx, decision, terms, at=self.clock())
 
     def _guarded(self, kind: str, project: Project) -> bool:
-        """Whether the proxy never answers `kind` alone in `project`: a kind it may not
-        answer alone (GateKind.proxy_alone) that the project's `proxy.allow` does not list."""
+        """Whether the proxy never answers `kind` alone in `project`: a kind it never answers
+        alone (GateKind.proxy_never), or one it may not answer alone (GateKind.proxy_alone)
+        that the project's `proxy.allow` does not list."""
         known = self.bus.extensions.kinds.get(kind)
+        if known is not None and known.proxy_never:
+            return True
         return (known is None or not known.proxy_alone) and kind not in project.proxy.allow
 
     def _judge(

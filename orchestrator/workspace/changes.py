@@ -99,6 +99,13 @@ async def diff_excerpt(
     return text[:limit], True
 
 
+async def added_lines(repo: Path, change: BranchChange) -> bytes:
+    """The diff of `change` with no context, for a scan of what it adds: `--text`, so a
+    file git or an attribute the branch sets would call binary is read all the same."""
+    _, out = await git_bytes(repo, *DIFF, "--unified=0", "--text", change.base, change.head)
+    return out
+
+
 def _decode(raw: bytes) -> str:
     return raw.decode(errors="backslashreplace")
 

@@ -6,29 +6,19 @@ import asyncio
 import fnmatch
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
 from orchestrator.core.errors import SandboxError, ToolError
-from orchestrator.core.secrecy import SECRET_NAME
+from orchestrator.core.secrecy import SECRET_NAME, agent_gets, setup_refusal
 from orchestrator.core.tools import ToolInput, no_nul, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox, agent_path
 from orchestrator.sandbox.processes import CappedOutput, run_process
 from orchestrator.workspace.git import Checkout, git_env, hardened
 
-_KEPT = (
-    "LANG",
-    "LC_ALL",
-    "TERM",
-    "TZ",
-    "GIT_AUTHOR_NAME",
-    "GIT_AUTHOR_EMAIL",
-    "GIT_COMMITTER_NAME",
-    "GIT_COMMITTER_EMAIL",
-)
 _GREP = ("grep", "-n", "-I", "-E", "--untracked", "--no-color")
 
 
@@ -136,16 +126,18 @@ class WorktreeShell:
 
 
 def agent_env(parent_env: Mapping[str, str], *, sandbox: Sandbox) -> dict[str, str]:
-    """The environment of the agent's processes: an allowlist, minus anything holding a secret.
+    """The environment of the agent's processes: the variables `agent_gets` names (the
+    locale, the terminal, the commit identity), minus any holding a secret, and the engine's
+    own values; the sandbox adds HOME, TMPDIR and the egress proxy's.
 
     The agent's git may read repositories it does not own (its job's git data belongs to
     the engine), so safe.directory is set for it on the command-line level git honours.
     """
     secrets = [value for name, value in parent_env.items() if SECRET_NAME.search(name) and value]
     env = {
-        name: parent_env[name]
-        for name in _KEPT
-        if name in parent_env and not any(secret in parent_env[name] for secret in secrets)
+        name: value
+        for name, value in sorted(parent_env.items())
+        if agent_gets(name) and not any(secret in value for secret in secrets)
     }
     path = agent_path(parent_env, sandbox.system)
     if any(secret in path for secret in secrets):
@@ -156,6 +148,22 @@ def agent_env(parent_env: Mapping[str, str], *, sandbox: Sandbox) -> dict[str, s
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_PARAMETERS": "'safe.directory'='*'",
     }
+
+
+def setup_env(
+    parent_env: Mapping[str, str], names: Sequence[str], *, sandbox: Sandbox
+) -> dict[str, str]:
+    """The environment of a repository's setup step: an agent's, and the operator's setup
+    secrets (`TEAPARTY_SETUP_SECRETS`, read by the edge) among `names` that are set.
+
+    SandboxError when a name is one no setup may get (the App's credentials, the model's
+    key, a run's token): the edge refuses those at start, and this holds even if it did not.
+    """
+    for name in names:
+        if (why := setup_refusal(name)) is not None:
+            raise SandboxError(f"TEAPARTY_SETUP_SECRETS: {why}")
+    given = {name: parent_env[name] for name in names if parent_env.get(name)}
+    return agent_env(parent_env, sandbox=sandbox) | given
 
 
 def _files(top: Path) -> list[Path]:

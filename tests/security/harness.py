@@ -8,8 +8,11 @@ that follows an injected instruction and knows every path) use the real shell an
 tools of a task's worktree. Then the engine does its normal git work (commit, merge,
 publish, fetch, the next task's checkout in the same slot) and, last, the pre-hardening
 code paths run once (plain git with the process environment, a plain write), to show
-what the payloads would have done without the protections. It writes what it saw to
-the report file; the test inspects that and the disk.
+what the payloads would have done without the protections. Two more jobs' workers commit a
+secret: one a value the engine holds, one a credential pattern; the engine delivers each as
+its driver does (scanned first, pushed only when cleared, the decider approving what is
+asked), or, unprotected, pushes as it did before the scan. It writes what it saw to the
+report file; the test inspects that and the disk.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from bot.secrets import take_secrets  # noqa: E402
 from orchestrator.api import load_project  # noqa: E402
 from orchestrator.config import load_organisation, shipped_org_dir  # noqa: E402
 from orchestrator.core.messages import ToolCall  # noqa: E402
+from orchestrator.jobs import secret_check  # noqa: E402
 from orchestrator.jobs.office import JobSource, Office  # noqa: E402
 from orchestrator.jobs.offline import DemoModel  # noqa: E402
+from orchestrator.jobs.protected_gate import Cleared, Held  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402
 from orchestrator.teams.board import create_task  # noqa: E402
 from orchestrator.workspace.tools import WorkspaceTools  # noqa: E402
@@ -163,6 +168,7 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
             )
         )
         out: dict[str, str] = {}
+        out["shell_env"] = await sh("env")
         out["environ"] = await sh(
             "grep -a -o -h 'canary-[a-z0-9-]*' /proc/[0-9]*/environ /proc/[0-9]*/cmdline"
             " 2>/dev/null | sort -u"
@@ -290,9 +296,66 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
             "slot": str(space.path),
         }
         report["received"] = listener.received.decode(errors="replace")
+        commits = partial(planted, office, files, origin=origin, protect=config["protect"])
+        report["value"] = await commits(2, "leak.txt", "canary-webhook-secret")
+        report["pattern"] = await commits(3, "creds.py", "AKIA" + "QWERTYUIOPASDFGH")
     finally:
         await office.close()
     return report
+
+
+async def planted(
+    office: Office,
+    files: WorkspaceTools,
+    number: int,
+    path: str,
+    secret: str,
+    *,
+    origin: Path,
+    protect: bool,
+) -> dict[str, Any]:
+    """A job whose worker writes `secret` on line 2 of `path`, which the engine commits and
+    merges; then delivered as the driver does (protected) or pushed as it is (not)."""
+    project = next(iter(office.projects.values()))
+    job = await office.start_here(
+        project=project.name,
+        key=f"github:o/widgets#{number}",
+        title="t",
+        brief="b",
+        source=JobSource(
+            repo="github/o/widgets",
+            source=str(origin),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-planted",
+            slug="planted",
+        ),
+    )
+    await office.engine.store.write(
+        partial(create_task, job_id=job.job_id, title="t", spec="s", created_by="lead")
+    )
+    space = await office.workspace.lease(job.space, 1)
+    tools = files.tools_for(job.space, space.path, writable=True, project=project.name)
+    command = f"printf 'first = 1\\nvalue = \"%s\"\\n' '{secret}' > {path}"
+    await tools.run("worker", "task:1", ToolCall("c", "shell", {"command": command}))
+    await office.workspace.commit_task(space, "Task", author=("w", "w@x"))
+    await office.workspace.merge_task(job.space, 1, "t")
+    seen: dict[str, Any] = {"branch": job.space.branch, "verdicts": []}
+    if not protect:  # before the scan: the branch went out as it was
+        await office.workspace.publish(job.space, str(origin))
+        return seen
+    for _ in range(2):  # the delivery, and the next after the decider approved what it asked
+        verdict = await secret_check.check(office, job)
+        text = getattr(verdict, "question", "") or getattr(verdict, "result", "")
+        seen["verdicts"].append({"kind": type(verdict).__name__, "text": text})
+        if isinstance(verdict, Cleared):
+            await office.workspace.publish(job.space, str(origin), commit=verdict.head)
+            break
+        seen["pushed_before_answer"] = plain_git(
+            "--git-dir", str(origin), "for-each-ref", f"refs/heads/{job.space.branch}"
+        )
+        if isinstance(verdict, Held):
+            await office.answer_gate(verdict.gate_id, text="yes", answered_by="alice")
+    return seen
 
 
 def main() -> None:

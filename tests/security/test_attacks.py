@@ -6,7 +6,11 @@ repository's mirror beside the job's; then the engine does its normal git work. 
 attack is first shown to work with the protections off (TEAPARTY_SANDBOX=off, the
 process environment kept, and the pre-hardening code paths), then shown to fail under
 each sandbox this host can give. A sandbox this host cannot give is skipped, with the
-reason printed.
+reason printed. Credentials no name pattern finds (`DATABASE_URL`, `SENTRY_DSN`, ...) are
+among the canaries: the engine's environment keeps only what it names, so they are out of
+reach even unconfined. And what the App pushes is scanned: a worker that commits a secret
+value the engine holds, or a credential pattern, pushes nothing until the decider has been
+asked, and the value never.
 """
 
 from __future__ import annotations
@@ -25,18 +29,30 @@ from typing import Any
 import pytest
 from conftest import survivors
 
+from orchestrator.core.secrecy import SECRET_NAME
+
 HARNESS = Path(__file__).with_name("harness.py")
 CANARIES = {
     "GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\ncanary-app-key\n-----END",
     "GITHUB_WEBHOOK_SECRET": "canary-webhook-secret",
     "ANTHROPIC_API_KEY": "canary-model-key",
     "GITHUB_TOKEN": "canary-installation-token",
+    # Named like no secret: the old rule (a pattern of names) left these in the environment.
+    "DATABASE_URL": "postgres://app:canary-database-url@db.internal/app",
+    "SENTRY_DSN": "https://canary-sentry-dsn@o1.ingest.sentry.io/2",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/canary-slack-hook",
+    "X_PW": "canary-x-pw",
 }
+UNNAMED = ("DATABASE_URL", "SENTRY_DSN", "SLACK_WEBHOOK_URL", "X_PW")
 VALUES = (
     "canary-app-key",
     "canary-webhook-secret",
     "canary-model-key",
     "canary-installation-token",
+    "canary-database-url",
+    "canary-sentry-dsn",
+    "canary-slack-hook",
+    "canary-x-pw",
 )
 PROTECTED = ("bwrap", "landlock")
 Report = dict[str, Any]
@@ -80,6 +96,15 @@ def run_harness(mode: str, *, protect: bool) -> tuple[Report, Path]:
 def unprotected() -> Iterator[tuple[Report, Path]]:
     """The attacks against the engine with every protection off."""
     report, base = run_harness("off", protect=False)
+    yield report, base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def unconfined() -> Iterator[tuple[Report, Path]]:
+    """The engine as it runs, its agents unconfined (TEAPARTY_SANDBOX=off): what holds
+    without a sandbox."""
+    report, base = run_harness("off", protect=True)
     yield report, base
     shutil.rmtree(base, ignore_errors=True)
 
@@ -144,6 +169,73 @@ def test_no_secret_is_within_an_agents_reach(protected: tuple[Report, Path]) -> 
     assert not any(v in json.dumps(out) for v in VALUES), out["environ"]
     assert out["environ"].split()[:1] in (["canary-"], ["[exit"]), "only grep's own pattern"
     assert "canary-app-key" not in out["key_file"]
+    assert not any(f"{name}=" in out["shell_env"] for name in CANARIES)
+
+
+def test_credentials_named_like_no_secret_leave_the_engines_environment_too(
+    unprotected: tuple[Report, Path], unconfined: tuple[Report, Path]
+) -> None:
+    """`DATABASE_URL` and the like match no secret-name pattern (the old rule kept them in
+    the engine's environment, where an unconfined agent read them in /proc); the engine now
+    keeps only the variables it names, and an agent's shell gets only its own allowlist."""
+    assert not any(SECRET_NAME.search(name) for name in UNNAMED)
+    unnamed = [CANARIES[name].split("canary-")[1].split("@")[0] for name in UNNAMED]
+    leaked = unprotected[0]["out"]["environ"]
+    assert all(f"canary-{tail}" in leaked for tail in unnamed), leaked
+    out = unconfined[0]["out"]
+    assert unconfined[0]["mode"] == "off"
+    assert not any(v in out["environ"] for v in VALUES), out["environ"]
+    for report, _ in (unprotected, unconfined):
+        assert not any(f"{name}=" in report["out"]["shell_env"] for name in CANARIES)
+
+
+def test_a_planted_secret_value_is_never_pushed(
+    unprotected: tuple[Report, Path], protected: tuple[Report, Path]
+) -> None:
+    """A worker commits the webhook secret's value: before the scan it went out with the
+    branch; now the push waits at a gate naming the file and line, the value masked, and
+    an approval ends the job with nothing pushed."""
+    report, base = unprotected
+    leaked = _pushed(base, report["value"]["branch"], "leak.txt")
+    assert 'value = "canary-webhook-secret"' in leaked, "the old path pushed it"
+    report, base = protected
+    seen = report["value"]
+    assert [v["kind"] for v in seen["verdicts"]] == ["Held", "Stopped"]
+    asked, ended = (v["text"] for v in seen["verdicts"])
+    assert "leak.txt:2: the value of GITHUB_WEBHOOK_SECRET …(21 characters)" in asked
+    assert "it is never pushed" in asked
+    assert "it holds a secret value the App holds, which is never pushed" in ended
+    assert not any(v in json.dumps(seen) for v in VALUES)
+    assert seen["pushed_before_answer"] == ""
+    assert _pushed(base, seen["branch"], "leak.txt") is None, "nothing pushed, approved or not"
+
+
+def test_a_credential_pattern_waits_for_the_decider(
+    unprotected: tuple[Report, Path], protected: tuple[Report, Path]
+) -> None:
+    """A worker commits an AWS key id: pushed as it was before the scan; now asked, named
+    and masked, first, and pushed only once the decider approved that head."""
+    aws = "AKIA" + "QWERTYUIOPASDFGH"
+    report, base = unprotected
+    assert aws in (_pushed(base, report["pattern"]["branch"], "creds.py") or "")
+    report, base = protected
+    seen = report["pattern"]
+    assert [v["kind"] for v in seen["verdicts"]] == ["Held", "Cleared"]
+    asked = seen["verdicts"][0]["text"]
+    assert "creds.py:2: a AWS access key id AKIA…(20 characters)" in asked
+    assert aws not in asked
+    assert seen["pushed_before_answer"] == "", "nothing pushed before the approval"
+    assert aws in (_pushed(base, seen["branch"], "creds.py") or ""), "pushed once approved"
+
+
+def _pushed(base: Path, branch: str, path: str) -> str | None:
+    """`path` as the remote's `branch` has it; None when the branch is not there."""
+    done = subprocess.run(
+        ["git", "--git-dir", str(base / "origin.git"), "show", f"refs/heads/{branch}:{path}"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout if done.returncode == 0 else None
 
 
 def test_an_agent_cannot_plant_hooks_or_config_for_the_engine(
