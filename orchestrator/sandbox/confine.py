@@ -11,10 +11,11 @@
   `teaparty doctor` says which guarantees hold.
 - **off**, only when the operator says TEAPARTY_SANDBOX=off: the old process-group shell.
 
-When the engine runs as root, agents run as an unprivileged user (TEAPARTY_SANDBOX_UID,
-default 65534): root ignores RLIMIT_NPROC and owns every root-owned file. Every call gets
-resource limits (processes, file size, memory, CPU time) from a `ulimit -H` prefix, and a
-call that hits one says which.
+When the engine runs as root, agents run as an unprivileged user: root ignores RLIMIT_NPROC
+and owns every root-owned file. A call's place names the user (sandbox/identities.py: one
+per worktree, so each has its own process limit), else TEAPARTY_SANDBOX_UID (default 65534).
+Every call gets resource limits (processes, file size, memory, CPU time) from a `ulimit -H`
+prefix, and a call that hits one says which.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Literal
 
 from orchestrator.core.errors import SandboxError
+from orchestrator.sandbox.identities import Identities
 from orchestrator.sandbox.netproxy import EgressProxy
 from orchestrator.sandbox.processes import Finished, run_process
 
@@ -102,11 +104,13 @@ NO_NETWORK = Network()
 
 @dataclass(frozen=True)
 class Place:
-    """Where one call runs: its worktree (writable or not) and the git data it may read."""
+    """Where one call runs: its worktree (writable or not), the git data it may read, and
+    the uid and gid its processes run as when the engine is root (None: the sandbox's)."""
 
     work: Path
     writable: bool
     readable: tuple[Path, ...] = ()
+    run_as: tuple[int, int] | None = None
 
 
 @dataclass
@@ -117,6 +121,7 @@ class Sandbox:
     reason: str
     limits: Limits = field(default_factory=Limits)
     run_as: tuple[int, int] | None = None
+    uids: Identities | None = None  # a uid per worktree (engine as root), else run_as for all
     system: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     bwrap: str | None = None
@@ -170,6 +175,10 @@ class Sandbox:
             script, cwd=place.work, env={**env, "HOME": str(home)}, timeout_s=timeout_s, cap=cap
         )
 
+    def _identity(self, place: Place) -> tuple[int, int] | None:
+        """Whom the call runs as: None when the engine is not root, else the place's user."""
+        return None if self.run_as is None else place.run_as or self.run_as
+
     def explain(self, finished: Finished) -> str:
         """A note naming the resource limit a call ran into (by its signal or words), or ''."""
         code = finished.returncode
@@ -202,8 +211,8 @@ class Sandbox:
             command = [*_bridge(f"127.0.0.1:{PROXY_PORT}", _INSIDE_SOCKET), *command]
         for name, value in sorted(inner_env.items()):
             args += ["--setenv", name, value]
-        if self.run_as is not None:
-            command = [*self._drop(), *command]
+        if (who := self._identity(place)) is not None:
+            command = [*self._drop(who), *command]
         argv = [*args, "--chdir", str(place.work), "--", *command]
         return await run_process(argv, cwd=Path("/"), env={}, timeout_s=timeout_s, cap=cap)
 
@@ -239,10 +248,9 @@ class Sandbox:
                 args += ["--ro-bind", "/dev/null", str(path)]
         return args
 
-    def _drop(self) -> list[str]:
-        assert self.run_as is not None
+    def _drop(self, who: tuple[int, int]) -> list[str]:
         assert self.setpriv is not None
-        uid, gid = self.run_as
+        uid, gid = who
         return [
             self.setpriv,
             *(f"--reuid={uid}", f"--regid={gid}", "--clear-groups"),
@@ -259,11 +267,12 @@ class Sandbox:
         network: Network,
     ) -> Finished:
         scratch = Path(tempfile.mkdtemp(prefix="teaparty-call-"))
+        who = self._identity(place)
         try:
             (scratch / "home").mkdir()
-            if self.run_as is not None:
+            if who is not None:
                 for path in (scratch, scratch / "home"):
-                    os.chown(path, *self.run_as)
+                    os.chown(path, *who)
             inner_env = {**env, "HOME": str(scratch / "home"), "TMPDIR": str(scratch)}
             ports: list[int] | None = None if network.open else []
             if network.hosts and not network.open:
@@ -277,8 +286,8 @@ class Sandbox:
             spec = {
                 "argv": script,
                 "cwd": str(place.work),
-                "uid": None if self.run_as is None else self.run_as[0],
-                "gid": None if self.run_as is None else self.run_as[1],
+                "uid": None if who is None else who[0],
+                "gid": None if who is None else who[1],
                 "landlock": {"read": read, "write": writable, "tcp_connect": ports},
             }
             argv = [*_launcher(), _json(spec)]

@@ -116,15 +116,15 @@ class WorktreeTools:
         readable: tuple[Path, ...] = (),
         checkout: Checkout | None = None,
         network: Network = NO_NETWORK,
-        owner: tuple[int, int] | None = None,
+        run_as: tuple[int, int] | None = None,
         shell_timeout_s: float = 300,
         output_cap: int = 30_000,
     ) -> None:
         self.root = root.resolve(strict=True)
         self.writable = writable
-        self.owner = owner
+        self.owner = run_as if writable else None  # whose files the file tools write
         self.shell = WorktreeShell(
-            Place(self.root, writable=writable, readable=readable),
+            Place(self.root, writable=writable, readable=readable, run_as=run_as),
             sandbox=sandbox,
             parent_env=parent_env,
             timeout_s=shell_timeout_s,
