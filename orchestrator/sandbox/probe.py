@@ -110,7 +110,8 @@ def _limits(limits: Limits) -> str:
     return (
         f"{limits.processes} processes, {limits.file_mb} MB per file, "
         f"{limits.memory_mb} MB of data per process, {limits.open_files} open files, "
-        "CPU time of the call's time limit"
+        f"CPU time of the call's time limit; {limits.disk_mb} MB of disk per task's worktree "
+        "with its calls' temporary files (checked before, during and after each call)"
     )
 
 

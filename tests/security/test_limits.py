@@ -1,4 +1,4 @@
-"""What agents share, filled on purpose: processes (a fork bomb).
+"""What agents share, filled on purpose: processes (a fork bomb) and disk.
 
 A real engine process (limits_harness.py) leases two task slots of one job and plays each
 attack through the real shell tool. Each is first shown to work with the protection off,
@@ -6,7 +6,10 @@ then to fail under every sandbox this host gives:
 
 - the fork bomb: agents that share one uid (TEAPARTY_SANDBOX_UIDS=shared) share one
   RLIMIT_NPROC, so agent 1's bomb leaves agent 2 no process at all; with a uid per slot (the
-  default when the engine is root) agent 2's command still runs.
+  default when the engine is root) agent 2's command still runs;
+- the disk: with no bound worth the name (the default 10 GB) an agent writes what it likes;
+  with TEAPARTY_SANDBOX_DISK_MB=8 the worker's turn ends at 12 MB with a note naming the
+  bound, which its lead reads, and a call that writes without end is stopped while it runs.
 
 Limits are small so every run is quick; nothing waits on time.
 """
@@ -24,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
+from orchestrator.core.errors import ConfigError
 
 HARNESS = Path(__file__).with_name("limits_harness.py")
 PROTECTED = ("bwrap", "landlock")
@@ -128,6 +135,25 @@ def engine_not_root(request: pytest.FixtureRequest) -> tuple[str, Report]:
     return request.param, report
 
 
+@pytest.fixture(scope="module")
+def unbounded() -> Report:
+    """The disk filled with the protection off: no sandbox, the default (large) bound."""
+    return run_harness("off", "disk")
+
+
+@pytest.fixture(scope="module", params=(*PROTECTED, "off"))
+def bounded(request: pytest.FixtureRequest) -> Report:
+    """The disk filled past TEAPARTY_SANDBOX_DISK_MB=8, in every mode (off too: the engine
+    keeps the bound, not the sandbox)."""
+    return run_harness(
+        request.param,
+        "disk",
+        TEAPARTY_SANDBOX_UIDS=UIDS,
+        TEAPARTY_SANDBOX_DISK_MB="8",
+        endless=True,
+    )
+
+
 def test_a_fork_bomb_starves_every_agent_that_shares_its_uid(shared_uid: Report) -> None:
     assert shared_uid["slot_1_owner"] == shared_uid["slot_2_owner"] == [SHARED_UID] * 2
     assert f"uid {SHARED_UID} forked" in shared_uid["full"]
@@ -160,3 +186,31 @@ def test_what_holds_when_the_engine_is_not_root(engine_not_root: tuple[str, Repo
         assert f"uid {NOT_ROOT}: the second agent ran" in report["second"]
     else:
         assert REFUSED in report["second"], report["second"]
+
+
+def test_without_a_bound_an_agent_writes_what_it_likes(unbounded: Report) -> None:
+    assert unbounded["lead"] == "lead saw error=False: done: wrote 12 MB"
+    assert {f"junk-{i}" for i in range(1, 13)} <= set(unbounded["slot_files"])
+
+
+def test_a_task_past_its_disk_bound_stops_with_a_note_its_lead_reads(bounded: Report) -> None:
+    lead = bounded["lead"]
+    assert lead.startswith("lead saw error=True: stopped before finishing (disk: "), lead
+    assert "of the 8 MB the operator allows (TEAPARTY_SANDBOX_DISK_MB)" in lead
+    assert "done: wrote" not in lead, "the worker's turn ended at the call"
+    assert bounded["worker_reply_is_error"]
+    assert bounded["failures"] == [], "a stop, not a crash"
+
+
+def test_a_call_that_writes_without_end_is_stopped_while_it_runs(bounded: Report) -> None:
+    endless = bounded["endless"]
+    assert endless["stop"] is not None, endless["output"]
+    assert endless["stop"].startswith("disk: the task's files reached")
+    assert "[sandbox: disk: " in endless["output"]
+
+
+def test_a_project_file_cannot_raise_the_disk_bound() -> None:
+    org = load_organisation(shipped_org_dir())
+    text = "humans: {decider: alice}\nsandbox: {network: off, disk_mb: 100000}\n"
+    with pytest.raises(ConfigError, match="disk_mb"):
+        load_project(text, org=org, source="p", default_name="w")
