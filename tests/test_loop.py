@@ -88,10 +88,13 @@ class RecordingTools:
     """Runs any tool by echoing it; `fail` names tools that return an error."""
 
     fail: set[str] = field(default_factory=set)
+    stop: set[str] = field(default_factory=set)
     ran: list[ToolCall] = field(default_factory=list)
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
         self.ran.append(call)
+        if call.name in self.stop:
+            return ToolResult(call.call_id, "wrote\n[sandbox: disk: full]", True, "disk: full")
         if call.name in self.fail:
             return ToolResult(call.call_id, f"{call.name} failed: no such file", is_error=True)
         return ToolResult(call.call_id, f"{call.name} ok {dict(call.args)}")
@@ -301,3 +304,46 @@ def test_the_same_tool_error_again_and_again_ends_the_turn() -> None:
     ok = msg(10, "tool", call_id="r8", text="contents")
     progress = (*three, msg(8, "assistant", text="", tool_calls=[{"id": "r8", "name": "x"}]), ok)
     assert next_step((*progress, *failing(11)), IDLE, max_turns=40) == CallModel()
+
+
+def test_a_call_that_ran_into_a_limit_ends_the_turn_where_it_stands() -> None:
+    both = msg(
+        2,
+        "assistant",
+        text="",
+        tool_calls=[{"id": "a", "name": "shell"}, {"id": "b", "name": "read_file"}],
+    )
+    stopped = msg(3, "tool", call_id="a", text="[sandbox: disk: full]", is_error=True, stop="x")
+    assert next_step((REQUEST, both, stopped), IDLE, max_turns=40) == Stop("x"), "b never runs"
+    later = (REQUEST, both, stopped, msg(4, "assistant", text="stopped"))
+    assert next_step(later, Tail(1, 0, False, True), max_turns=40) == Consume(), "a new turn"
+
+
+async def test_a_limit_stops_the_worker_and_its_lead_reads_why(tmp_path: Path) -> None:
+    def fn(request: Any) -> Any:
+        if request.agent == CODING_LEAD:
+            if len(request.messages) == 1:
+                return calls(send("s", "implementer", "fill the disk"))
+            reply = request.messages[-1]
+            return say(f"lead saw error={reply.content['is_error']}: {reply.text}")
+        if len(request.messages) == 1:
+            return calls(ToolCall("a", "shell", {}), ToolCall("b", "write_file", {}))
+        return say("done")
+
+    tools = RecordingTools(stop={"shell"})
+    engine = await run_job(tmp_path, Agents(FunctionModel(fn)), tools)
+    assert [call.call_id for call in tools.ran] == ["a"], "the call after the limit did not run"
+    result = (await engine.bus.snapshot("job:1")).conversation.result
+    assert result == "lead saw error=True: stopped before finishing (disk: full)"
+    lead = await engine.bus.transcript("job:1")
+    (worker,) = [m.content["conversation_id"] for m in lead if m.call_id == "s"]
+    results = {m.call_id: m for m in await engine.bus.transcript(worker)}
+    assert results["a"].content == {
+        "call_id": "a",
+        "text": "wrote\n[sandbox: disk: full]",
+        "is_error": True,
+        "stop": "disk: full",
+    }
+    assert results["b"].text == "not run: disk: full"
+    assert not await engine.scheduler.failures()
+    await engine.close()

@@ -1,4 +1,5 @@
-"""Resource limits per call, under every sandbox this host gives: a call that hits one says so."""
+"""Resource limits per call, under every sandbox this host gives: a call that hits one says so;
+the disk bound of a writable worktree holds before, while and after a call runs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import confined
 
+from orchestrator.core.errors import LimitError
 from orchestrator.sandbox.confine import Limits, Place, Sandbox
 from orchestrator.workspace.shell import agent_env
 
@@ -32,7 +34,9 @@ async def run(sandbox: Sandbox, work: Path, command: str) -> tuple[int | None, s
 async def test_a_file_past_the_size_limit_stops_with_a_note(small: tuple[Sandbox, Path]) -> None:
     code, _, note = await run(*small, "head -c 3000000 /dev/zero > big")
     assert code == 128 + 25
-    assert note == "[sandbox: a file reached the size limit of 1 MB (SIGXFSZ)]"
+    assert note == (
+        "[sandbox: a file reached the size limit of 1 MB, or the disk left to the task (SIGXFSZ)]"
+    )
 
 
 async def test_memory_past_the_limit_fails_with_a_note(small: tuple[Sandbox, Path]) -> None:
@@ -51,3 +55,59 @@ async def test_the_agent_cannot_raise_its_limits(small: tuple[Sandbox, Path]) ->
     code, output, _ = await run(*small, "ulimit -f 100000 && echo raised")
     assert "raised" not in output
     assert code != 0
+
+
+DISK = replace(SMALL, file_mb=64, disk_mb=8)
+ENDLESS = "i=0; while :; do head -c 1048576 /dev/zero > {where}/f$i || exit; i=$((i+1)); done"
+
+
+async def test_a_call_that_fills_its_worktree_is_stopped_while_it_runs(
+    small: tuple[Sandbox, Path],
+) -> None:
+    sandbox, work = small
+    done = await replace(sandbox, limits=DISK).run(
+        ENDLESS.format(where="."),
+        place=Place(work, writable=True),
+        env=agent_env({"PATH": "/usr/bin:/bin"}, sandbox=sandbox),
+        timeout_s=60,
+        cap=2000,
+    )
+    assert done.returncode is None
+    assert done.stopped is not None
+    assert done.stopped.startswith("disk: the task's files reached")
+
+
+async def test_one_file_grows_no_further_than_the_disk_left(small: tuple[Sandbox, Path]) -> None:
+    sandbox, work = small
+    (work / "there").write_bytes(b"x" * 3 * 1024 * 1024)
+    code, _, note = await run(
+        replace(sandbox, limits=DISK), work, "head -c 20000000 /dev/zero > big"
+    )
+    assert code == 128 + 25, note
+    assert (work / "big").stat().st_size <= 5 * 1024 * 1024
+
+
+async def test_nothing_starts_in_a_worktree_over_its_bound(small: tuple[Sandbox, Path]) -> None:
+    sandbox, work = small
+    (work / "there").write_bytes(b"x" * 8 * 1024 * 1024)
+    with pytest.raises(LimitError, match=r"reached 8\.0 MB of the 8 MB"):
+        await run(replace(sandbox, limits=DISK), work, "touch ran")
+    assert not (work / "ran").exists()
+
+
+async def test_a_calls_temporary_files_are_bounded_too(small: tuple[Sandbox, Path]) -> None:
+    """bubblewrap's /tmp is a tmpfs no larger than the disk left; Landlock's temporary
+    directory is on the host's disk, watched with the worktree."""
+    sandbox, work = small
+    done = await replace(sandbox, limits=DISK).run(
+        ENDLESS.format(where='"$TMPDIR"'),
+        place=Place(work, writable=True),
+        env=agent_env({"PATH": "/usr/bin:/bin"}, sandbox=sandbox),
+        timeout_s=60,
+        cap=2000,
+    )
+    if sandbox.mode == "bwrap":
+        assert done.returncode == 1
+        assert "No space left on device" in done.output.text()
+    else:
+        assert done.stopped is not None

@@ -95,6 +95,17 @@ def repeated_error(transcript: Sequence[Message], *, limit: int = REPEATED_ERROR
     return None
 
 
+def limit_reached(transcript: Sequence[Message]) -> str | None:
+    """Why the last turn's tool calls must end the turn (a call ran into an operator's limit,
+    such as the disk a task may use), or None."""
+    for message in reversed(transcript):
+        if message.role == "assistant":
+            return None
+        if message.role == "tool" and message.content.get("stop"):
+            return str(message.content["stop"])
+    return None
+
+
 def open_calls(transcript: Sequence[Message]) -> tuple[ToolCall, ...]:
     """Tool calls of the last assistant message that have no result after it."""
     for index in range(len(transcript) - 1, -1, -1):
@@ -116,6 +127,8 @@ def next_step(
     whose result arrives through the inbox rather than from running them)."""
     if not tail.active:
         return Idle()
+    if (limit := limit_reached(transcript)) is not None:
+        return Stop(limit)
     missing = open_calls(transcript)
     local = tuple(c for c in missing if c.name not in later)
     if local:
@@ -134,11 +147,16 @@ def next_step(
     last = transcript[-1] if transcript else None
     if last is None or (last.role == "assistant" and not last.tool_calls):
         return Idle()
+    return _given_up(transcript, max_turns=max_turns) or CallModel()
+
+
+def _given_up(transcript: Sequence[Message], *, max_turns: int) -> Stop | None:
+    """A Stop when the conversation made too many turns, or the same error again and again."""
     if turns_since_request(transcript) >= max_turns:
         return Stop(f"max_turns: {max_turns} model turns without finishing")
     if (error := repeated_error(transcript)) is not None:
         return Stop(f"the same tool error {REPEATED_ERRORS} times running: {error[:300]}")
-    return CallModel()
+    return None
 
 
 def past(deadline: Deadline | None) -> bool:
@@ -258,12 +276,18 @@ class Runner:
     ) -> Step:
         """Run the calls one by one, each within the turn's wall time, and record their
         results; past `deadline` the rest are left for the next run (each result is recorded
-        once, so none runs twice)."""
+        once, so none runs twice). A call that ran into a limit ends the turn: the rest are
+        answered without running."""
         results: list[ToolResult] = []
+        stop: str | None = None
         for call in calls:
+            if stop is not None:
+                results.append(ToolResult(call.call_id, f"not run: {stop}", is_error=True))
+                continue
             if results and past(deadline):
                 break
             results.append(await self._run_tool(agent, conversation_id, call, until))
+            stop = results[-1].stop
         return await self.bus.record_results(conversation_id, agent, results)
 
     async def _limits(

@@ -15,6 +15,8 @@ OrchestratorError
  │    └── ForgeWaitError     the forge asks the job to wait (a rate limit) until a time
  ├── SandboxError     agents' processes cannot be confined here (and the operator did not
  │                    say TEAPARTY_SANDBOX=off), or a sandbox setting is invalid
+ ├── LimitError       an agent's work went past a limit the operator set (its disk): the
+ │                    agent's turn ends, and its task with it
  └── ModelError       a model call failed (also: real requests are disabled in tests)
       ├── ModelUnavailableError   overloaded, rate-limited or unreachable through every retry
       ├── ModelAuthError          the API key is missing, rejected or lacks permission
@@ -99,6 +101,15 @@ class NotProxyAnsweredError(OrchestratorError):
 
 class SandboxError(OrchestratorError):
     """Agents' processes cannot run confined here; the message names the cause."""
+
+
+class LimitError(OrchestratorError):
+    """An agent's work went past an operator's limit; the message names it, `output` is what
+    the call printed before it was stopped."""
+
+    def __init__(self, message: str, *, output: str = "") -> None:
+        self.output = output
+        super().__init__(message)
 
 
 class RoutingError(OrchestratorError):

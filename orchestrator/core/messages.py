@@ -106,6 +106,7 @@ class ToolResult:
     call_id: str
     output: str
     is_error: bool = False
+    stop: str | None = None  # a limit the call ran into ends the agent's turn: which, and why
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,14 @@ def assistant_content(turn: AssistantTurn) -> dict[str, Any]:
 
 def tool_content(result: ToolResult) -> dict[str, Any]:
     """The stored JSON form of a tool result."""
-    return {"call_id": result.call_id, "text": result.output, "is_error": result.is_error}
+    content: dict[str, Any] = {
+        "call_id": result.call_id,
+        "text": result.output,
+        "is_error": result.is_error,
+    }
+    if result.stop is not None:
+        content["stop"] = result.stop
+    return content
 
 
 def dumps(value: JSONObject) -> str:

@@ -176,7 +176,7 @@ class Office:
         )
         store = await Store.open(home / "teaparty.db")
         owner = sandbox.run_as if sandbox.confined else None
-        workspace = Workspace(home, store, owner=owner)
+        workspace = Workspace(home, store, owner=owner, uids=sandbox.uids)
         board = board_tools.BoardTools(
             store,
             lambda cid: board_tools.job_of_conversation(store, cid),

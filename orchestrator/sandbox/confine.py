@@ -11,10 +11,14 @@
   `teaparty doctor` says which guarantees hold.
 - **off**, only when the operator says TEAPARTY_SANDBOX=off: the old process-group shell.
 
-When the engine runs as root, agents run as an unprivileged user (TEAPARTY_SANDBOX_UID,
-default 65534): root ignores RLIMIT_NPROC and owns every root-owned file. Every call gets
-resource limits (processes, file size, memory, CPU time) from a `ulimit -H` prefix, and a
-call that hits one says which.
+When the engine runs as root, agents run as an unprivileged user: root ignores RLIMIT_NPROC
+and owns every root-owned file. A call's place names the user (sandbox/identities.py: one
+per worktree, so each has its own process limit), else TEAPARTY_SANDBOX_UID (default 65534).
+Every call gets resource limits (processes, file size, memory, CPU time) from a `ulimit -H`
+prefix, and a call that hits one says which. A writable worktree is bounded on disk
+(sandbox/disk.py): a call does not start over the bound, no file may grow past what is left,
+bubblewrap's /tmp is a tmpfs of no more than that (nor than a process's memory), and a call
+is stopped once its worktree and temporary files reach it.
 """
 
 from __future__ import annotations
@@ -24,12 +28,14 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from orchestrator.core.errors import SandboxError
+from orchestrator.sandbox.disk import DiskBound
+from orchestrator.sandbox.identities import Identities
 from orchestrator.sandbox.netproxy import EgressProxy
 from orchestrator.sandbox.processes import Finished, run_process
 
@@ -43,7 +49,8 @@ _PROBE_TIMEOUT_S = 20.0
 _MB = 1024 * 1024
 _LIMIT_NOTES = {
     128 + 24: "the call's CPU time limit was reached (SIGXCPU)",
-    128 + 25: "a file reached the size limit of {file_mb} MB (SIGXFSZ)",
+    128 + 25: "a file reached the size limit of {file_mb} MB, or the disk left to the task "
+    "(SIGXFSZ)",
 }
 _EXHAUSTED = (
     ("Resource temporarily unavailable", "processes: at most {processes} at once"),
@@ -55,18 +62,21 @@ _EXHAUSTED = (
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one call, per process (processes: per agents' user)."""
+    """Resource limits of one call, per process (processes: per agents' user; disk: per
+    writable worktree)."""
 
     processes: int = 256
     file_mb: int = 2048
     memory_mb: int = 4096
     open_files: int = 4096
+    disk_mb: int = 10240
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Limits:
-        """TEAPARTY_SANDBOX_PROCESSES, _FILE_MB, _MEMORY_MB, _OPEN_FILES, else the defaults."""
+        """TEAPARTY_SANDBOX_PROCESSES, _FILE_MB, _MEMORY_MB, _OPEN_FILES, _DISK_MB, else the
+        defaults."""
         values: dict[str, int] = {}
-        for name in ("processes", "file_mb", "memory_mb", "open_files"):
+        for name in ("processes", "file_mb", "memory_mb", "open_files", "disk_mb"):
             key = f"TEAPARTY_SANDBOX_{name.upper()}"
             if raw := env.get(key, "").strip():
                 if not raw.isdigit() or int(raw) < 1:
@@ -74,11 +84,13 @@ class Limits:
                 values[name] = int(raw)
         return cls(**values)
 
-    def ulimit(self, timeout_s: float) -> str:
-        """A `ulimit` command setting these as hard limits (the agent cannot raise them)."""
+    def ulimit(self, timeout_s: float, *, room: int | None = None) -> str:
+        """A `ulimit` command setting these as hard limits (the agent cannot raise them);
+        `room`: bytes of disk left to the call, which no file may pass either."""
         cpu = math.ceil(timeout_s) + 5
+        file_kb = self.file_mb * 1024 if room is None else min(self.file_mb * 1024, room // 1024)
         return (
-            f"ulimit -H -S -u {self.processes} -f {self.file_mb * 1024} "
+            f"ulimit -H -S -u {self.processes} -f {file_kb} "
             f"-d {self.memory_mb * 1024} -n {self.open_files} -t {cpu}"
         )
 
@@ -102,11 +114,13 @@ NO_NETWORK = Network()
 
 @dataclass(frozen=True)
 class Place:
-    """Where one call runs: its worktree (writable or not) and the git data it may read."""
+    """Where one call runs: its worktree (writable or not), the git data it may read, and
+    the uid and gid its processes run as when the engine is root (None: the sandbox's)."""
 
     work: Path
     writable: bool
     readable: tuple[Path, ...] = ()
+    run_as: tuple[int, int] | None = None
 
 
 @dataclass
@@ -117,6 +131,7 @@ class Sandbox:
     reason: str
     limits: Limits = field(default_factory=Limits)
     run_as: tuple[int, int] | None = None
+    uids: Identities | None = None  # a uid per worktree (engine as root), else run_as for all
     system: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     bwrap: str | None = None
@@ -153,22 +168,44 @@ class Sandbox:
         """Run a bash command line confined to `place`; its exit code and capped output."""
         self.require()
         network = network or NO_NETWORK
+        # LimitError when the worktree is over its disk bound already: nothing starts there.
+        room = await self.disk.room([place.work]) if place.writable else None
         script = [
             "/bin/bash",
             "-c",
-            f'{self.limits.ulimit(timeout_s)} && eval "$1"',
+            f'{self.limits.ulimit(timeout_s, room=room)} && eval "$1"',
             "teaparty",
             command,
         ]
         if self.mode == "bwrap":
-            return await self._bwrap(script, place, env, timeout_s, cap, network)
+            return await self._bwrap(script, place, env, timeout_s, cap, network, room=room)
         if self.mode == "landlock":
             return await self._landlock(script, place, env, timeout_s, cap, network)
         home = place.work.parent / f".home-{place.work.name}"
         home.mkdir(mode=0o700, exist_ok=True)
         return await run_process(
-            script, cwd=place.work, env={**env, "HOME": str(home)}, timeout_s=timeout_s, cap=cap
+            script,
+            cwd=place.work,
+            env={**env, "HOME": str(home)},
+            timeout_s=timeout_s,
+            cap=cap,
+            watch=self._watch(place),
         )
+
+    @property
+    def disk(self) -> DiskBound:
+        """The bound on what a writable worktree and a call's temporary files hold."""
+        return DiskBound(self.limits.disk_mb)
+
+    def _watch(self, place: Place, *temporary: Path) -> Coroutine[Any, Any, str] | None:
+        """What stops a call whose writable worktree and `temporary` directories pass the
+        disk bound (None: there is nothing of the call's to watch)."""
+        roots = [*([place.work] if place.writable else []), *temporary]
+        return self.disk.watch(roots) if roots else None
+
+    def _identity(self, place: Place) -> tuple[int, int] | None:
+        """Whom the call runs as: None when the engine is not root, else the place's user."""
+        return None if self.run_as is None else place.run_as or self.run_as
 
     def explain(self, finished: Finished) -> str:
         """A note naming the resource limit a call ran into (by its signal or words), or ''."""
@@ -190,10 +227,15 @@ class Sandbox:
         timeout_s: float,
         cap: int,
         network: Network,
+        *,
+        room: int | None,
     ) -> Finished:
         inner_env = {**env, "HOME": "/tmp/home", "TMPDIR": "/tmp"}
         proxied = bool(network.hosts) and not network.open
-        args = [*self._bwrap_base(network), *self._bwrap_mounts(place, bridge=proxied)]
+        # /tmp is a tmpfs, which lives in memory: no more than a process's memory, nor the
+        # disk the call has left
+        tmp = min(self.disk.limit if room is None else room, self.limits.memory_mb * _MB)
+        args = [*self._bwrap_base(network), *self._bwrap_mounts(place, bridge=proxied, tmp=tmp)]
         command = script
         if proxied:
             socket = await self._proxy_socket(network.hosts)
@@ -202,10 +244,17 @@ class Sandbox:
             command = [*_bridge(f"127.0.0.1:{PROXY_PORT}", _INSIDE_SOCKET), *command]
         for name, value in sorted(inner_env.items()):
             args += ["--setenv", name, value]
-        if self.run_as is not None:
-            command = [*self._drop(), *command]
+        if (who := self._identity(place)) is not None:
+            command = [*self._drop(who), *command]
         argv = [*args, "--chdir", str(place.work), "--", *command]
-        return await run_process(argv, cwd=Path("/"), env={}, timeout_s=timeout_s, cap=cap)
+        return await run_process(
+            argv,
+            cwd=Path("/"),
+            env={},
+            timeout_s=timeout_s,
+            cap=cap,
+            watch=self._watch(place),
+        )
 
     def _bwrap_base(self, network: Network) -> list[str]:
         assert self.bwrap is not None
@@ -217,7 +266,7 @@ class Sandbox:
             args.append("--unshare-net")
         return args
 
-    def _bwrap_mounts(self, place: Place, *, bridge: bool = False) -> list[str]:
+    def _bwrap_mounts(self, place: Place, *, bridge: bool = False, tmp: int) -> list[str]:
         args: list[str] = []
         for path in self.system:
             if path.is_symlink():
@@ -225,7 +274,8 @@ class Sandbox:
             else:
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", "/tmp/home"]
+        args += ["--perms", "1777", "--size", str(max(tmp, 4096)), "--tmpfs", "/tmp"]
+        args += ["--perms", "0777", "--dir", "/tmp/home"]
         readable = [*place.readable, *([_BRIDGE] if bridge else [])]
         inside = [Path(_INSIDE_SOCKET)] if bridge else []
         for folder in _ancestors([*readable, place.work, *inside], self.system):
@@ -239,10 +289,9 @@ class Sandbox:
                 args += ["--ro-bind", "/dev/null", str(path)]
         return args
 
-    def _drop(self) -> list[str]:
-        assert self.run_as is not None
+    def _drop(self, who: tuple[int, int]) -> list[str]:
         assert self.setpriv is not None
-        uid, gid = self.run_as
+        uid, gid = who
         return [
             self.setpriv,
             *(f"--reuid={uid}", f"--regid={gid}", "--clear-groups"),
@@ -259,11 +308,12 @@ class Sandbox:
         network: Network,
     ) -> Finished:
         scratch = Path(tempfile.mkdtemp(prefix="teaparty-call-"))
+        who = self._identity(place)
         try:
             (scratch / "home").mkdir()
-            if self.run_as is not None:
+            if who is not None:
                 for path in (scratch, scratch / "home"):
-                    os.chown(path, *self.run_as)
+                    os.chown(path, *who)
             inner_env = {**env, "HOME": str(scratch / "home"), "TMPDIR": str(scratch)}
             ports: list[int] | None = None if network.open else []
             if network.hosts and not network.open:
@@ -277,13 +327,19 @@ class Sandbox:
             spec = {
                 "argv": script,
                 "cwd": str(place.work),
-                "uid": None if self.run_as is None else self.run_as[0],
-                "gid": None if self.run_as is None else self.run_as[1],
+                "uid": None if who is None else who[0],
+                "gid": None if who is None else who[1],
                 "landlock": {"read": read, "write": writable, "tcp_connect": ports},
             }
             argv = [*_launcher(), _json(spec)]
             return await run_process(
-                argv, cwd=place.work, env=inner_env, timeout_s=timeout_s, cap=cap, graceful=True
+                argv,
+                cwd=place.work,
+                env=inner_env,
+                timeout_s=timeout_s,
+                cap=cap,
+                graceful=True,
+                watch=self._watch(place, scratch),
             )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.confine import Limits, Sandbox, system_paths, try_run
+from orchestrator.sandbox.identities import Identities
 
 log = logging.getLogger(__name__)
 NOBODY = 65534
@@ -31,16 +32,24 @@ async def probe(env: Mapping[str, str], *, home: Path, hidden: Sequence[Path] = 
     requested = (env.get("TEAPARTY_SANDBOX") or "auto").strip().lower()
     if requested not in _MODES:
         raise SandboxError(f"TEAPARTY_SANDBOX={requested!r}: use bwrap, landlock or off")
+    run_as = _run_as(env)
     base = Sandbox(
         "unavailable",
         "",
         limits=Limits.from_env(env),
-        run_as=_run_as(env),
+        run_as=run_as,
+        uids=None if run_as is None else Identities.from_env(env),
         system=system_paths(env),
         hidden=tuple(hidden),
     )
     if requested == "off":
-        who = "the engine's user" if base.run_as is None else f"uid {base.run_as[0]}"
+        # Unconfined calls keep the engine's user (root included): nothing is dropped.
+        who = "the engine's user" if base.run_as is None else "root (the engine's user)"
+        processes = (
+            _processes(base)
+            if base.run_as is None
+            else "NO process limit: root ignores RLIMIT_NPROC"
+        )
         return replace(
             base,
             mode="off",
@@ -49,6 +58,7 @@ async def probe(env: Mapping[str, str], *, home: Path, hidden: Sequence[Path] = 
                 f"NONE: agents' processes run as {who} with no confinement: they can read "
                 "what that user can, TEAPARTY_HOME and the store included",
                 f"limits per call: {_limits(base.limits)}",
+                f"processes: {processes}",
             ),
         )
     failures: list[str] = []
@@ -100,8 +110,29 @@ def _limits(limits: Limits) -> str:
     return (
         f"{limits.processes} processes, {limits.file_mb} MB per file, "
         f"{limits.memory_mb} MB of data per process, {limits.open_files} open files, "
-        "CPU time of the call's time limit"
+        f"CPU time of the call's time limit; {limits.disk_mb} MB of disk per task's worktree "
+        "with its calls' temporary files (checked before, during and after each call)"
     )
+
+
+def _processes(base: Sandbox, *, userns: bool = False) -> str:
+    """Whose processes the process limit counts (`userns`: each call has a user namespace)."""
+    if base.run_as is None and userns:
+        return (
+            "the process limit is per call: each runs in a user namespace of its own, where "
+            "the kernel (5.14+) counts processes apart; all together stay within the engine's"
+        )
+    if base.run_as is None:
+        return (
+            "the process limit counts every process and thread of the engine's uid: all "
+            "agents' and the engine's own together (run the engine as root for one per worktree)"
+        )
+    if base.uids is None:
+        return (
+            f"the process limit counts every process of uid {base.run_as[0]}: all agents "
+            "together (TEAPARTY_SANDBOX_UIDS=shared)"
+        )
+    return "the process limit is per worktree (each has a uid of its own)"
 
 
 def _bwrap_binary() -> str | None:
@@ -127,7 +158,7 @@ async def _bwrap(base: Sandbox, home: Path) -> Sandbox | str:
     if failed is not None:
         return f"bwrap could not start a sandbox: {failed}"
     who = (
-        f"as uid {base.run_as[0]} (the engine runs as root; no capabilities, no_new_privs)"
+        f"as {_uid(base)} (the engine runs as root; no capabilities, no_new_privs)"
         if base.run_as is not None
         else "in a user namespace, as the engine's uid outside it (no capabilities)"
     )
@@ -144,7 +175,7 @@ async def _bwrap(base: Sandbox, home: Path) -> Sandbox | str:
             "network: own network namespace: off unless the project opts in "
             "(sandbox.network: open, or hosts reached through a filtering proxy)",
             f"identity: {who}",
-            f"limits per call: {_limits(base.limits)}",
+            f"limits per call: {_limits(base.limits)}; {_processes(base, userns=True)}",
         ),
     )
 
@@ -160,7 +191,7 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
         return "Landlock is not available (Linux 5.13+ with landlock in the LSM list)"
     if base.run_as is not None and (blocked := _unreachable(home)) is not None:
         return (
-            f"{blocked} is not searchable by others, so uid {base.run_as[0]} cannot reach "
+            f"{blocked} is not searchable by others, so agents' users cannot reach "
             "worktrees under TEAPARTY_HOME: give it `chmod o+x` (search, not list; Landlock "
             "keeps the contents out of reach), move TEAPARTY_HOME (e.g. under /var/lib), or "
             "run the engine as a user of its own"
@@ -206,7 +237,7 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
             f"unix sockets: {unix}",
             f"scopes: {scopes}",
             f"identity: {_who(base)}",
-            f"limits per call: {_limits(base.limits)}",
+            f"limits per call: {_limits(base.limits)}; {_processes(base)}",
         ),
     )
 
@@ -214,7 +245,12 @@ async def _landlock(base: Sandbox, home: Path) -> Sandbox | str:
 def _who(base: Sandbox) -> str:
     if base.run_as is None:
         return "the engine's uid, confined by Landlock"
-    return f"uid {base.run_as[0]} (the engine runs as root), no_new_privs"
+    return f"{_uid(base)} (the engine runs as root), no_new_privs"
+
+
+def _uid(base: Sandbox) -> str:
+    assert base.run_as is not None
+    return f"uid {base.run_as[0]}" if base.uids is None else base.uids.describe()
 
 
 def _unreachable(home: Path) -> Path | None:

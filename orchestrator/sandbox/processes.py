@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _CHUNK = 65_536
 # After the command ends, how long its output may take to drain once the group is killed.
@@ -53,10 +54,12 @@ class CappedOutput:
 
 @dataclass(frozen=True)
 class Finished:
-    """How a process ended: its exit code (None when it timed out) and its capped output."""
+    """How a process ended: its exit code (None when it timed out or was stopped), its capped
+    output, and why the engine stopped it before its time was up (None: it was not)."""
 
     returncode: int | None
     output: CappedOutput
+    stopped: str | None = None
 
 
 async def run_process(
@@ -67,12 +70,15 @@ async def run_process(
     timeout_s: float,
     cap: int,
     graceful: bool = False,
+    watch: Coroutine[Any, Any, str] | None = None,
 ) -> Finished:
     """Run `args` in its own process group, stdout and stderr merged; kill the group at the end.
 
     The whole group is killed when the command exits or times out, so nothing it started in
     the background outlives the call. `graceful`: on a timeout the group first gets SIGTERM
     and a moment to act on it (a launcher that reaps what escaped the group needs it).
+    `watch` runs beside the command: when it returns first, the command is stopped as on a
+    timeout, and what it returned is the Finished's `stopped`.
     """
     output = CappedOutput(cap)
     pipe = _Pipe(output)
@@ -88,24 +94,48 @@ async def run_process(
         )
     except BaseException:
         pipe.close()
+        if watch is not None:
+            watch.close()
         raise
     pipe.close_write_end()
     returncode: int | None = None
+    stopped: str | None = None
+    watcher = None if watch is None else asyncio.ensure_future(watch)
     try:
-        async with asyncio.timeout(timeout_s):
-            returncode = await proc.wait()
-    except TimeoutError:
-        if graceful:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                returncode, stopped = await _wait(proc, watcher)
+        if returncode is None and graceful:
             _kill_group(proc.pid, signal.SIGTERM)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_GRACE_S):
                     await proc.wait()
     finally:
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+        elif watcher is not None and not watcher.cancelled():
+            watcher.exception()  # seen: what it raised went up through _wait, or lost the race
         _kill_group(proc.pid)
         await proc.wait()
         await pipe.drained(_DRAIN_S)
         pipe.close()
-    return Finished(returncode, output)
+    return Finished(returncode, output, stopped)
+
+
+async def _wait(
+    proc: asyncio.subprocess.Process, watcher: asyncio.Future[str] | None
+) -> tuple[int | None, str | None]:
+    """The exit code once `proc` ends, or why `watcher` says to stop it, whichever is first."""
+    if watcher is None:
+        return await proc.wait(), None
+    ended = asyncio.ensure_future(proc.wait())
+    try:
+        await asyncio.wait((ended, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ended.cancel()
+    if ended.done() and not ended.cancelled():
+        return ended.result(), None
+    return None, watcher.result()
 
 
 class _Pipe:

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from orchestrator.core.errors import ToolError
+from orchestrator.core.errors import LimitError, ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolInput, ToolSpec, no_nul, parser, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox
@@ -37,6 +37,7 @@ FILE_TOOL_TIMEOUT_S = 60.0  # one read, list or write: far more than a 20 MB fil
 # the server's other work) keeps its threads.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="teaparty-file-tools")
 _OPEN_FLAGS = os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+_WRITES = frozenset(("write_file", "edit_file", "shell"))  # what can fill a writable worktree
 
 
 Path_ = Annotated[str, no_nul, Field(description="relative to the worktree root, e.g. src/app.py")]
@@ -116,15 +117,16 @@ class WorktreeTools:
         readable: tuple[Path, ...] = (),
         checkout: Checkout | None = None,
         network: Network = NO_NETWORK,
-        owner: tuple[int, int] | None = None,
+        run_as: tuple[int, int] | None = None,
         shell_timeout_s: float = 300,
         output_cap: int = 30_000,
     ) -> None:
         self.root = root.resolve(strict=True)
         self.writable = writable
-        self.owner = owner
+        self.owner = run_as if writable else None  # whose files the file tools write
+        self.disk = sandbox.disk
         self.shell = WorktreeShell(
-            Place(self.root, writable=writable, readable=readable),
+            Place(self.root, writable=writable, readable=readable, run_as=run_as),
             sandbox=sandbox,
             parent_env=parent_env,
             timeout_s=shell_timeout_s,
@@ -143,12 +145,28 @@ class WorktreeTools:
         }
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
-        """Run one call; refusals and failures the model can fix come back as error results."""
+        """Run one call; refusals and failures the model can fix come back as error results.
+
+        A call that leaves a writable worktree at its disk bound (or was stopped reaching it)
+        ends the agent's turn: its result says so and `stop` names the bound.
+        """
+        result = await self._run(call)
+        if result.stop is not None or not self.writable or call.name not in _WRITES:
+            return result
+        try:
+            await self.disk.room([self.root])
+        except LimitError as exc:
+            return _stopped(call.call_id, result.output, exc)
+        return result
+
+    async def _run(self, call: ToolCall) -> ToolResult:
         spec = SPECS.get(call.name)
         if spec is None:
             return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
         try:
             output = await self._tools[call.name](PARSERS[call.name](call.name, dict(call.args)))
+        except LimitError as exc:
+            return _stopped(call.call_id, exc.output, exc)
         except ToolError as exc:
             return ToolResult(call.call_id, str(exc), is_error=True)
         except OSError as exc:  # permission denied, is a directory, ...: the model can adapt
@@ -318,6 +336,12 @@ class WorktreeTools:
 
     async def _shell(self, args: dict[str, Any]) -> str:
         return await self.shell.command(args["command"], timeout_s=args.get("timeout_s"))
+
+
+def _stopped(call_id: str, output: str, exc: LimitError) -> ToolResult:
+    """The result of a call that ran into a limit: what it printed, the note, and the stop."""
+    text = "\n".join(part for part in (output, f"[sandbox: {exc}]") if part)
+    return ToolResult(call_id, text, is_error=True, stop=str(exc))
 
 
 def _in_thread(tool: Callable[[dict[str, Any]], str]) -> Callable[[dict[str, Any]], Awaitable[str]]:

@@ -29,6 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.sandbox.identities import Identities
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.workspace import suggestions
 from orchestrator.workspace.git import (
@@ -119,13 +120,22 @@ class Workspace:
     """Mirrors, job repositories, job worktrees and task slots under one state directory.
 
     `owner` is the (uid, gid) agents' processes run as when that is not the engine's own
-    (the engine runs as root): a worker's slot is handed to it after the engine writes.
+    (the engine runs as root); with `uids`, each worktree has a user of its own instead
+    (sandbox/identities.py). A worker's slot is handed to its user after the engine writes.
     """
 
-    def __init__(self, home: Path, store: Store, *, owner: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        store: Store,
+        *,
+        owner: tuple[int, int] | None = None,
+        uids: Identities | None = None,
+    ) -> None:
         self.home = home
         self.store = store
         self.owner = owner
+        self.uids = uids if owner is not None else None
         # Per repository: git's worktree bookkeeping is not safe under concurrent add, and
         # two merges into one job branch must not race on its ref.
         self._locks: dict[Path, asyncio.Lock] = {}
@@ -271,6 +281,7 @@ class Workspace:
         if checkout.restore_gitfile():  # whoever next runs git there runs the real one
             log.warning("job %d: the .git of %s was not git's; restored", job.job_id, path)
         if await checkout.branch() == branch:
+            await self.hand_over(path)  # a restarted engine may give the slot another user
             return space
         if (checkout.admin / "MERGE_HEAD").exists():  # a resolution left unfinished
             await checkout.git("merge", "--abort")
@@ -286,10 +297,15 @@ class Workspace:
         await self.hand_over(path)
         return space
 
+    def owner_of(self, path: Path) -> tuple[int, int] | None:
+        """The uid and gid agents' processes in the worktree at `path` run as (None: the
+        engine's own)."""
+        return self.owner if self.uids is None else self.uids.of(path)
+
     async def hand_over(self, path: Path) -> None:
-        """Give a worktree's files to the agents' user after the engine wrote them."""
-        if self.owner is not None:
-            await asyncio.to_thread(_chown_tree, path, self.owner)
+        """Give a worktree's files to its agents' user after the engine wrote them."""
+        if (owner := self.owner_of(path)) is not None:
+            await asyncio.to_thread(_chown_tree, path, owner)
 
     async def task(self, job: JobSpace, number: int) -> TaskSpace | None:
         """Task `number`'s slot while it is leased, else None."""
@@ -439,6 +455,9 @@ class Workspace:
         async with self._lock(job.repo):
             slots = sorted((job.path.parent / "slots").glob("slot-*"))
             await remove_worktrees(job.repo, [job.path, *slots])
+        if self.uids is not None:
+            for path in [job.path, *slots]:
+                self.uids.forget(path)
         await self.store.write(lambda tx: _closed(tx, job))
 
     async def recover(self) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from orchestrator.core.errors import SandboxError, ToolError
+from orchestrator.core.errors import LimitError, SandboxError, ToolError
 from orchestrator.core.secrecy import SECRET_NAME, agent_gets, setup_refusal
 from orchestrator.core.tools import ToolInput, no_nul, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox, agent_path
@@ -61,7 +61,8 @@ class WorktreeShell:
         self.network = network
 
     async def command(self, command: str, *, timeout_s: float | None = None) -> str:
-        """Run a bash command line in the sandbox; the result ends with its exit code."""
+        """Run a bash command line in the sandbox; the result ends with its exit code.
+        LimitError when the call went past the disk the task may use (it was stopped)."""
         limit = min(timeout_s or self.timeout_s, self.timeout_s)
         try:
             done = await self.sandbox.run(
@@ -75,6 +76,8 @@ class WorktreeShell:
         except SandboxError as exc:
             raise ToolError(f"shell: {exc}") from exc
         text = done.output.text().rstrip("\n")
+        if done.stopped is not None:
+            raise LimitError(done.stopped, output=text)
         if done.returncode is None:
             raise ToolError(
                 f"shell: timed out after {limit} s; the command and its children were killed. "

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from orchestrator.core.errors import SandboxError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.store.sqlite import Store
@@ -43,11 +44,14 @@ class WorkspaceTools:
         self.sandbox = sandbox
         self.writes = writes
         self.network = network
-        self._tools: dict[tuple[Path, bool], WorktreeTools] = {}
+        self._tools: dict[tuple[Path, bool, tuple[int, int] | None], WorktreeTools] = {}
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
         """Run `call` where the conversation belongs; without a place, an error the agent reads."""
-        place = await self._place(agent, conversation_id)
+        try:
+            place = await self._place(agent, conversation_id)
+        except SandboxError as exc:  # no user left for the worktree: the operator must act
+            place = str(exc)
         if isinstance(place, str):
             return ToolResult(call.call_id, f"{call.name}: {place}", is_error=True)
         return await place.run(agent, conversation_id, call)
@@ -72,13 +76,18 @@ class WorkspaceTools:
             if task is None:
                 return f"task #{row[1]} has ended; its worktree is gone"
             root, writable = task.path, self.writes(agent)
+            if (root, writable, self.workspace.owner_of(root)) not in self._tools:
+                # first use under this user (after a restart, ids are handed out afresh)
+                await self.workspace.hand_over(root)
         return self.tools_for(job, root, writable=writable, project=str(row[2]))
 
     def tools_for(
         self, job: JobSpace, root: Path, *, writable: bool, project: str
     ) -> WorktreeTools:
-        """The tools of an agent working in `root` (a job's worktree or one of its slots)."""
-        key = (root, writable)
+        """The tools of an agent working in `root` (a job's worktree or one of its slots), as
+        the user the workspace gives that worktree."""
+        run_as = self.workspace.owner_of(root)
+        key = (root, writable, run_as)
         if key not in self._tools:
             self._tools[key] = WorktreeTools(
                 root,
@@ -88,6 +97,6 @@ class WorkspaceTools:
                 readable=job.readable,
                 checkout=Checkout(job.repo, root),
                 network=self.network(project),
-                owner=self.workspace.owner if writable else None,
+                run_as=run_as,
             )
         return self._tools[key]

@@ -1,0 +1,113 @@
+"""Whose files a task slot holds when the engine is root: its own user's, one per slot.
+
+The workspace hands a slot's files to the slot's user when it leases it (and after every
+engine write); a job's closed worktrees give their ids back; a restarted engine, which
+hands out ids afresh, hands the files over again. What the engine commits is git's: no
+owner goes into a commit.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from pathlib import Path
+
+import pytest
+from local_repo import make_repo
+
+from orchestrator.api import load_project
+from orchestrator.config import load_organisation, shipped_org_dir
+from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.offline import DemoModel
+from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.identities import Identities
+from orchestrator.teams.board import create_task
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="users are given out by a root engine")
+ORG = load_organisation(shipped_org_dir())
+PROJECT = load_project("humans: {decider: alice}\n", org=ORG, source="p", default_name="w")
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "origin")
+
+
+async def office_with(home: Path, first: int) -> Office:
+    # No call runs here: the sandbox only says who agents would run as.
+    sandbox = Sandbox("bwrap", "test", run_as=(65534, 65534), uids=Identities(first, first + 9))
+    return await Office.open(
+        home, org=ORG, projects=[PROJECT], models=lambda _: DemoModel(), env={}, sandbox=sandbox
+    )
+
+
+async def start(office: Office, origin: Path, number: int) -> JobHandle:
+    job = await office.start_here(
+        project=PROJECT.name,
+        key=f"local:{number}",
+        title="t",
+        brief="b",
+        source=JobSource(
+            repo="local/widgets",
+            source=str(origin),
+            start="refs/remotes/origin/main",
+            branch=lambda job_id: f"teaparty/job-{job_id}-t",
+            slug="t",
+        ),
+    )
+    for title in ("one", "two"):
+        await office.engine.store.write(
+            partial(create_task, job_id=job.job_id, title=title, spec="s", created_by="l")
+        )
+    return job
+
+
+def owners(path: Path) -> set[tuple[int, int]]:
+    found = set()
+    for folder, dirs, files in os.walk(path):
+        for name in [*dirs, *files, ""]:
+            status = os.lstat(os.path.join(folder, name) if name else folder)
+            found.add((status.st_uid, status.st_gid))
+    return found
+
+
+async def test_each_slot_is_its_own_users_and_ids_come_back(tmp_path: Path, origin: Path) -> None:
+    office = await office_with(tmp_path / "home", 5000)
+    try:
+        job = await start(office, origin, 1)
+        one = await office.workspace.lease(job.space, 1)
+        two = await office.workspace.lease(job.space, 2)
+        assert owners(one.path) == {(5000, 5000)}
+        assert owners(two.path) == {(5001, 5001)}
+        assert office.workspace.owner_of(job.space.path) == (5002, 5002)
+        assert os.stat(job.space.repo).st_uid == 0, "the job's git data stays the engine's"
+        await office.workspace.close_job(job.space)
+        later = await start(office, origin, 2)
+        again = await office.workspace.lease(later.space, 1)
+        assert owners(again.path) == {(5000, 5000)}, "a closed job's ids are free again"
+    finally:
+        await office.close()
+
+
+async def test_a_restarted_engine_hands_a_slot_to_the_user_it_gives_it(
+    tmp_path: Path, origin: Path
+) -> None:
+    office = await office_with(tmp_path / "home", 5000)
+    try:
+        job = await start(office, origin, 1)
+        slot = await office.workspace.lease(job.space, 1)
+        (slot.path / "work.txt").write_text("left by the worker\n")
+        await office.workspace.hand_over(slot.path)
+        assert owners(slot.path) == {(5000, 5000)}
+    finally:
+        await office.close()
+    office = await office_with(tmp_path / "home", 6000)
+    try:
+        space = await office.workspace.job(job.job_id)
+        assert space is not None
+        again = await office.workspace.lease(space, 1)
+        assert again.path == slot.path
+        assert owners(again.path) == {(6000, 6000)}
+    finally:
+        await office.close()
