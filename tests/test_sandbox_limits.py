@@ -111,3 +111,28 @@ async def test_a_calls_temporary_files_are_bounded_too(small: tuple[Sandbox, Pat
         assert "No space left on device" in done.output.text()
     else:
         assert done.stopped is not None
+
+
+@pytest.fixture
+def unconfined(tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
+    for found, work in confined("off", f"limits-off-{tmp_path.name}"):
+        yield replace(found, limits=DISK), work
+
+
+async def test_off_gives_a_call_its_own_temporary_directory(
+    unconfined: tuple[Sandbox, Path],
+) -> None:
+    """Unconfined calls still write temporary files where the disk bound sees them and where
+    they are removed after the call, not into the host's /tmp."""
+    sandbox, work = unconfined
+    done = await sandbox.run(
+        'echo "$TMPDIR" > where && ' + ENDLESS.format(where='"$TMPDIR"'),
+        place=Place(work, writable=True),
+        env=agent_env({"PATH": "/usr/bin:/bin"}, sandbox=sandbox),
+        timeout_s=60,
+        cap=2000,
+    )
+    scratch = Path((work / "where").read_text().strip())
+    assert scratch.name.startswith("teaparty-call-")
+    assert not scratch.exists()
+    assert done.stopped is not None

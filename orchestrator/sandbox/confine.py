@@ -9,7 +9,8 @@
   Landlock rules, TCP by port (ABI 4+), signals and abstract sockets scoped (ABI 6+), and
   a launcher that reaps whatever escaped the process group. No PID or network namespace:
   `teaparty doctor` says which guarantees hold.
-- **off**, only when the operator says TEAPARTY_SANDBOX=off: the old process-group shell.
+- **off**, only when the operator says TEAPARTY_SANDBOX=off: the old process-group shell,
+  with a HOME beside the worktree and a temporary directory of the call's own.
 
 When the engine runs as root, agents run as an unprivileged user: root ignores RLIMIT_NPROC
 and owns every root-owned file. A call's place names the user (sandbox/identities.py: one
@@ -183,14 +184,20 @@ class Sandbox:
             return await self._landlock(script, place, env, timeout_s, cap, network)
         home = place.work.parent / f".home-{place.work.name}"
         home.mkdir(mode=0o700, exist_ok=True)
-        return await run_process(
-            script,
-            cwd=place.work,
-            env={**env, "HOME": str(home)},
-            timeout_s=timeout_s,
-            cap=cap,
-            watch=self._watch(place),
-        )
+        # a temporary directory of the call's own, measured with its worktree and removed
+        # after it, as the confined modes give: the system's /tmp is nobody's to fill
+        scratch = Path(tempfile.mkdtemp(prefix="teaparty-call-"))
+        try:
+            return await run_process(
+                script,
+                cwd=place.work,
+                env={**env, "HOME": str(home), "TMPDIR": str(scratch)},
+                timeout_s=timeout_s,
+                cap=cap,
+                watch=self._watch(place, scratch),
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     @property
     def disk(self) -> DiskBound:
