@@ -60,6 +60,7 @@ def load_project(
         proxy=raw.proxy,
         protected_paths=raw.protected_paths,
         rounds=raw.rounds,
+        setup=raw.setup,
     )
 
 

@@ -19,6 +19,8 @@ from pydantic import (
 
 from orchestrator.core.gate_kinds import GateMode
 from orchestrator.core.protected import check_pattern
+from orchestrator.core.secrecy import setup_refusal
+from orchestrator.core.ecosystems import PRESETS
 
 KNOWN_TOOLS: frozenset[str] = frozenset(
     {
@@ -218,6 +220,52 @@ class SandboxSettings(_Model):
     network: Literal["off", "open"] | tuple[Host, ...] = "off"
 
 
+def _setup_host(value: str) -> str:
+    """A host name, or an ecosystem preset (orchestrator/core/ecosystems.py)."""
+    if value.strip().lower() in PRESETS:
+        return value.strip().lower()
+    host = _host(value)
+    if "." not in host.removeprefix("*."):
+        known = ", ".join(PRESETS)
+        raise ValueError(f"{value!r} is neither a host name nor an ecosystem ({known})")
+    return host
+
+
+def _setup_secret(value: str) -> str:
+    if (why := setup_refusal(value)) is not None:
+        raise ValueError(f"{why}: no setup is given it")
+    return value
+
+
+Command = Annotated[str, Field(min_length=1, max_length=4000)]
+
+
+class SetupSettings(_Model):
+    """How the repository prepares its environment (orchestrator/setup/): `commands` run
+    once per cache key in the sandbox, with only the `network` named (hosts or ecosystems)
+    and the operator's setup secrets among `secrets`; what they leave in the worktree (a
+    virtualenv, node_modules) every task sees. The cache key: the repository, this text and
+    the content of the files `key_files` match at the job's base commit. `test` is the
+    project's test command."""
+
+    commands: tuple[Command, ...] = Field(default=(), max_length=50)
+    key_files: tuple[PathPattern, ...] = Field(default=(), max_length=100)
+    network: tuple[Annotated[str, AfterValidator(_setup_host)], ...] = Field(
+        default=(), max_length=100
+    )
+    secrets: tuple[Annotated[str, AfterValidator(_setup_secret)], ...] = Field(
+        default=(), max_length=50
+    )
+    timeout_minutes: Annotated[float, Field(strict=True, gt=0, le=240)] = 20.0
+    test: Command | None = None
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> SetupSettings:
+        if not self.commands and self.test is None:
+            raise ValueError("setup needs commands, a test command, or both")
+        return self
+
+
 class ProxySettings(_Model):
     """How the human proxy earns its autonomy in a project (orchestrator/proxy/autonomy.py).
 
@@ -247,6 +295,7 @@ class Project(_Model):
     proxy: ProxySettings = ProxySettings()
     protected_paths: tuple[str, ...] = ()  # the project's own, beside the built-in ones
     rounds: Rounds = Rounds()
+    setup: SetupSettings | None = None  # None: no `setup:`, agents get the host's tools
 
 
 class AgentFile(_Model):
@@ -339,3 +388,4 @@ class ProjectFile(_Model):
     proxy: ProxySettings = ProxySettings()
     protected_paths: tuple[PathPattern, ...] = Field(default=(), max_length=200)
     rounds: Rounds = Rounds()
+    setup: SetupSettings | None = None
