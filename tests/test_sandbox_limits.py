@@ -3,6 +3,7 @@ the disk bound of a writable worktree holds before, while and after a call runs.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -134,5 +135,5 @@ async def test_off_gives_a_call_its_own_temporary_directory(
     )
     scratch = Path((work / "where").read_text().strip())
     assert scratch.name.startswith("teaparty-call-")
-    assert not scratch.exists()
+    assert not await asyncio.to_thread(scratch.exists)
     assert done.stopped is not None
