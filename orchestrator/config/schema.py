@@ -17,10 +17,10 @@ from pydantic import (
     model_validator,
 )
 
+from orchestrator.core.ecosystems import PRESETS
 from orchestrator.core.gate_kinds import GateMode
 from orchestrator.core.protected import check_pattern
 from orchestrator.core.secrecy import setup_refusal
-from orchestrator.core.ecosystems import PRESETS
 
 KNOWN_TOOLS: frozenset[str] = frozenset(
     {

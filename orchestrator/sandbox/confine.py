@@ -24,12 +24,13 @@ is stopped once its worktree and temporary files reach it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -114,14 +115,48 @@ NO_NETWORK = Network()
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A repository's prepared environment (orchestrator/setup/): the checkout `root` its
+    setup ran in, the paths it left there (relative, e.g. `.venv`, `node_modules`) that
+    every call sees at the same place in its own worktree, and the directories among them
+    that come first on PATH.
+
+    Under bubblewrap each path is an overlay of the prepared one (writes go to a tmpfs and
+    end with the call), and the worktree is shown at `root` too, so what setup recorded by
+    absolute path (a virtualenv's scripts, an editable install) is the call's own worktree.
+    Elsewhere each is a symlink to the prepared one, read-only under Landlock, made before
+    the call and removed after it; an editable install finds the worktree by
+    TEAPARTY_WORKTREE (setup leaves a `.pth` that maps `root` to it).
+    """
+
+    root: Path
+    paths: tuple[str, ...]
+    bin: tuple[str, ...] = ()
+
+    def env(self, work: Path) -> dict[str, str]:
+        """What a call in `work` is given beside its environment (PATH is prefixed apart)."""
+        venv = next(
+            (b[: -len("/bin")] for b in self.bin if (self.root / b / "python").exists()), None
+        )
+        found = {"TEAPARTY_WORKTREE": str(work)}
+        return found | ({"VIRTUAL_ENV": str(work / venv)} if venv else {})
+
+    def path(self, work: Path, path: str) -> str:
+        """`path` with the prepared bin directories (as seen in `work`) first."""
+        return ":".join([*(str(work / b) for b in self.bin), path])
+
+
+@dataclass(frozen=True)
 class Place:
-    """Where one call runs: its worktree (writable or not), the git data it may read, and
-    the uid and gid its processes run as when the engine is root (None: the sandbox's)."""
+    """Where one call runs: its worktree (writable or not), the git data it may read, the
+    uid and gid its processes run as when the engine is root (None: the sandbox's), and
+    the repository's prepared environment, if it has one."""
 
     work: Path
     writable: bool
     readable: tuple[Path, ...] = ()
     run_as: tuple[int, int] | None = None
+    prepared: Prepared | None = None
 
 
 @dataclass
@@ -169,6 +204,26 @@ class Sandbox:
         """Run a bash command line confined to `place`; its exit code and capped output."""
         self.require()
         network = network or NO_NETWORK
+        if (prepared := place.prepared) is not None:
+            env = {
+                **env,
+                **prepared.env(place.work),
+                "PATH": prepared.path(place.work, env.get("PATH", "")),
+            }
+            if self.mode != "bwrap":
+                with _linked(prepared, place.work):
+                    return await self._run(command, place, env, timeout_s, cap, network)
+        return await self._run(command, place, env, timeout_s, cap, network)
+
+    async def _run(
+        self,
+        command: str,
+        place: Place,
+        env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        network: Network,
+    ) -> Finished:
         # LimitError when the worktree is over its disk bound already: nothing starts there.
         room = await self.disk.room([place.work]) if place.writable else None
         script = [
@@ -285,12 +340,16 @@ class Sandbox:
         args += ["--perms", "0777", "--dir", "/tmp/home"]
         readable = [*place.readable, *([_BRIDGE] if bridge else [])]
         inside = [Path(_INSIDE_SOCKET)] if bridge else []
+        if place.prepared is not None:
+            inside.append(place.prepared.root)
         for folder in _ancestors([*readable, place.work, *inside], self.system):
             # searchable parents, so the agent's tools can stat the paths they are given
             args += ["--perms", "0755", "--dir", str(folder)]
         for path in readable:
             args += ["--ro-bind", str(path), str(path)]
         args += ["--bind" if place.writable else "--ro-bind", str(place.work), str(place.work)]
+        if place.prepared is not None:
+            args += _overlays(place.prepared, place.work, writable=place.writable)
         for path in self.hidden:
             if any(path.is_relative_to(top) for top in self.system) and path.exists():
                 args += ["--ro-bind", "/dev/null", str(path)]
@@ -331,6 +390,8 @@ class Sandbox:
             if place.writable:
                 writable.append(str(place.work))
             read = [*map(str, self.system), "/proc", *map(str, place.readable), str(place.work)]
+            if place.prepared is not None:
+                read.append(str(place.prepared.root))
             spec = {
                 "argv": script,
                 "cwd": str(place.work),
@@ -378,6 +439,63 @@ class Sandbox:
             if where.startswith("/"):
                 shutil.rmtree(Path(where).parent, ignore_errors=True)
         self._proxies.clear()
+
+
+def _overlays(prepared: Prepared, work: Path, *, writable: bool) -> list[str]:
+    """bwrap arguments showing the prepared paths in `work`, and `work` at the prepared
+    root as well, each prepared path an overlay whose writes end with the call."""
+    args = ["--bind" if writable else "--ro-bind", str(work), str(prepared.root)]
+    shown = [path for path in prepared.paths if _mountpoint(work, path)]
+    for top in (work, prepared.root):
+        for path in shown:
+            args += ["--overlay-src", str(prepared.root / path), "--tmp-overlay", str(top / path)]
+    return args
+
+
+def _mountpoint(work: Path, path: str) -> bool:
+    """Whether `path` in `work` is (or is now made) an empty directory reached through real
+    directories only: an agent's symlink there would move the mount, and its own files
+    there stay its own."""
+    target = work / path
+    if not _real_folder(work, target.parent):
+        return False
+    with contextlib.suppress(FileExistsError):
+        target.mkdir(parents=True, mode=0o755)
+    return not target.is_symlink() and target.is_dir() and not any(target.iterdir())
+
+
+def _real_folder(work: Path, folder: Path) -> bool:
+    """Whether `folder` lies in `work` and every directory from there down to it is a real
+    one (no symlink), or is missing."""
+    for step in [folder, *folder.parents]:
+        if step == work:
+            return True
+        if step.is_symlink() or (step.exists() and not step.is_dir()):
+            return False
+    return False
+
+
+@contextlib.contextmanager
+def _linked(prepared: Prepared, work: Path) -> Iterator[None]:
+    """Symlinks in `work` to the prepared paths for one call, removed after it; a path the
+    worktree already has (the agent's own) is left as it is."""
+    made = []
+    for path in prepared.paths:
+        link, target = work / path, prepared.root / path
+        if os.path.lexists(link) or not _real_folder(work, link.parent):
+            continue
+        with contextlib.suppress(OSError):
+            link.symlink_to(target)
+            made.append(link)
+    try:
+        yield
+    finally:
+        for link in made:
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and Path(
+                    os.readlink(link)
+                ) == prepared.root / link.relative_to(work):
+                    link.unlink()
 
 
 def _ancestors(paths: Sequence[Path], system: Sequence[Path]) -> list[Path]:

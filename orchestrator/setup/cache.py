@@ -1,0 +1,151 @@
+"""Prepared environments on disk: one directory per preparation, found by cache key.
+
+    {root}/{owner}/{repo}/{key}.json       the outcome of the last setup of `key` that succeeded
+    {root}/{owner}/{repo}/{key}.lock       held while `key` is being prepared
+    {root}/{owner}/{repo}/{key}-{n}/work   the checkout the setup ran in: what tasks see
+    {root}/{owner}/{repo}/{key}-{n}/outcome.json, setup.log, .used (its time: last use)
+
+Entries are never shared across repositories. A preparation that failed is used by its
+own job but never indexed, so the next job prepares again. Locks are `flock`s, which die
+with the process: a crash mid-setup leaves an entry without an outcome, removed first by
+the next eviction. A running job holds its entry (a shared lock on `.in-use`); eviction,
+least recently used first past the size bound, skips held entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.sandbox.disk import usage
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One preparation's directory."""
+
+    folder: Path
+    index: Path
+
+    @property
+    def work(self) -> Path:
+        """The checkout the setup runs in."""
+        return self.folder / "work"
+
+    async def log(self, command: str, tail: str) -> None:
+        """Add a step's command and the end of its output to the entry's log."""
+        with (self.folder / "setup.log").open("a", encoding="utf-8") as log:
+            log.write(f"$ {command}\n{tail}\n")
+
+    async def settle(self, outcome: str, *, reusable: bool) -> None:
+        """Record the outcome; index it for later jobs when `reusable`."""
+        _write(self.folder / "outcome.json", outcome)
+        (self.folder / ".used").touch()
+        if reusable:
+            _write(self.index, outcome)
+
+
+class SetupCache:
+    """The prepared environments under `root` (TEAPARTY_HOME/setup), at most `bound_mb`."""
+
+    def __init__(self, root: Path, *, bound_mb: int) -> None:
+        self.root = root
+        self.bound_mb = bound_mb
+        self._held: dict[Path, int] = {}
+
+    def folder(self, name: str) -> Path:
+        """One repository's entries (`name` is owner/repo, already checked)."""
+        return self.root / name
+
+    @contextlib.asynccontextmanager
+    async def preparing(self, name: str, key: str) -> AsyncIterator[str | Entry]:
+        """The indexed outcome of `key` (its JSON) when an entry still holds it, else a fresh
+        entry to prepare in; only one preparer of a key at a time, across processes."""
+        folder = self.folder(name)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o755)
+        lock = os.open(folder / f"{key}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
+            index = folder / f"{key}.json"
+            if (found := _indexed(index)) is not None:
+                self.hold(found[0])
+                yield found[1]
+                return
+            entry = Entry(folder / f"{key}-{secrets.token_hex(4)}", index)
+            entry.folder.mkdir(mode=0o755)
+            self.hold(entry.work)
+            yield entry
+        finally:
+            os.close(lock)
+
+    def hold(self, work: Path) -> None:
+        """Keep the entry of `work` from eviction while this process uses it."""
+        if work in self._held:
+            return
+        fd = os.open(work.parent / ".in-use", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        (work.parent / ".used").touch()
+        self._held[work] = fd
+
+    def release(self, work: Path) -> None:
+        """The job that used `work` ended."""
+        if (fd := self._held.pop(work, None)) is not None:
+            os.close(fd)
+
+    async def evict(self) -> list[Path]:
+        """Remove entries, oldest use first (unfinished ones before all), until the rest
+        fit the bound; never a held one. The entries removed."""
+        return await asyncio.to_thread(self._evict)
+
+    def _evict(self) -> list[Path]:
+        entries = [e for e in self.root.glob("*/*/*-*") if e.is_dir() and (e / "work").exists()]
+        sizes = {entry: usage([entry]) for entry in entries}
+        total = sum(sizes.values())
+        removed = []
+        for entry in sorted(entries, key=_age):
+            if total <= self.bound_mb * 1024 * 1024:
+                break
+            fd = os.open(entry / ".in-use", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            finally:
+                os.close(fd)
+            index = entry.parent / f"{entry.name.rsplit('-', 1)[0]}.json"
+            if (found := _indexed(index)) is not None and found[0].parent == entry:
+                index.unlink(missing_ok=True)
+            shutil.rmtree(entry, ignore_errors=True)
+            total -= sizes[entry]
+            removed.append(entry)
+        return removed
+
+
+def _age(entry: Path) -> tuple[bool, float]:
+    """Unfinished entries (no outcome: a crash mid-setup) first, then by last use."""
+    used = entry / ".used"
+    return ((entry / "outcome.json").exists(), used.stat().st_mtime if used.exists() else 0.0)
+
+
+def _indexed(index: Path) -> tuple[Path, str] | None:
+    """The checkout and outcome JSON an index names, if it and its entry are there."""
+    try:
+        text = index.read_text(encoding="utf-8")
+        work = Path(json.loads(text)["root"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (work, text) if work.is_dir() and work.parent.parent == index.parent else None
+
+
+def _write(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
