@@ -14,6 +14,7 @@ from bot.github.outbound import Outbound, code_block, code_span
 from orchestrator.api import GATE_KINDS, Gate, GateKinds, JobStatus, ProxyDecision, Task
 
 MARKER_PREFIX = "<!-- teaparty:"
+SETUP_LOG_LIMIT = 2000
 RESULT_LIMIT = 3000
 _STATE_ICON = {
     "planning": "📝",
@@ -63,15 +64,29 @@ def tracking_body(
         lines += ["**Review rounds:**", *(f"- {agent.inline(r)}" for r in status.rounds)]
     lines += _held(status, agent)
     lines += _spend(status)
-    if status.sandbox:
-        warning = "⚠️ " if status.sandbox.startswith("OFF") else ""
-        lines.append(f"**Sandbox:** {warning}{status.sandbox}")
+    lines += _where(status, agent)
     if status.result and status.state in ("delivering", "done"):
         lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:
         lines += ["", "**Stopped:**", "", quote_block(agent.block(status.error[:RESULT_LIMIT]))]
     lines += ["", _footer(status, trigger_label)]
     return "\n".join(lines)
+
+
+def _where(status: JobStatus, agent: Outbound) -> list[str]:
+    """How the agents are confined, and the environment the repository's setup made."""
+    lines = []
+    if status.sandbox:
+        warning = "⚠️ " if status.sandbox.startswith("OFF") else ""
+        lines.append(f"**Sandbox:** {warning}{status.sandbox}")
+    if status.setup:
+        warning = "⚠️ " if status.setup_log is not None else ""
+        lines.append(f"**Environment:** {warning}{agent.inline(status.setup)}")
+    if status.setup_log is not None:
+        tail = agent.block(status.setup_log[-SETUP_LOG_LIMIT:] or "(no output)")
+        lines += ["", "<details><summary>End of the setup step's output</summary>", ""]
+        lines += [quote_block(tail), "", "</details>"]
+    return lines
 
 
 def _spend(status: JobStatus) -> list[str]:

@@ -73,6 +73,8 @@ class JobDriver:
         if review is not None and phase in ("planning", "working"):
             step = f"review round {review.number}: {step}"
         pull = await self.office.rounds.pull(job_id)
+        setup = None if self.office.setups is None else self.office.setups.known(job_id)
+        setup_failed = None if setup is None else setup.failed
         if paused_by is not None and phase in ("planning", "working"):
             step = f"paused by {paused_by}: {step}"
         return JobStatus(
@@ -95,6 +97,8 @@ class JobDriver:
             await self.office.cost_by_level(job_id),
             budget_note(spent, await self.office.budget.limits(job_id)),
             None if pull is None else pull.state,
+            None if setup is None else setup.summary(),
+            None if setup_failed is None else setup_failed.tail,
         )
 
     async def sync(self, job_id: int) -> JobState:

@@ -32,6 +32,7 @@ from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.core.gate_kinds import GateKinds
 from orchestrator.core.model import Model
 from orchestrator.core.secrecy import KnownSecrets, SecretValues
+from orchestrator.core.secret_scan import Scanner
 from orchestrator.core.tools import ToolSpec
 from orchestrator.jobs import review_tools, wiring
 from orchestrator.jobs.budget import JobBudget
@@ -46,8 +47,11 @@ from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.review_tools import ReviewTools
 from orchestrator.jobs.round_work import RoundWork
+from orchestrator.jobs.setups import JobSetups
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
+from orchestrator.setup.cache import SetupCache, bound_from_env
+from orchestrator.setup.prepare import Preparer
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import board_tools
@@ -122,8 +126,10 @@ class Office:
         sandbox: Sandbox,
         scripted: bool = False,
         secrets: SecretValues | None = None,
+        setups: JobSetups | None = None,
     ) -> None:
         self.engine = engine
+        self.setups = setups
         self.secrets = KnownSecrets() if secrets is None else secrets  # never pushed
         self.sandbox = sandbox
         self.scripted = scripted
@@ -182,6 +188,19 @@ class Office:
             lambda cid: board_tools.job_of_conversation(store, cid),
             {p.name: wiring.workgroup_order(p) for p in projects},
         )
+        known = KnownSecrets.of(env) if secrets is None else secrets
+        setups = JobSetups(
+            Preparer(
+                sandbox,
+                SetupCache(home / "setup", bound_mb=bound_from_env(env)),
+                parent_env=env,
+                allowed=getattr(known, "setup", ()),
+                owner=workspace.owner_of,
+                mask=lambda text: Scanner(known.values()).redact(text),
+            ),
+            served,
+            functools.partial(wiring.repository, store),
+        )
         files = WorkspaceTools(
             store,
             workspace,
@@ -189,6 +208,7 @@ class Office:
             sandbox=sandbox,
             writes=functools.partial(wiring.writes, configured),
             network=functools.partial(wiring.network, served),
+            prepared=setups.prepared,
         )
         toolbox = Toolbox.of(
             (files, worktree_tools.SPECS),
@@ -219,7 +239,8 @@ class Office:
             budget=budget,
             sandbox=sandbox,
             scripted=scripted,
-            secrets=KnownSecrets.of(env) if secrets is None else secrets,
+            secrets=known,
+            setups=setups,
         )
         await workspace.recover()
         configured.remember(await office.control.preferences())
@@ -381,6 +402,8 @@ class Office:
             await self._serve_again(job_id)  # it rested through a restart: not resumed then
             await self.round_work.start(job_id, space, auth=auth)
         await self._learn(job_id, space)  # again after a crash before `ready`: it checks
+        if self.setups is not None:  # the environment before the first turn: tasks use it
+            await self.setups.ensure(space, await self._project(job_id))
         await self.engine.bus.ready(job_id)
         return space
 
@@ -645,6 +668,8 @@ class Office:
             )
         )
         await self.workspace.close_job(job.space)
+        if self.setups is not None:
+            self.setups.release(job.job_id)
 
     async def _project(self, job_id: int) -> str:
         row = await self.engine.store.read(

@@ -42,6 +42,8 @@ class JobStatus:
     levels: tuple[LevelCost, ...] = ()  # what each level of the organisation spent
     budget_note: str | None = None  # said once the job has used 80% of a cap
     pull: PullState | None = None  # what became of its change request, once there is one
+    setup: str | None = None  # its environment's setup, one line (None: no `setup:`)
+    setup_log: str | None = None  # the end of a failed setup step's output
 
 
 class Forge(Protocol):

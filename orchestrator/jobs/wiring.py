@@ -114,3 +114,11 @@ class _RoundCaps(Mapping[str, float | None]):
 
     def __len__(self) -> int:
         return len(self._projects)
+
+
+async def repository(store: Store, job_id: int) -> str | None:
+    """The repository a job works on (owner/name), as its source names it."""
+    row = await store.read(
+        lambda tx: tx.execute("SELECT repo FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()
+    )
+    return None if row is None else str(row[0])

@@ -1,9 +1,9 @@
 """Prepared environments on disk: one directory per preparation, found by cache key.
 
-    {root}/{owner}/{repo}/{key}.json       the outcome of the last setup of `key` that succeeded
-    {root}/{owner}/{repo}/{key}.lock       held while `key` is being prepared
-    {root}/{owner}/{repo}/{key}-{n}/work   the checkout the setup ran in: what tasks see
-    {root}/{owner}/{repo}/{key}-{n}/outcome.json, setup.log, .used (its time: last use)
+    {root}/{repository}/{key}.json       the outcome of the last setup of `key` that succeeded
+    {root}/{repository}/{key}.lock       held while `key` is being prepared
+    {root}/{repository}/{key}-{n}/work   the checkout the setup ran in: what tasks see
+    {root}/{repository}/{key}-{n}/outcome.json, setup.log, .used (its time: last use)
 
 Entries are never shared across repositories. A preparation that failed is used by its
 own job but never indexed, so the next job prepares again. Locks are `flock`s, which die
@@ -17,15 +17,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.disk import usage
+
+_PART = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_ENTRY = re.compile(r"[0-9a-f]{32}-[0-9a-f]{8}")
+BOUND_VARIABLE = "TEAPARTY_SETUP_CACHE_MB"
+DEFAULT_BOUND_MB = 20_480
+
+
+def bound_from_env(env: Mapping[str, str]) -> int:
+    """The cache's size bound in MB: TEAPARTY_SETUP_CACHE_MB, else 20 GB; SandboxError
+    naming the variable when it is not a positive whole number."""
+    raw = env.get(BOUND_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_BOUND_MB
+    if not raw.isdigit() or int(raw) < 1:
+        raise SandboxError(f"{BOUND_VARIABLE}={raw!r}: give a positive whole number of MB")
+    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -62,8 +81,12 @@ class SetupCache:
         self._held: dict[Path, int] = {}
 
     def folder(self, name: str) -> Path:
-        """One repository's entries (`name` is owner/repo, already checked)."""
-        return self.root / name
+        """One repository's entries (`name`: the job source's, e.g. github/owner/repo;
+        anything that is not a plain path by its digest)."""
+        parts = name.split("/")
+        if len(parts) <= 3 and all(_PART.fullmatch(p) and p not in (".", "..") for p in parts):
+            return self.root.joinpath(*parts)
+        return self.root / "other" / hashlib.sha256(name.encode()).hexdigest()[:32]
 
     @contextlib.asynccontextmanager
     async def preparing(self, name: str, key: str) -> AsyncIterator[str | Entry]:
@@ -106,7 +129,7 @@ class SetupCache:
         return await asyncio.to_thread(self._evict)
 
     def _evict(self) -> list[Path]:
-        entries = [e for e in self.root.glob("*/*/*-*") if e.is_dir() and (e / "work").exists()]
+        entries = list(_entries(self.root))
         sizes = {entry: usage([entry]) for entry in entries}
         total = sum(sizes.values())
         removed = []
@@ -127,6 +150,15 @@ class SetupCache:
             total -= sizes[entry]
             removed.append(entry)
         return removed
+
+
+def _entries(root: Path) -> list[Path]:
+    """The entry directories under `root` (never walking into one)."""
+    found = []
+    for folder, dirs, _ in os.walk(root):
+        found += [Path(folder, d) for d in dirs if _ENTRY.fullmatch(d)]
+        dirs[:] = [d for d in dirs if not _ENTRY.fullmatch(d)]
+    return found
 
 
 def _age(entry: Path) -> tuple[bool, float]:

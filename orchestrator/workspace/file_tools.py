@@ -26,7 +26,7 @@ from pydantic import Field
 from orchestrator.core.errors import LimitError, ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolInput, ToolSpec, no_nul, parser, spec
-from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox
+from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Prepared, Sandbox
 from orchestrator.workspace.git import Checkout
 from orchestrator.workspace.shell import SHELL_SPEC, ShellInput, WorktreeShell
 
@@ -118,6 +118,7 @@ class WorktreeTools:
         checkout: Checkout | None = None,
         network: Network = NO_NETWORK,
         run_as: tuple[int, int] | None = None,
+        prepared: Prepared | None = None,
         shell_timeout_s: float = 300,
         output_cap: int = 30_000,
     ) -> None:
@@ -126,7 +127,9 @@ class WorktreeTools:
         self.owner = run_as if writable else None  # whose files the file tools write
         self.disk = sandbox.disk
         self.shell = WorktreeShell(
-            Place(self.root, writable=writable, readable=readable, run_as=run_as),
+            Place(
+                self.root, writable=writable, readable=readable, run_as=run_as, prepared=prepared
+            ),
             sandbox=sandbox,
             parent_env=parent_env,
             timeout_s=shell_timeout_s,

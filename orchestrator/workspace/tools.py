@@ -9,12 +9,12 @@ worktree, the place is read-only, shell included.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from orchestrator.core.errors import SandboxError
 from orchestrator.core.messages import ToolCall, ToolResult
-from orchestrator.sandbox.confine import Network, Sandbox
+from orchestrator.sandbox.confine import Network, Prepared, Sandbox
 from orchestrator.store.sqlite import Store
 from orchestrator.workspace.file_tools import WorktreeTools
 from orchestrator.workspace.git import Checkout
@@ -25,7 +25,8 @@ class WorkspaceTools:
     """A ToolRunner that runs each file or shell call in the caller's task slot or job worktree.
 
     `writes(agent)` says whether an agent edits files; `network(project)` is what a
-    project's agents may reach.
+    project's agents may reach; `prepared(job, project)` is the job's prepared environment
+    (jobs/setups.py), made at its first need.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class WorkspaceTools:
         sandbox: Sandbox,
         writes: Callable[[str], bool],
         network: Callable[[str], Network],
+        prepared: Callable[[JobSpace, str], Awaitable[Prepared | None]] | None = None,
     ) -> None:
         self.store = store
         self.workspace = workspace
@@ -44,7 +46,10 @@ class WorkspaceTools:
         self.sandbox = sandbox
         self.writes = writes
         self.network = network
-        self._tools: dict[tuple[Path, bool, tuple[int, int] | None], WorktreeTools] = {}
+        self.prepared = prepared
+        self._tools: dict[
+            tuple[Path, bool, tuple[int, int] | None, Prepared | None], WorktreeTools
+        ] = {}
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
         """Run `call` where the conversation belongs; without a place, an error the agent reads."""
@@ -76,18 +81,27 @@ class WorkspaceTools:
             if task is None:
                 return f"task #{row[1]} has ended; its worktree is gone"
             root, writable = task.path, self.writes(agent)
-            if (root, writable, self.workspace.owner_of(root)) not in self._tools:
+            if not any(
+                key[:3] == (root, writable, self.workspace.owner_of(root)) for key in self._tools
+            ):
                 # first use under this user (after a restart, ids are handed out afresh)
                 await self.workspace.hand_over(root)
-        return self.tools_for(job, root, writable=writable, project=str(row[2]))
+        prepared = None if self.prepared is None else await self.prepared(job, str(row[2]))
+        return self.tools_for(job, root, writable=writable, project=str(row[2]), prepared=prepared)
 
     def tools_for(
-        self, job: JobSpace, root: Path, *, writable: bool, project: str
+        self,
+        job: JobSpace,
+        root: Path,
+        *,
+        writable: bool,
+        project: str,
+        prepared: Prepared | None = None,
     ) -> WorktreeTools:
         """The tools of an agent working in `root` (a job's worktree or one of its slots), as
-        the user the workspace gives that worktree."""
+        the user the workspace gives that worktree, with the job's prepared environment."""
         run_as = self.workspace.owner_of(root)
-        key = (root, writable, run_as)
+        key = (root, writable, run_as, prepared)
         if key not in self._tools:
             self._tools[key] = WorktreeTools(
                 root,
@@ -98,5 +112,6 @@ class WorkspaceTools:
                 checkout=Checkout(job.repo, root),
                 network=self.network(project),
                 run_as=run_as,
+                prepared=prepared,
             )
         return self._tools[key]
