@@ -482,6 +482,9 @@ def _linked(prepared: Prepared, work: Path) -> Iterator[None]:
     made = []
     for path in prepared.paths:
         link, target = work / path, prepared.root / path
+        if link.is_symlink() and Path(os.readlink(link)) == target:  # left by a crash
+            made.append(link)
+            continue
         if os.path.lexists(link) or not _real_folder(work, link.parent):
             continue
         with contextlib.suppress(OSError):
