@@ -121,6 +121,19 @@ def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "when agents' shells cannot be confined here.",
     )
     doctor.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+    doctor.add_argument(
+        "--repo",
+        type=Path,
+        metavar="PATH",
+        help="also say what this repository's setup (its .teaparty/project.yaml at HEAD) "
+        "does, or suggest one, then prepare it in the sandbox and run its test command once",
+    )
+    doctor.add_argument(
+        "--no-run",
+        dest="run",
+        action="store_false",
+        help="with --repo: describe the setup only; prepare and test nothing",
+    )
     doctor.set_defaults(command=_doctor)
 
 

@@ -9,15 +9,54 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.api import Sandbox, SandboxError, git, probe
+from bot.local import _top_level
+from bot.settings import setup_secret_names
+from orchestrator.api import (
+    Sandbox,
+    SandboxError,
+    check_setup,
+    git,
+    load_organisation,
+    probe,
+    shipped_org_dir,
+)
 
 EXIT_OK, EXIT_UNCONFINED = 0, 1
 
 
 def doctor_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    """Print the sandbox this host gives agents and each mode's verdict; 1 if none confines."""
+    """Print the sandbox this host gives agents and each mode's verdict; 1 if none confines.
+    With `--repo`: then what the repository's setup does, and whether its tests run."""
     home = Path(args.home or environ.get("TEAPARTY_HOME") or Path.home() / ".teaparty").resolve()
-    return asyncio.run(_doctor(home, environ))
+    code = asyncio.run(_doctor(home, environ))
+    if args.repo is None or code != EXIT_OK:
+        return code
+    repo = _top_level(args.repo)
+    org_dir = Path(environ["TEAPARTY_CONFIG"]) if environ.get("TEAPARTY_CONFIG") else None
+    print()
+    return asyncio.run(_repository(repo, home, environ, org_dir=org_dir, run=args.run))
+
+
+async def _repository(
+    repo: Path, home: Path, environ: Mapping[str, str], *, org_dir: Path | None, run: bool
+) -> int:
+    """Describe, prepare and try the repository's setup; 1 when a step or its test fails."""
+    sandbox = await probe(environ, home=home)
+    org = load_organisation(org_dir or shipped_org_dir())
+    try:
+        verdict = await check_setup(
+            repo,
+            org=org,
+            sandbox=sandbox,
+            home=home,
+            env=environ,
+            allowed=setup_secret_names(environ),
+            run=run,
+        )
+    finally:
+        await sandbox.close()
+    print("\n".join(verdict.lines))
+    return EXIT_OK if verdict.ok else EXIT_UNCONFINED
 
 
 async def _doctor(home: Path, environ: Mapping[str, str]) -> int:

@@ -99,6 +99,7 @@ from orchestrator.jobs.rounds import (
     RoundPoint,
     Taken,
 )
+from orchestrator.jobs.setup_doctor import Verdict, check_setup
 from orchestrator.jobs.views import (
     STATE_FILTERS,
     JobOrigin,
@@ -133,6 +134,8 @@ from orchestrator.workspace.git import (
 from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
 
 __all__ = [
+    "Verdict",
+    "check_setup",
     "FEATURES",
     "GATE_KINDS",
     "Register",

@@ -107,7 +107,7 @@ async def run_local(
     setup may be given (the operator's TEAPARTY_SETUP_SECRETS): none is pushed either."""
     repo, home = _absolute(repo), _absolute(home)
     org = load_organisation(org_dir)
-    project, project_text = await _project(repo, org)
+    project, project_text = await read_project(repo, org)
     code, learnings = await user_git(repo, "show", "HEAD:.teaparty/learnings.md", check=False)
     if code == 0:
         say(f"standing learnings: .teaparty/learnings.md ({len(learnings.splitlines())} lines)")
@@ -191,9 +191,8 @@ async def _start(
         "the project's lead and reply with the outcome."
     )
     _, head = await user_git(repo, "rev-parse", "HEAD")
-    digest = hashlib.sha256(str(repo).encode()).hexdigest()[:8]
     source = JobSource(
-        repo=f"local/{repo.name}-{digest}",
+        repo=local_repository(repo),
         source=str(repo),
         start=head.strip(),
         branch=lambda job_id: f"teaparty/job-{job_id}-{slug(title)}",
@@ -278,7 +277,14 @@ def _absolute(path: Path) -> Path:
     return path.resolve()
 
 
-async def _project(repo: Path, org: Organisation) -> tuple[Project, str]:
+def local_repository(repo: Path) -> str:
+    """The name a local repository's jobs and prepared environments go by: its directory's
+    name and a digest of its path (two checkouts of one name are two repositories)."""
+    digest = hashlib.sha256(str(repo).encode()).hexdigest()[:8]
+    return f"local/{repo.name}-{digest}"
+
+
+async def read_project(repo: Path, org: Organisation) -> tuple[Project, str]:
     """The repository's project (and the text it came from; the defaults without a file)."""
     code, text = await user_git(repo, "show", "HEAD:.teaparty/project.yaml", check=False)
     if code != 0:

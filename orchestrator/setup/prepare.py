@@ -217,14 +217,14 @@ class Preparer:
     ) -> Outcome:
         started = self.clock()
         root = entry.work
-        tracked = await _check_out(repo, base, root)
+        tracked = await check_out(repo, base, root)
         granted = [name for name in setup.secrets if name in self.allowed]
         withheld = tuple(name for name in setup.secrets if name not in self.allowed)
         env = setup_env(self.parent_env, granted, sandbox=self.sandbox)
         network = Network(hosts=hosts_of(setup.network))
         who = self.owner(root)
         if who is not None:
-            await asyncio.to_thread(_chown_tree, root, who)
+            await asyncio.to_thread(chown_tree, root, who)
         steps: list[Step] = []
         deadline = started + setup.timeout_minutes * 60
         for command in setup.commands:
@@ -280,7 +280,7 @@ class Preparer:
         )
 
 
-async def _check_out(repo: Path, base: str, root: Path) -> frozenset[str]:
+async def check_out(repo: Path, base: str, root: Path) -> frozenset[str]:
     """The files of `base` written under `root` by git (which never writes through a
     symlink it wrote); the paths it wrote."""
     await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
@@ -295,7 +295,8 @@ async def _check_out(repo: Path, base: str, root: Path) -> frozenset[str]:
     return frozenset(os.fsdecode(p) for p in listing.split(b"\0") if p)
 
 
-def _chown_tree(root: Path, who: tuple[int, int]) -> None:
+def chown_tree(root: Path, who: tuple[int, int]) -> None:
+    """Give `root` and everything under it (links themselves) to `who`."""
     for folder, dirs, files in os.walk(root):
         for name in [*dirs, *files]:
             os.lchown(os.path.join(folder, name), *who)
