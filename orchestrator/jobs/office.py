@@ -196,6 +196,7 @@ class Office:
                 parent_env=env,
                 allowed=getattr(known, "setup", ()),
                 owner=workspace.owner_of,
+                forget=workspace.uids.forget if workspace.uids else lambda _: None,
                 mask=lambda text: Scanner(known.values()).redact(text),
             ),
             served,

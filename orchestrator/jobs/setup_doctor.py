@@ -75,6 +75,7 @@ async def check_setup(
         parent_env=env,
         allowed=allowed,
         owner=lambda path: sandbox.uids.of(path) if sandbox.uids else sandbox.run_as,
+        forget=sandbox.uids.forget if sandbox.uids else lambda _: None,
         mask=lambda text: Scanner(known.values()).redact(text),
     )
     outcome = await preparer.prepare(name=name, repo=Path(git_dir), base=head, setup=setup)

@@ -178,8 +178,9 @@ async def cache_key(repo: Path, base: str, name: str, setup: SetupSettings) -> s
 class Preparer:
     """Runs repositories' setups in the sandbox and keeps their results in the cache.
 
-    `owner(path)` is the user a checkout's processes run as (None: the engine's);
-    `mask(text)` hides every secret value the engine knows in what is recorded and shown.
+    `owner(path)` is the user a checkout's processes run as (None: the engine's), and
+    `forget(path)` gives that user back once setup ended; `mask(text)` hides every secret
+    value the engine knows in what is recorded and shown.
     """
 
     def __init__(
@@ -190,6 +191,7 @@ class Preparer:
         parent_env: Mapping[str, str],
         allowed: Sequence[str] = (),
         owner: Callable[[Path], tuple[int, int] | None] = lambda _: None,
+        forget: Callable[[Path], None] = lambda _: None,
         mask: Callable[[str], str] = lambda text: text,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -198,6 +200,7 @@ class Preparer:
         self.parent_env = dict(parent_env)
         self.allowed = tuple(allowed)
         self.owner = owner
+        self.forget = forget
         self.mask = mask
         self.clock = clock
 
@@ -237,6 +240,7 @@ class Preparer:
             if not steps[-1].ok:
                 break
         await asyncio.to_thread(_settle_tree, root, tracked)
+        self.forget(root)  # the checkout is the engine's again: its uid may go elsewhere
         paths, skipped = await asyncio.to_thread(_left_behind, root, tracked)
         bins = tuple(_bin_dirs(root, paths))
         await asyncio.to_thread(_relocate, root, paths)
