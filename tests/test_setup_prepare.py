@@ -5,6 +5,7 @@ imports the task's code, not the setup checkout's."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -144,15 +145,16 @@ async def test_a_task_runs_the_projects_tests_in_the_prepared_environment(
 
 
 @pytest.fixture
-def bubblewrap(tmp_path: Path) -> Iterator[Sandbox]:
-    for found, _ in confined("bwrap", f"setup-key-{tmp_path.name}"):
-        yield found
+def bubblewrap(tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
+    """A bubblewrap sandbox and a state directory its agents' users can reach."""
+    for found, work in confined("bwrap", f"setup-key-{tmp_path.name}"):
+        yield found, work.parent
 
 
 async def test_a_changed_key_file_prepares_again_and_a_failed_step_is_not_kept(
-    bubblewrap: Sandbox, tmp_path: Path
+    bubblewrap: tuple[Sandbox, Path],
 ) -> None:
-    sandbox, home = bubblewrap, tmp_path
+    sandbox, home = bubblewrap
     repo = home / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -183,3 +185,23 @@ async def test_a_changed_key_file_prepares_again_and_a_failed_step_is_not_kept(
     retried = await ready.prepare(name="o/r", repo=repo / ".git", base="HEAD", setup=failing)
     assert not retried.reused
     assert retried.root != broken.root
+
+
+async def test_two_jobs_preparing_one_key_at_once_run_it_once(
+    bubblewrap: tuple[Sandbox, Path],
+) -> None:
+    sandbox, home = bubblewrap
+    repo = home / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a").write_text("a")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "a")
+    setup = SetupSettings(commands=("mkdir out && echo ran >> out/runs",))
+    ready = preparer(sandbox, home)
+    both = await asyncio.gather(
+        *(ready.prepare(name="o/r", repo=repo / ".git", base="HEAD", setup=setup) for _ in "ab")
+    )
+    assert sorted(outcome.reused for outcome in both) == [False, True]
+    assert both[0].root == both[1].root
+    assert (both[0].root / "out" / "runs").read_text() == "ran\n"

@@ -79,6 +79,7 @@ class SetupCache:
         self.root = root
         self.bound_mb = bound_mb
         self._held: dict[Path, int] = {}
+        self._preparing: dict[tuple[str, str], asyncio.Lock] = {}
 
     def folder(self, name: str) -> Path:
         """One repository's entries (`name`: the job source's, e.g. github/owner/repo;
@@ -94,18 +95,26 @@ class SetupCache:
         entry to prepare in; only one preparer of a key at a time, across processes."""
         folder = self.folder(name)
         folder.mkdir(parents=True, exist_ok=True, mode=0o755)
-        lock = os.open(folder / f"{key}.lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        # Waiters in this process wait here, holding no thread; another process's preparer
+        # is waited for on the flock (in a thread of its own).
+        async with self._preparing.setdefault((name, key), asyncio.Lock()):
+            async with self._flocked(folder / f"{key}.lock"):
+                index = folder / f"{key}.json"
+                if (found := _indexed(index)) is not None:
+                    self.hold(found[0])
+                    yield found[1]
+                    return
+                entry = Entry(folder / f"{key}-{secrets.token_hex(4)}", index)
+                entry.folder.mkdir(mode=0o755)
+                self.hold(entry.work)
+                yield entry
+
+    @contextlib.asynccontextmanager
+    async def _flocked(self, path: Path) -> AsyncIterator[None]:
+        lock = os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             await asyncio.to_thread(fcntl.flock, lock, fcntl.LOCK_EX)
-            index = folder / f"{key}.json"
-            if (found := _indexed(index)) is not None:
-                self.hold(found[0])
-                yield found[1]
-                return
-            entry = Entry(folder / f"{key}-{secrets.token_hex(4)}", index)
-            entry.folder.mkdir(mode=0o755)
-            self.hold(entry.work)
-            yield entry
+            yield
         finally:
             os.close(lock)
 
