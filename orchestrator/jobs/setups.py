@@ -21,6 +21,7 @@ from orchestrator.workspace.layout import JobSpace
 
 log = logging.getLogger(__name__)
 RECORD = "setup.json"
+ENDED_KEPT = 256  # jobs whose ended outcome a status may still show
 
 
 class JobSetups:
@@ -40,6 +41,7 @@ class JobSetups:
         self.projects = projects
         self.repository = repository
         self._outcomes: dict[int, Outcome] = {}
+        self._ended: dict[int, Outcome] = {}  # released, still shown in their final status
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def ensure(self, space: JobSpace, project: str) -> Outcome | None:
@@ -70,8 +72,8 @@ class JobSetups:
             return found
 
     def known(self, job_id: int) -> Outcome | None:
-        """The job's outcome if this process has it (for its status)."""
-        return self._outcomes.get(job_id)
+        """The job's outcome if this process has it (for its status, the final one too)."""
+        return self._outcomes.get(job_id) or self._ended.get(job_id)
 
     async def prepared(self, space: JobSpace, project: str) -> Prepared | None:
         """What the sandbox shows the job's agents' calls."""
@@ -81,6 +83,9 @@ class JobSetups:
     def release(self, job_id: int) -> None:
         """The job ended: its entry may be evicted once no other job holds it."""
         if (outcome := self._outcomes.pop(job_id, None)) is not None:
+            self._ended[job_id] = outcome
+            while len(self._ended) > ENDED_KEPT:
+                del self._ended[next(iter(self._ended))]
             if not any(o.root == outcome.root for o in self._outcomes.values()):
                 self.preparer.cache.release(outcome.root)
 
