@@ -330,6 +330,10 @@ class Sandbox:
 
     def _bwrap_mounts(self, place: Place, *, bridge: bool = False, tmp: int) -> list[str]:
         args: list[str] = []
+        for folder in _ancestors(self.system, self.system):
+            # before the mounts, which would make them as private as the host's (the engine's
+            # Python in /root/.pyenv): bwrap's own directories, showing nothing else of it
+            args += ["--perms", "0755", "--dir", str(folder)]
         for path in self.system:
             if path.is_symlink():
                 args += ["--symlink", os.readlink(path), str(path)]
@@ -502,11 +506,15 @@ def _linked(prepared: Prepared, work: Path) -> Iterator[None]:
 
 
 def _ancestors(paths: Sequence[Path], system: Sequence[Path]) -> list[Path]:
-    """The directories above `paths` that bwrap must make, outermost first."""
+    """The directories above `paths` that bwrap must make, outermost first: none that a
+    system path mounts (the host's own, read-only)."""
+    mounted = [top for top in system if not top.is_symlink()]
     found: dict[Path, None] = {}
     for path in paths:
         for folder in reversed(path.parents):
-            if folder != Path("/") and folder not in (Path("/tmp"), *system):
+            if folder in (Path("/"), Path("/tmp")):
+                continue
+            if not any(folder.is_relative_to(top) for top in mounted):
                 found[folder] = None
     return list(found)
 
