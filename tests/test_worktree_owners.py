@@ -38,7 +38,13 @@ async def office_with(home: Path, first: int) -> Office:
     # No call runs here: the sandbox only says who agents would run as.
     sandbox = Sandbox("bwrap", "test", run_as=(65534, 65534), uids=Identities(first, first + 9))
     return await Office.open(
-        home, org=ORG, projects=[PROJECT], models=lambda _: DemoModel(), env={}, sandbox=sandbox
+        home,
+        org=ORG,
+        projects=[PROJECT],
+        models=lambda _: DemoModel(),
+        env={},
+        sandbox=sandbox,
+        scripted=True,
     )
 
 

@@ -60,6 +60,7 @@ from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import rev
+from orchestrator.workspace.inventory import Inventories, describe
 from orchestrator.workspace.layout import JobSpace, Workspace, job_mark
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.tools import WorkspaceTools
@@ -127,9 +128,11 @@ class Office:
         scripted: bool = False,
         secrets: SecretValues | None = None,
         setups: JobSetups | None = None,
+        inventories: Inventories | None = None,
     ) -> None:
         self.engine = engine
         self.setups = setups
+        self.inventories = inventories  # what agents' shells have (None: they run none)
         self.secrets = KnownSecrets() if secrets is None else secrets  # never pushed
         self.sandbox = sandbox
         self.scripted = scripted
@@ -242,6 +245,11 @@ class Office:
             scripted=scripted,
             secrets=known,
             setups=setups,
+            inventories=(
+                None
+                if scripted or sandbox.mode == "unavailable"
+                else Inventories(sandbox, parent_env=env, home=home)
+            ),
         )
         await workspace.recover()
         configured.remember(await office.control.preferences())
@@ -405,6 +413,7 @@ class Office:
         await self._learn(job_id, space)  # again after a crash before `ready`: it checks
         if self.setups is not None:  # the environment before the first turn: tasks use it
             await self.setups.ensure(space, await self._project(job_id))
+        await self._tell_shell(space, await self._project(job_id))
         await self.engine.bus.ready(job_id)
         return space
 
@@ -435,7 +444,8 @@ class Office:
             except ConfigError as exc:  # one job's project no longer loads: the rest go on
                 log.error("job %d not resumed: %s", job_id, exc)
                 continue
-            await self._reopen(job_id)
+            if (space := await self._reopen(job_id)) is not None:
+                await self._tell_shell(space, name)
             resumed.append(job_id)
         return Resumed(tuple(resumed), tuple(without))
 
@@ -476,6 +486,7 @@ class Office:
         space = await self._reopen(job_id)
         if space is not None:
             await self._learn(job_id, space)
+            await self._tell_shell(space, found.project)
 
     async def _reopen(self, job_id: int) -> JobSpace | None:
         """The job's worktree back, when its workspace is on this machine (else its next
@@ -487,6 +498,18 @@ class Office:
             log.info("job %d: its workspace is not on this machine; prepare rebuilds it", job_id)
             return None
         return await self.workspace.reopen(space)
+
+    async def _tell_shell(self, space: JobSpace, project: str) -> None:
+        """Tell the project's agents that have a shell what it has (workspace/inventory.py),
+        surveyed once with the job's prepared environment, if any."""
+        if self.inventories is None or project not in self.projects:
+            return
+        prepared = None if self.setups is None else await self.setups.prepared(space, project)
+        found = await self.inventories.of(prepared)
+        if found is not None:
+            # the hook for the setup's own words (jobs/setups.py): describe(..., prepared=)
+            text = describe(found, network=self.network(project))
+            self.agents.tell_shell(project, text)
 
     async def _learn(self, job_id: int, space: JobSpace) -> None:
         """A job without learnings gets its repository's: stored, then served to its agents."""
