@@ -9,6 +9,7 @@ interpreter, which Landlock may leave out of an agent's reach (said so).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -21,7 +22,7 @@ from conftest import confined
 from test_sandbox_python import ENGINE, private_ancestor
 
 from orchestrator.jobs.office import JobSource
-from orchestrator.sandbox.confine import NO_NETWORK, Network, Sandbox
+from orchestrator.sandbox.confine import NO_NETWORK, Network, Prepared, Sandbox
 from orchestrator.workspace.inventory import Inventories, describe, parse, survey
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
@@ -108,6 +109,24 @@ async def test_the_shell_names_its_python_and_says_pytest_is_missing(
     assert "There is no network" in text
     if sandbox.mode == "bwrap":  # the engine's own Python is there too, and reachable
         assert "out of the sandbox's reach" not in text
+
+
+async def test_a_prepared_environments_python_comes_first_named_in_the_worktree(
+    box: tuple[Sandbox, Path],
+) -> None:
+    system_python()
+    sandbox, work = box
+    root = work.parent / "prepared"
+    venv = [SYSTEM_PYTHON, "-m", "venv", "--without-pip", root / ".venv"]
+    await asyncio.to_thread(subprocess.run, venv, check=True, capture_output=True)
+    prepared = Prepared(root, (".venv",), (".venv/bin",))
+    found = await survey(
+        sandbox, parent_env={"PATH": "/usr/bin:/bin"}, home=work.parent, prepared=prepared
+    )
+    said = describe(found, network=NO_NETWORK)
+    assert re.search(
+        r"python3 and python [\d.]+ \(\.venv/bin/python3; no pip; pytest missing\)", said
+    )
 
 
 async def test_under_landlock_an_unreachable_python_is_named(

@@ -210,8 +210,22 @@ async def survey(
     if done.returncode != 0:
         end = done.output.text().strip()[-300:]
         raise SandboxError(f"the shell survey ended with exit code {done.returncode}: {end}")
-    found = parse(done.output.text())
+    found = _in_worktree(parse(done.output.text()), scratch)
     return replace(found, unreachable=await asyncio.to_thread(_on_host, found.unreachable))
+
+
+def _in_worktree(found: Inventory, scratch: Path) -> Inventory:
+    """`found` with paths in the survey's directory relative to it: what the prepared
+    environment put there is in every worktree, at the same place (`.venv/bin/python`)."""
+
+    def seen(path: str) -> str:
+        return path[len(f"{scratch}/") :] if path.startswith(f"{scratch}/") else path
+
+    return replace(
+        found,
+        pythons=tuple(replace(p, path=seen(p.path), real=seen(p.real)) for p in found.pythons),
+        tools=tuple(replace(tool, path=seen(tool.path)) for tool in found.tools),
+    )
 
 
 def _scratch(home: Path) -> Path:
