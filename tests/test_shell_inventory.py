@@ -196,3 +196,29 @@ async def test_a_restarted_engine_tells_them_again_and_leads_are_not_told(tmp_pa
         assert "## Your shell" not in office.agents.spec("widgets/coding/coding-lead").system
     finally:
         await office.close()
+
+
+async def test_agents_are_told_what_setup_prepared_and_that_it_is_incomplete(
+    tmp_path: Path,
+) -> None:
+    """A setup whose second command fails: the job goes on, and its shell agents read what
+    was prepared, that the environment is incomplete, which step failed, and its output."""
+    failing = 'setup:\n  commands: ["mkdir -p out && touch out/made", "echo broke here; exit 3"]\n'
+    repo = script.make_repo(tmp_path / "widgets")
+    office = await script.open_office(tmp_path / "home", script.model(), script.PROJECT + failing)
+    try:
+        if not office.sandbox.confined:
+            pytest.skip(f"no sandbox here: {office.sandbox.reason}")
+        head = script.git(repo, "rev-parse", "HEAD").strip()
+        source = JobSource("widgets", str(repo), head, lambda _: "teaparty/job-7-a", "a")
+        started = await office.start_job(
+            project="widgets", key="widgets#7", title="A", brief="Issue #7: A.", source=source
+        )
+        await office.prepare(started.job_id)
+        system = office.agents.spec(WORKER).system
+    finally:
+        await office.close()
+    assert "The repository's setup prepared: out (read-only" in system
+    assert "The environment is INCOMPLETE: setup step `echo broke here; exit 3` exited 3" in system
+    assert "broke here" in system.split("INCOMPLETE", 1)[1]
+    assert "## Your shell" not in office.agents.spec("widgets/project-lead").system

@@ -504,11 +504,11 @@ class Office:
         surveyed once with the job's prepared environment, if any."""
         if self.inventories is None or project not in self.projects:
             return
-        prepared = None if self.setups is None else await self.setups.prepared(space, project)
-        found = await self.inventories.of(prepared)
+        outcome = None if self.setups is None else await self.setups.ensure(space, project)
+        found = await self.inventories.of(None if outcome is None else outcome.prepared())
         if found is not None:
-            # the hook for the setup's own words (jobs/setups.py): describe(..., prepared=)
-            text = describe(found, network=self.network(project))
+            said = None if outcome is None else outcome.brief()  # incomplete, it says so
+            text = describe(found, network=self.network(project), prepared=said)
             self.agents.tell_shell(project, text)
 
     async def _learn(self, job_id: int, space: JobSpace) -> None:
