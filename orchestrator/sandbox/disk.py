@@ -81,9 +81,10 @@ def usage(roots: Sequence[Path]) -> int:
     total = 0
     folders = [os.fspath(root) for root in roots]
     while folders:
-        for entry in _entries(folders.pop()):
+        folder = folders.pop()
+        for entry in _entries(folder):
             try:
-                status = entry.stat(follow_symlinks=False)
+                status = _status(entry, folder)
             except FileNotFoundError:  # removed while we looked
                 continue
             if stat.S_ISDIR(status.st_mode):
@@ -97,17 +98,36 @@ def usage(roots: Sequence[Path]) -> int:
 
 
 def _entries(folder: str) -> Iterator[os.DirEntry[str]]:
-    """The entries of `folder`, one at a time; one the engine cannot list is opened up to its
-    owner first (a non-root engine's agents run as its uid and may `chmod 000` a directory)."""
+    """The entries of `folder`, one at a time; one the engine cannot list is opened up first."""
     try:
         listing = os.scandir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return
     except PermissionError:
-        status = os.lstat(folder)
-        if status.st_uid != os.geteuid():
-            raise LimitError(f"disk: {folder!r} cannot be measured") from None
-        os.chmod(folder, stat.S_IMODE(status.st_mode) | stat.S_IRWXU)
+        _open_up(folder)
         listing = os.scandir(folder)
     with listing:
         yield from listing
+
+
+def _status(entry: os.DirEntry[str], folder: str) -> os.stat_result:
+    """`entry`'s own status; a folder the engine may list but not search (`chmod u-x`) is
+    opened up first, as one it cannot list is."""
+    try:
+        return entry.stat(follow_symlinks=False)
+    except PermissionError:
+        _open_up(folder)
+        return os.lstat(entry.path)
+
+
+def _open_up(folder: str) -> None:
+    """Give a folder's owner every right on it, when that owner is the engine (a non-root
+    engine's agents run as its uid and may `chmod 000` a directory); else LimitError. A
+    folder an agent swapped for a symlink while it was measured is not followed."""
+    status = os.lstat(folder)
+    if status.st_uid != os.geteuid() or not stat.S_ISDIR(status.st_mode):
+        raise LimitError(f"disk: {folder!r} cannot be measured")
+    try:
+        os.chmod(folder, stat.S_IMODE(status.st_mode) | stat.S_IRWXU, follow_symlinks=False)
+    except NotImplementedError:  # it is a symlink now
+        raise LimitError(f"disk: {folder!r} cannot be measured") from None
