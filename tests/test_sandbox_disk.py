@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.core.errors import LimitError
-from orchestrator.sandbox.disk import MB, DiskBound, usage
+from orchestrator.sandbox.disk import INODE_BYTES, MB, DiskBound, usage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,3 +91,11 @@ def test_a_folder_its_agent_closed_is_opened_up_and_measured(mode: int) -> None:
     finally:
         os.chmod(work / "shut", 0o700)
         shutil.rmtree(work)
+
+
+def test_empty_files_count_too(tmp_path: Path) -> None:
+    """An empty file holds no block, but an inode: without a least count per file, a task
+    could make millions (the host's inodes) under any bound."""
+    for number in range(1024):
+        (tmp_path / f"empty-{number}").touch()
+    assert usage([tmp_path]) >= 1024 * INODE_BYTES

@@ -6,7 +6,9 @@ runs (its worktree and private temporary directory are measured again and again,
 call is killed once they reach the bound; meanwhile no single file may grow past what was
 left when it started), and after every call that can write. The count is each inode once, the
 larger of its length and the blocks it holds (a sparse file counts its length: the engine's
-git reads all of it), symlinks not followed, the repository's checkout included.
+git reads all of it) and never less than INODE_BYTES (an empty file holds no block but takes
+an inode: free, millions of them would exhaust the host's inodes under a bound never
+reached), symlinks not followed, the repository's checkout included.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from orchestrator.core.errors import LimitError
 
 MB = 1024 * 1024
+INODE_BYTES = 4096  # one block of most file systems: the least a file or folder counts
 WATCH_INTERVAL_S = 0.2
 # A walk may take a while on a large tree: the watcher spends at most 1/_WATCH_SHARE of its
 # time walking (a call can write past the bound by what it writes between two walks).
@@ -93,7 +96,7 @@ def usage(roots: Sequence[Path]) -> int:
                 if (status.st_dev, status.st_ino) in seen:
                     continue
                 seen.add((status.st_dev, status.st_ino))
-            total += max(status.st_size, status.st_blocks * 512)
+            total += max(status.st_size, status.st_blocks * 512, INODE_BYTES)
     return total
 
 
