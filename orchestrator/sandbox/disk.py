@@ -79,7 +79,19 @@ async def measure(roots: Sequence[Path]) -> int:
 
 
 def usage(roots: Sequence[Path]) -> int:
-    """Bytes the files under `roots` take (see the module's docstring for how they count)."""
+    """Bytes the files under `roots` take (see the module's docstring for how they count);
+    LimitError when they cannot be measured (a tree nested past PATH_MAX, say): that stops
+    the task as the bound does, where an OSError would fail its job."""
+    try:
+        return _usage(roots)
+    except OSError as exc:
+        where = os.fsdecode(exc.filename or "")
+        where = where if len(where) <= 200 else f"...{where[-200:]}"
+        note = f"disk: the task's files cannot be measured ({exc.strerror}: {where!r})"
+        raise LimitError(note) from exc
+
+
+def _usage(roots: Sequence[Path]) -> int:
     seen: set[tuple[int, int]] = set()
     total = 0
     folders = [os.fspath(root) for root in roots]
