@@ -102,15 +102,17 @@ def test_empty_files_count_too(tmp_path: Path) -> None:
 
 
 def test_a_tree_too_deep_to_measure_stops_the_task_not_the_job(tmp_path: Path) -> None:
-    """A path past PATH_MAX cannot be opened by name; an OSError here would fail the job."""
+    """A path past PATH_MAX cannot be opened by name; an OSError here would fail the job.
+    (Long names, not many levels: pytest's and shutil's removal recurse once a level.)"""
+    name = "d" * 250
     folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        for _ in range(1100):  # 1100 * len("deep/") > PATH_MAX (4096)
-            os.mkdir("deep", dir_fd=folder)
-            inner = os.open("deep", os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
+        for _ in range(20):  # 20 * 251 > PATH_MAX (4096)
+            os.mkdir(name, dir_fd=folder)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=folder)
             os.close(folder)
             folder = inner
     finally:
         os.close(folder)
-    with pytest.raises(LimitError, match=r"cannot be measured \(File name too long: '\.\.\./deep"):
+    with pytest.raises(LimitError, match=r"cannot be measured \(File name too long: '\.\.\.d"):
         usage([tmp_path])
