@@ -28,6 +28,7 @@ import contextlib
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -252,7 +253,7 @@ class Sandbox:
                 watch=self._watch(place, scratch),
             )
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
 
     @property
     def disk(self) -> DiskBound:
@@ -410,7 +411,7 @@ class Sandbox:
                 watch=self._watch(place, scratch),
             )
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
 
     async def _proxy_socket(self, hosts: tuple[str, ...]) -> Path:
         """The unix socket of the egress proxy for this allowlist (bound into bwrap)."""
@@ -499,6 +500,27 @@ def _linked(prepared: Prepared, work: Path) -> Iterator[None]:
                     os.readlink(link)
                 ) == prepared.root / link.relative_to(work):
                     link.unlink()
+
+
+def _remove_scratch(folder: Path) -> None:
+    """Remove a call's temporary directory with all the call left in it. A non-root engine's
+    agents run as its uid and may shut a folder (`chmod 500`); left behind, what it holds
+    would stay on the host's disk after the call, outside every bound."""
+    try:
+        shutil.rmtree(folder)
+    except FileNotFoundError:
+        return
+    except OSError:
+        _open(folder)
+        for parent, dirs, _ in os.walk(folder):  # top-down: each is opened before it is read
+            for name in dirs:
+                _open(Path(parent, name))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _open(folder: Path) -> None:
+    with contextlib.suppress(OSError, NotImplementedError):  # NotImplementedError: a symlink
+        os.chmod(folder, stat.S_IRWXU, follow_symlinks=False)
 
 
 def _ancestors(paths: Sequence[Path], system: Sequence[Path]) -> list[Path]:
