@@ -177,3 +177,21 @@ def test_a_calls_temporary_files_go_with_it_even_shut() -> None:
         assert not scratch.exists(), "the call's temporary directory stayed"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def test_posix_shared_memory_is_the_calls_own_under_bubblewrap(
+    small: tuple[Sandbox, Path],
+) -> None:
+    """multiprocessing's locks live in /dev/shm: bubblewrap gives each call a small one of
+    its own; Landlock keeps the host's shared /dev/shm out of reach (SECURITY.md)."""
+    sandbox, work = small
+    lock = "python3 -c 'import multiprocessing; multiprocessing.Lock(); print(\"locked\")'"
+    code, output, _ = await run(sandbox, work, lock)
+    if sandbox.mode == "landlock":
+        assert "PermissionError" in output
+        return
+    assert (code, output.strip()) == (0, "locked")
+    fill = "for i in $(seq 70); do head -c 1000000 /dev/zero > /dev/shm/f$i || exit 1; done"
+    code, output, _ = await run(sandbox, work, fill)  # 70 MB, in files below the size limit
+    assert code != 0
+    assert "No space left on device" in output

@@ -50,6 +50,7 @@ _INSIDE_SOCKET = "/run/teaparty/proxy.sock"
 _BRIDGE = Path(__file__).resolve().with_name("bridge.py")
 _PROBE_TIMEOUT_S = 20.0
 _MB = 1024 * 1024
+SHM_BYTES = 64 * _MB  # bubblewrap's /dev/shm for a call
 _LIMIT_NOTES = {
     128 + 24: "the call's CPU time limit was reached (SIGXCPU)",
     128 + 25: "a file reached the size limit of {file_mb} MB, or the disk left to the task "
@@ -338,6 +339,10 @@ class Sandbox:
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", str(max(tmp, 4096)), "--tmpfs", "/tmp"]
+        # POSIX shared memory and semaphores (multiprocessing's locks): the call's own, in
+        # memory, as small as Docker's default
+        shm = max(min(tmp, SHM_BYTES), 4096)
+        args += ["--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
         args += ["--perms", "0777", "--dir", "/tmp/home"]
         readable = [*place.readable, *([_BRIDGE] if bridge else [])]
         inside = [Path(_INSIDE_SOCKET)] if bridge else []
