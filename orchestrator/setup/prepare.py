@@ -292,7 +292,8 @@ async def check_out(repo: Path, base: str, root: Path) -> frozenset[str]:
     env = {"GIT_INDEX_FILE": str(index)}
     try:
         await git(repo, "read-tree", base, env=env)
-        await git(repo, "checkout-index", "-a", "-f", f"--prefix={root}/", env=env)
+        # the job's git data is bare: its files go to `root` as the work tree
+        await git(repo, "checkout-index", "-a", "-f", work_tree=root, env=env)
     finally:
         index.unlink(missing_ok=True)
     _, listing = await git_bytes(repo, "ls-tree", "-r", "-z", "--name-only", "--full-tree", base)
