@@ -115,6 +115,7 @@ from orchestrator.proxy.proxy import Proxy
 from orchestrator.proxy.stats import ProxyStats, proxy_stats, proxy_stats_at
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
+from orchestrator.setup.cache import cache_snapshot_key
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
 from orchestrator.store.migrations import SCHEMA_VERSION
 from orchestrator.store.prune import KEEP_ENDED_DAYS, Pruned, prune_store
@@ -136,6 +137,7 @@ from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceE
 __all__ = [
     "Verdict",
     "check_setup",
+    "cache_snapshot_key",
     "FEATURES",
     "GATE_KINDS",
     "Register",

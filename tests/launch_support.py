@@ -83,6 +83,13 @@ def attempt(op, arg):
         if fd < 0:
             raise OSError(ctypes.get_errno(), "io_uring_setup")
         os.close(fd)
+    elif op == "shm":  # System V shared memory, which outlives the process that made it
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        shmid = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+        if shmid < 0:
+            raise OSError(ctypes.get_errno(), "shmget")
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
     elif op == "kill":
         os.kill(int(arg), 0)
     elif op == "setuid":

@@ -164,6 +164,15 @@ def test_no_connect_hides_in_a_send_or_a_ring(box: Box, listeners: list[int]) ->
 
 
 @needs_python
+def test_system_v_ipc_is_refused(box: Box) -> None:
+    """Without an IPC namespace a segment would outlive the call and reach the next
+    worktree given the same uid."""
+    assert unconfined_probe("shm:") == {"shm:": "ok"}
+    assert box.probe("shm:", tcp_connect=[]) == {"shm:": "ENOSYS"}
+    assert box.probe("shm:") == {"shm:": "ENOSYS"}  # with the network open too
+
+
+@needs_python
 @pytest.mark.skipif(ABI < 6, reason="Landlock scopes signals and abstract sockets from ABI 6")
 def test_scopes_block_signals_and_abstract_sockets_outside_the_domain(box: Box) -> None:
     name = f"teaparty-test-{os.getpid()}"

@@ -4,6 +4,11 @@ the disk bound of a writable worktree holds before, while and after a call runs.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +20,7 @@ from orchestrator.core.errors import LimitError
 from orchestrator.sandbox.confine import Limits, Place, Sandbox
 from orchestrator.workspace.shell import agent_env
 
+ROOT = Path(__file__).resolve().parent.parent
 SMALL = Limits(processes=40, file_mb=1, memory_mb=200, open_files=64)
 
 
@@ -137,3 +143,55 @@ async def test_off_gives_a_call_its_own_temporary_directory(
     assert scratch.name.startswith("teaparty-call-")
     assert not await asyncio.to_thread(scratch.exists)
     assert done.stopped is not None
+
+
+def test_a_calls_temporary_files_go_with_it_even_shut() -> None:
+    """A non-root engine's agents run as its uid and may shut a folder of their temporary
+    directory; what it holds still goes when the call ends, or it would stay on the host's
+    disk outside every bound. Run as a non-root engine (a child dropped from root, if root
+    runs the test), under `off`, whose temporary directory is the engine's as Landlock's is."""
+    shut = "mkdir -p $TMPDIR/a/b && head -c 100000 /dev/zero > $TMPDIR/a/b/f && chmod 500 $TMPDIR/a"
+    code = (
+        "import asyncio, sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+        "from orchestrator.sandbox.confine import Place, Sandbox; "
+        "done = asyncio.run(Sandbox('off', 't').run(sys.argv[2] + ' && echo $TMPDIR && "
+        "chmod 500 $TMPDIR', place=Place(Path(sys.argv[3]), writable=True), "
+        "env={'PATH': '/usr/bin:/bin'}, timeout_s=30, cap=4000)); "
+        "print(done.output.text())"
+    )
+    work = Path(tempfile.mkdtemp(prefix="teaparty-shut-"))
+    try:
+        argv = [sys.executable, "-I", "-c", code, str(ROOT), shut, str(work)]
+        if os.geteuid() == 0:
+            python = Path("/usr/bin") / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+            if not python.exists():
+                pytest.skip(f"no {python} for an unprivileged user to run")
+            uid = 3_300_000 + os.getpid() % 10_000
+            os.chown(work, uid, uid)
+            drop = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            argv = ["setpriv", *drop, str(python), *argv[1:]]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        scratch = Path(done.stdout.split()[0])
+        assert scratch.name.startswith("teaparty-call-"), done.stdout
+        assert not scratch.exists(), "the call's temporary directory stayed"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def test_posix_shared_memory_is_the_calls_own_under_bubblewrap(
+    small: tuple[Sandbox, Path],
+) -> None:
+    """multiprocessing's locks live in /dev/shm: bubblewrap gives each call a small one of
+    its own; Landlock keeps the host's shared /dev/shm out of reach (SECURITY.md)."""
+    sandbox, work = small
+    lock = "python3 -c 'import multiprocessing; multiprocessing.Lock(); print(\"locked\")'"
+    code, output, _ = await run(sandbox, work, lock)
+    if sandbox.mode == "landlock":
+        assert "PermissionError" in output
+        return
+    assert (code, output.strip()) == (0, "locked")
+    fill = "for i in $(seq 70); do head -c 1000000 /dev/zero > /dev/shm/f$i || exit 1; done"
+    code, output, _ = await run(sandbox, work, fill)  # 70 MB, in files below the size limit
+    assert code != 0
+    assert "No space left on device" in output

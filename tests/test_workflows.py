@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from action_harness import TOKEN_PERMISSIONS
-from workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, WORKFLOWS, load
+from workflow_files import CALLER, COMPOSITE, REUSABLE, ROOT, TEAPARTY_STEP, WORKFLOWS, load, step
 
 from bot.errors import SettingsError
 from bot.runner.env import ActionEnv
@@ -32,7 +32,10 @@ ACTION_ENV = {
     "GITHUB_APP_PRIVATE_KEY",
     "ANTHROPIC_API_KEY",
     "TEAPARTY_TIMEOUT_MINUTES",
+    "TEAPARTY_HOME",
+    "TEAPARTY_SETUP_CACHE_MB",
 }
+RUN_TEAPARTY = '"$RUNNER_TEMP/teaparty-venv/bin/teaparty" action'  # its own virtualenv's
 PERMISSIONS = {"contents": "write", "issues": "write", "pull-requests": "write", "actions": "write"}
 TIMEOUT = "${{ inputs.timeout-minutes }}"
 
@@ -114,15 +117,15 @@ def test_the_time_limit_is_one_number_for_github_and_the_engine() -> None:
     assert (timeout["type"], timeout["default"]) == ("number", 345)  # 5 h 45 min, under 6 h
     job = the_job()
     assert job["timeout-minutes"] == TIMEOUT
-    assert job["steps"][-1]["env"]["TEAPARTY_TIMEOUT_MINUTES"] == TIMEOUT
+    assert step(job["steps"], TEAPARTY_STEP)["env"]["TEAPARTY_TIMEOUT_MINUTES"] == TIMEOUT
     composite = load(COMPOSITE)
     assert composite["inputs"]["timeout-minutes"]["default"] == "345"
 
 
-def test_the_steps_end_in_teaparty_action_with_what_it_reads() -> None:
+def test_the_steps_run_teaparty_action_with_what_it_reads() -> None:
     for steps in (the_job()["steps"], load(COMPOSITE)["runs"]["steps"]):
-        assert steps[-1]["run"] == "teaparty action"
-        assert set(steps[-1]["env"]) == ACTION_ENV
+        assert step(steps, TEAPARTY_STEP)["run"] == RUN_TEAPARTY
+        assert set(step(steps, TEAPARTY_STEP)["env"]) == ACTION_ENV
     # GitHub refuses secret names that start with GITHUB_
     secrets = load(REUSABLE)["on"]["workflow_call"]["secrets"]
     assert not [name for name in secrets if name.upper().startswith("GITHUB_")]
@@ -137,7 +140,7 @@ def test_teaparty_action_reads_the_environment_the_step_gives_it(tmp_path: Path)
         "GITHUB_REPOSITORY": "octo/repo",
         "GITHUB_RUN_ID": "9",
     }
-    step_env = dict.fromkeys(the_job()["steps"][-1]["env"], "")
+    step_env = dict.fromkeys(step(the_job()["steps"], TEAPARTY_STEP)["env"], "")
     environ = given | step_env | {"GITHUB_TOKEN": "ghs_run", "TEAPARTY_TIMEOUT_MINUTES": "345"}
     env = ActionEnv.from_env(environ, home=tmp_path)
     assert (env.token, env.app_mode, env.timeout_s) == ("ghs_run", False, 345 * 60)
@@ -184,21 +187,30 @@ def test_python_and_teaparty_are_pinned_to_exact_versions() -> None:
 
 
 def install(tmp_path: Path, requirement: str, action_path: Path | None) -> tuple[int, str, str]:
-    """The install step's script run by bash with a `python` that records what pip was asked
-    to install; its exit code, output, and the recorded arguments."""
-    (step,) = [s for s in the_job()["steps"] if s.get("name", "").startswith("Install")]
-    fake = tmp_path / "bin"
-    fake.mkdir(exist_ok=True)
-    (fake / "python").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/pip-args\n')
-    (fake / "python").chmod(0o755)
-    env = {"PATH": f"{fake}:/usr/bin:/bin", "TEAPARTY_REQUIREMENT": requirement}
+    """The install step's script as GitHub runs it, with nothing on PATH and stand-ins for
+    setup-python's interpreter and the virtualenv it makes; its exit code, output, and what
+    the virtualenv's pip was asked to install."""
+    bin_dir, nothing = tmp_path / "bin", tmp_path / "nothing"
+    fake_pythons(bin_dir)
+    nothing.mkdir(exist_ok=True)
+    env = {
+        "TEAPARTY_REQUIREMENT": requirement,
+        "TEAPARTY_PYTHON": str(bin_dir / "base-python"),
+        "RUNNER_TEMP": str(tmp_path / "temp"),
+    }
     if action_path is not None:
         env["GITHUB_ACTION_PATH"] = str(action_path)
-    done = subprocess.run(
-        ["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True, check=False
-    )
-    args = tmp_path / "pip-args"
-    return done.returncode, done.stdout, args.read_text().strip() if args.exists() else ""
+    done = run_script(step_script("Install TeaParty (an exact version)"), nothing, **env)
+    pip = [call.removeprefix("venv-python ") for call in calls(bin_dir) if "venv-python " in call]
+    return done.returncode, done.stdout, pip[0] if pip else ""
+
+
+def fake_pythons(bin_dir: Path) -> None:
+    """`base-python` (setup-python's, by its path): `-m venv --clear DIR` makes DIR/bin/python,
+    a link to `venv-python`; both record their arguments (see `fake`)."""
+    fake(bin_dir, "venv-python", "exit 0")
+    link = f'/bin/mkdir -p "$4/bin" && /bin/ln -sf "{bin_dir}/venv-python" "$4/bin/python"'
+    fake(bin_dir, "base-python", f'[ "$1 $2 $3" = "-m venv --clear" ] && {link}')
 
 
 def test_the_composite_action_installs_its_own_source_when_no_version_is_given(
@@ -243,28 +255,33 @@ def test_the_install_step_installs_an_exact_pin(tmp_path: Path) -> None:
 def test_every_action_used_is_pinned_to_a_commit_and_names_its_version(path: Path) -> None:
     lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
     used = [line for line in lines if re.match(r"(- )?uses: ", line)]
-    assert len(used) == 2  # checkout and setup-python
+    assert len(used) == 4  # checkout, setup-python, and the setup cache's restore and save
     for line in used:
-        assert re.fullmatch(r"(- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40}  # v\d+\.\d+\.\d+", line)
+        assert re.fullmatch(
+            r"(- )?uses: [\w.-]+/[\w.-]+(/[\w.-]+)?@[0-9a-f]{40}  # v\d+\.\d+\.\d+", line
+        )
 
 
 def test_the_composite_action_runs_the_workflows_steps() -> None:
     ours, theirs = the_job()["steps"], load(COMPOSITE)["runs"]["steps"]
     assert len(ours) == len(theirs)
-    for step, twin in zip(ours, theirs, strict=True):
-        assert (step.get("uses"), step.get("with")) == (twin.get("uses"), twin.get("with"))
-        assert (step.get("name"), step.get("run")) == (twin.get("name"), twin.get("run"))
-        assert set(step.get("env", {})) == set(twin.get("env", {}))
+    for one, twin in zip(ours, theirs, strict=True):
+        assert (one.get("uses"), one.get("with")) == (twin.get("uses"), twin.get("with"))
+        assert (one.get("name"), one.get("run")) == (twin.get("name"), twin.get("run"))
+        assert one.get("id") == twin.get("id")
+        if not one.get("uses", "").startswith("actions/checkout@"):  # the action's is optional
+            assert one.get("if") == twin.get("if")
+        assert set(one.get("env", {})) == set(twin.get("env", {}))
 
 
 def test_no_script_interpolates_an_expression() -> None:
     # `${{ }}` in a script is pasted into the shell before it runs: values go through env
     for steps in (the_job()["steps"], load(COMPOSITE)["runs"]["steps"]):
-        assert [step for step in steps if "${{" in step.get("run", "")] == []
+        assert [each for each in steps if "${{" in each.get("run", "")] == []
 
 
 def step_script(name: str) -> str:
-    (script,) = [step["run"] for step in the_job()["steps"] if step.get("name") == name]
+    (script,) = [each["run"] for each in the_job()["steps"] if each.get("name") == name]
     return str(script)
 
 
@@ -304,19 +321,18 @@ def calls(bin_dir: Path) -> list[str]:
         ("teaparty-github>=0.1", False),
     ],
 )
-def test_only_a_pinned_teaparty_is_installed(
+def test_only_a_pinned_teaparty_is_installed_in_a_virtualenv_of_its_own(
     tmp_path: Path, requirement: str, installs: bool
 ) -> None:
-    fake(tmp_path, "python", "exit 0")
-    done = run_script(
-        step_script("Install TeaParty (an exact version)"),
-        tmp_path,
-        TEAPARTY_REQUIREMENT=requirement,
-    )
-    assert (done.returncode == 0) is installs, done.stdout + done.stderr
-    want = f"python -m pip install --disable-pip-version-check --no-input {requirement}"
-    assert calls(tmp_path) == ([want] if installs else [])
-    assert installs or "::error::teaparty must be pinned" in done.stdout
+    code, out, _ = install(tmp_path, requirement, None)
+    assert (code == 0) is installs, out
+    venv = tmp_path / "temp" / "teaparty-venv"  # under $RUNNER_TEMP, never on PATH
+    want = [
+        f"base-python -m venv --clear {venv}",
+        f"venv-python -m pip install --disable-pip-version-check --no-input {requirement}",
+    ]
+    assert calls(tmp_path / "bin") == (want if installs else [])
+    assert installs or "::error::teaparty must be pinned" in out
 
 
 SETTING = "kernel.apparmor_restrict_unprivileged_userns"

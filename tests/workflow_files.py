@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 REUSABLE = ROOT / ".github" / "workflows" / "teaparty.yml"
 COMPOSITE = ROOT / ".github" / "actions" / "teaparty" / "action.yml"
 CALLER = ROOT / "docs" / "runner" / "teaparty-caller.yml"
-WORKFLOWS = (*sorted((ROOT / ".github" / "workflows").glob("*.y*ml")), CALLER)
+COMPOSITE_CALLER = ROOT / "docs" / "runner" / "teaparty-composite-python.yml"
+WORKFLOWS = (*sorted((ROOT / ".github" / "workflows").glob("*.y*ml")), CALLER, COMPOSITE_CALLER)
+TEAPARTY_STEP = "teaparty"  # the id of the step that runs `teaparty action`
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -23,3 +25,9 @@ def load(path: Path) -> dict[str, Any]:
     if True in data:
         data["on"] = data.pop(True)
     return data
+
+
+def step(steps: list[dict[str, Any]], step_id: str) -> dict[str, Any]:
+    """The step of `steps` with this id."""
+    (found,) = [each for each in steps if each.get("id") == step_id]
+    return found

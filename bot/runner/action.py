@@ -141,7 +141,7 @@ async def run_action(
     runtime = await Runtime.open(
         settings,
         models=models,
-        env={},
+        env=env.engine_env,
         scripted=scripted,
         sandbox=sandbox,
         transport=transport,

@@ -3,7 +3,9 @@
 A run whose event concerns no job (the App's own comment, another bot's) exits at once,
 before anything is loaded. Otherwise the event is applied (bot/runner/action.py) to the
 store under `TEAPARTY_HOME` (default: `$RUNNER_TEMP/teaparty`), the run's summary goes to
-`GITHUB_STEP_SUMMARY`, and the exit status is 0, or 1 with one line saying what failed.
+`GITHUB_STEP_SUMMARY`, the name of what the setup cache (`TEAPARTY_HOME/setup`) holds to
+`GITHUB_OUTPUT` as `setup-key` (for the workflow to save it with `actions/cache`), and the
+exit status is 0, or 1 with one line saying what failed.
 """
 
 from __future__ import annotations
@@ -51,7 +53,12 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from bot.runner.state import DEFAULT_REF, StateRef
     from bot.runner.state_records import StateRaceError
     from bot.serve import configure_logging, model_kind, models
-    from orchestrator.api import OrchestratorError, PreservedRaceError, forget_ended_work
+    from orchestrator.api import (
+        OrchestratorError,
+        PreservedRaceError,
+        cache_snapshot_key,
+        forget_ended_work,
+    )
 
     configure_logging()
     kind = model_kind(args.model, environ)
@@ -93,6 +100,8 @@ def action_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     except (BotError, OrchestratorError) as exc:
         return _fail(str(exc), EXIT_FAILED)
     _write_summary(env, summary(run, env))
+    if (setup_key := cache_snapshot_key(env.home / "setup")) is not None:
+        _write_output(env, "setup-key", setup_key)
     print(f"teaparty action: {run.outcome}")
     return EXIT_OK
 
@@ -105,6 +114,18 @@ def _write_summary(env: ActionEnv, text: str) -> None:
             out.write(text)
     except OSError as exc:  # the summary is a courtesy: the run's work is done
         log.warning("the run's summary was not written: %s", exc)
+
+
+def _write_output(env: ActionEnv, name: str, value: str) -> None:
+    """One output of the step (GITHUB_OUTPUT): the workflow saves the setup cache under
+    `setup-key` when no run saved it before."""
+    if env.output_path is None:
+        return
+    try:
+        with env.output_path.open("a", encoding="utf-8") as out:
+            out.write(f"{name}={value}\n")
+    except OSError as exc:  # the cache is a courtesy too: the next run prepares again
+        log.warning("the step's output %s was not written: %s", name, exc)
 
 
 def _fail(message: str, status: int) -> int:

@@ -27,6 +27,11 @@ DEFAULT_TIMEOUT_MINUTES = 345.0  # hosted runners stop a job at 6 h; park well b
 # timeout-minutes but not against this run's clock: a minute or two more. 300 s covered the
 # call or the rest, not both.
 MARGIN_S = 600.0
+# What of the run's environment reaches the engine (`teaparty serve` is given all of its
+# own): PATH, whose entries the sandbox can see come first on agents' PATH (the Python of a
+# setup-python step before the composite action, with what was installed into it), and the
+# bound of the setup cache. The operator's setup secrets are added by name.
+ENGINE_GETS = ("PATH", "TEAPARTY_SETUP_CACHE_MB")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class ActionEnv:
     api_url: str = DEFAULT_API_URL
     server_url: str = DEFAULT_SERVER_URL
     summary_path: Path | None = None
+    output_path: Path | None = None  # GITHUB_OUTPUT: the step's outputs (setup-key)
     timeout_s: float = DEFAULT_TIMEOUT_MINUTES * 60
     bot_login: str = ACTIONS_LOGIN
     bot_app_id: int | None = ACTIONS_APP_ID
@@ -90,6 +96,7 @@ class ActionEnv:
         if problems:
             raise SettingsError(*problems)
         summary = environ.get("GITHUB_STEP_SUMMARY", "").strip()
+        output = environ.get("GITHUB_OUTPUT", "").strip()
         return cls(
             event_name=event_name,
             event_path=Path(event_path),
@@ -103,6 +110,7 @@ class ActionEnv:
             api_url=environ.get("GITHUB_API_URL", "").strip() or DEFAULT_API_URL,
             server_url=environ.get("GITHUB_SERVER_URL", "").strip() or DEFAULT_SERVER_URL,
             summary_path=Path(summary) if summary else None,
+            output_path=Path(output) if output else None,
             timeout_s=timeout_s,
             bot_login=environ.get("TEAPARTY_BOT_LOGIN", "").strip() or ACTIONS_LOGIN,
             bot_app_id=int(bot_app) if bot_app else ACTIONS_APP_ID,
@@ -110,6 +118,13 @@ class ActionEnv:
             setup_secrets=setup,
             environ=dict(environ),
         )
+
+    @property
+    def engine_env(self) -> dict[str, str]:
+        """The variables the engine is given: ENGINE_GETS and the setup secrets, where set
+        (agents' processes get none of the secrets: orchestrator/core/secrecy.py)."""
+        names = (*ENGINE_GETS, *self.setup_secrets)
+        return {name: self.environ[name] for name in names if self.environ.get(name)}
 
     @property
     def app_mode(self) -> bool:

@@ -28,6 +28,7 @@ import contextlib
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
@@ -49,6 +50,7 @@ _INSIDE_SOCKET = "/run/teaparty/proxy.sock"
 _BRIDGE = Path(__file__).resolve().with_name("bridge.py")
 _PROBE_TIMEOUT_S = 20.0
 _MB = 1024 * 1024
+SHM_BYTES = 64 * _MB  # bubblewrap's /dev/shm for a call
 _LIMIT_NOTES = {
     128 + 24: "the call's CPU time limit was reached (SIGXCPU)",
     128 + 25: "a file reached the size limit of {file_mb} MB, or the disk left to the task "
@@ -252,7 +254,7 @@ class Sandbox:
                 watch=self._watch(place, scratch),
             )
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
 
     @property
     def disk(self) -> DiskBound:
@@ -341,6 +343,10 @@ class Sandbox:
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", str(max(tmp, 4096)), "--tmpfs", "/tmp"]
+        # POSIX shared memory and semaphores (multiprocessing's locks): the call's own, in
+        # memory, as small as Docker's default
+        shm = max(min(tmp, SHM_BYTES), 4096)
+        args += ["--perms", "1777", "--size", str(shm), "--tmpfs", "/dev/shm"]
         args += ["--perms", "0777", "--dir", "/tmp/home"]
         readable = [*place.readable, *([_BRIDGE] if bridge else [])]
         inside = [Path(_INSIDE_SOCKET)] if bridge else []
@@ -414,7 +420,7 @@ class Sandbox:
                 watch=self._watch(place, scratch),
             )
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_scratch(scratch)
 
     async def _proxy_socket(self, hosts: tuple[str, ...]) -> Path:
         """The unix socket of the egress proxy for this allowlist (bound into bwrap)."""
@@ -503,6 +509,27 @@ def _linked(prepared: Prepared, work: Path) -> Iterator[None]:
                     os.readlink(link)
                 ) == prepared.root / link.relative_to(work):
                     link.unlink()
+
+
+def _remove_scratch(folder: Path) -> None:
+    """Remove a call's temporary directory with all the call left in it. A non-root engine's
+    agents run as its uid and may shut a folder (`chmod 500`); left behind, what it holds
+    would stay on the host's disk after the call, outside every bound."""
+    try:
+        shutil.rmtree(folder)
+    except FileNotFoundError:
+        return
+    except OSError:
+        _open(folder)
+        for parent, dirs, _ in os.walk(folder):  # top-down: each is opened before it is read
+            for name in dirs:
+                _open(Path(parent, name))
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _open(folder: Path) -> None:
+    with contextlib.suppress(OSError, NotImplementedError):  # NotImplementedError: a symlink
+        os.chmod(folder, stat.S_IRWXU, follow_symlinks=False)
 
 
 def _ancestors(paths: Sequence[Path], system: Sequence[Path]) -> list[Path]:

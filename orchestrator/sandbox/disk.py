@@ -6,7 +6,9 @@ runs (its worktree and private temporary directory are measured again and again,
 call is killed once they reach the bound; meanwhile no single file may grow past what was
 left when it started), and after every call that can write. The count is each inode once, the
 larger of its length and the blocks it holds (a sparse file counts its length: the engine's
-git reads all of it), symlinks not followed, the repository's checkout included.
+git reads all of it) and never less than INODE_BYTES (an empty file holds no block but takes
+an inode: free, millions of them would exhaust the host's inodes under a bound never
+reached), symlinks not followed, the repository's checkout included.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from orchestrator.core.errors import LimitError
 
 MB = 1024 * 1024
+INODE_BYTES = 4096  # one block of most file systems: the least a file or folder counts
 WATCH_INTERVAL_S = 0.2
 # A walk may take a while on a large tree: the watcher spends at most 1/_WATCH_SHARE of its
 # time walking (a call can write past the bound by what it writes between two walks).
@@ -76,14 +79,27 @@ async def measure(roots: Sequence[Path]) -> int:
 
 
 def usage(roots: Sequence[Path]) -> int:
-    """Bytes the files under `roots` take (see the module's docstring for how they count)."""
+    """Bytes the files under `roots` take (see the module's docstring for how they count);
+    LimitError when they cannot be measured (a tree nested past PATH_MAX, say): that stops
+    the task as the bound does, where an OSError would fail its job."""
+    try:
+        return _usage(roots)
+    except OSError as exc:
+        where = os.fsdecode(exc.filename or "")
+        where = where if len(where) <= 200 else f"...{where[-200:]}"
+        note = f"disk: the task's files cannot be measured ({exc.strerror}: {where!r})"
+        raise LimitError(note) from exc
+
+
+def _usage(roots: Sequence[Path]) -> int:
     seen: set[tuple[int, int]] = set()
     total = 0
     folders = [os.fspath(root) for root in roots]
     while folders:
-        for entry in _entries(folders.pop()):
+        folder = folders.pop()
+        for entry in _entries(folder):
             try:
-                status = entry.stat(follow_symlinks=False)
+                status = _status(entry, folder)
             except FileNotFoundError:  # removed while we looked
                 continue
             if stat.S_ISDIR(status.st_mode):
@@ -92,22 +108,41 @@ def usage(roots: Sequence[Path]) -> int:
                 if (status.st_dev, status.st_ino) in seen:
                     continue
                 seen.add((status.st_dev, status.st_ino))
-            total += max(status.st_size, status.st_blocks * 512)
+            total += max(status.st_size, status.st_blocks * 512, INODE_BYTES)
     return total
 
 
 def _entries(folder: str) -> Iterator[os.DirEntry[str]]:
-    """The entries of `folder`, one at a time; one the engine cannot list is opened up to its
-    owner first (a non-root engine's agents run as its uid and may `chmod 000` a directory)."""
+    """The entries of `folder`, one at a time; one the engine cannot list is opened up first."""
     try:
         listing = os.scandir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return
     except PermissionError:
-        status = os.lstat(folder)
-        if status.st_uid != os.geteuid():
-            raise LimitError(f"disk: {folder!r} cannot be measured") from None
-        os.chmod(folder, stat.S_IMODE(status.st_mode) | stat.S_IRWXU)
+        _open_up(folder)
         listing = os.scandir(folder)
     with listing:
         yield from listing
+
+
+def _status(entry: os.DirEntry[str], folder: str) -> os.stat_result:
+    """`entry`'s own status; a folder the engine may list but not search (`chmod u-x`) is
+    opened up first, as one it cannot list is."""
+    try:
+        return entry.stat(follow_symlinks=False)
+    except PermissionError:
+        _open_up(folder)
+        return os.lstat(entry.path)
+
+
+def _open_up(folder: str) -> None:
+    """Give a folder's owner every right on it, when that owner is the engine (a non-root
+    engine's agents run as its uid and may `chmod 000` a directory); else LimitError. A
+    folder an agent swapped for a symlink while it was measured is not followed."""
+    status = os.lstat(folder)
+    if status.st_uid != os.geteuid() or not stat.S_ISDIR(status.st_mode):
+        raise LimitError(f"disk: {folder!r} cannot be measured")
+    try:
+        os.chmod(folder, stat.S_IMODE(status.st_mode) | stat.S_IRWXU, follow_symlinks=False)
+    except NotImplementedError:  # it is a symlink now
+        raise LimitError(f"disk: {folder!r} cannot be measured") from None

@@ -18,6 +18,9 @@ so the rules are:
 - `sendto()`, `sendmsg()`, `sendmmsg()` with MSG_FASTOPEN (a TCP connect inside a send)
   are refused unless the network is open; `io_uring_setup()` always (its operations are
   not system calls, so no filter would see them).
+- System V IPC (`shmget()`, `msgget()`, `semget()` and the calls on what they made) always:
+  Landlock has no IPC namespace, so a segment a command made would outlive its call, count
+  against no limit, and be open to the next worktree given the same uid.
 - `connect()` is handed to the launcher (SECCOMP_RET_USER_NOTIF) below ABI 9. The launcher
   takes the command's socket (`pidfd_getfd`), copies the address once, and connects that
   socket itself: a unix path only when it resolves beneath a writable directory of the call
@@ -81,8 +84,17 @@ _WORKERS = 64  # connects in flight per call; more wait for a free worker
 
 
 class _Arch:
-    def __init__(self, audit: int, seccomp: int, calls: dict[str, int], x32: bool) -> None:
+    def __init__(
+        self,
+        audit: int,
+        seccomp: int,
+        calls: dict[str, int],
+        *,
+        sysv: tuple[int, ...],
+        x32: bool,
+    ) -> None:
         self.audit, self.seccomp, self.calls, self.x32 = audit, seccomp, calls, x32
+        self.sysv = sysv
 
 
 _ARCHES = {
@@ -98,6 +110,8 @@ _ARCHES = {
             "sendmmsg": 307,
             "io_uring_setup": 425,
         },
+        # shmget shmat shmctl semget semop semctl shmdt msgget msgsnd msgrcv msgctl semtimedop
+        sysv=(29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220),
         x32=True,
     ),
     "aarch64": _Arch(
@@ -112,6 +126,7 @@ _ARCHES = {
             "sendmmsg": 269,
             "io_uring_setup": 425,
         },
+        sysv=tuple(range(186, 198)),  # msgget … shmdt, the twelve calls of System V IPC
         x32=False,
     ),
 }
@@ -169,6 +184,8 @@ def filter_code(arch_name: str, *, network_open: bool, supervise: bool, unix_dgr
     if arch.x32:
         p.jump(_BPF_JGE, 0x40000000, "kill", 0)
     p.jump(_BPF_JEQ, calls["io_uring_setup"], "nosys", 0)
+    for number in arch.sysv:
+        p.jump(_BPF_JEQ, number, "nosys", 0)
     if supervise:
         p.jump(_BPF_JEQ, calls["connect"], "notify", 0)
     p.jump(_BPF_JEQ, calls["socket"], "socket", 0)

@@ -31,6 +31,7 @@ from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.disk import usage
 
 _PART = re.compile(r"[A-Za-z0-9._-]{1,100}")
+_KEY = re.compile(r"[0-9a-f]{32}")
 _ENTRY = re.compile(r"[0-9a-f]{32}-[0-9a-f]{8}")
 BOUND_VARIABLE = "TEAPARTY_SETUP_CACHE_MB"
 DEFAULT_BOUND_MB = 20_480
@@ -159,6 +160,25 @@ class SetupCache:
             total -= sizes[entry]
             removed.append(entry)
         return removed
+
+
+def cache_snapshot_key(root: Path) -> str | None:
+    """A name for what the cache under `root` holds for later jobs: a digest of the keys
+    whose index names an entry that is there; None when it holds none. Two caches with the
+    same name hold the same environments (a key fixes what its setup made), so a runner
+    saves a copy of its cache only under a name not saved before."""
+    keys = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not _ENTRY.fullmatch(d))  # never into an entry
+        for name in files:
+            index = Path(folder, name)
+            if index.suffix != ".json" or not _KEY.fullmatch(index.stem):
+                continue
+            if _indexed(index) is not None:
+                keys.append(f"{index.parent.relative_to(root).as_posix()}/{index.stem}")
+    if not keys:
+        return None
+    return hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:32]
 
 
 def _entries(root: Path) -> list[Path]:
