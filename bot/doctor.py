@@ -9,9 +9,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from bot.local import _top_level
+from bot.errors import SettingsError
+from bot.local import UsageError, _top_level
 from bot.settings import setup_secret_names
 from orchestrator.api import (
+    ConfigError,
+    GitError,
     Sandbox,
     SandboxError,
     check_setup,
@@ -21,7 +24,7 @@ from orchestrator.api import (
     shipped_org_dir,
 )
 
-EXIT_OK, EXIT_UNCONFINED = 0, 1
+EXIT_OK, EXIT_UNCONFINED, EXIT_USAGE = 0, 1, 2
 
 
 def doctor_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
@@ -31,10 +34,14 @@ def doctor_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     code = asyncio.run(_doctor(home, environ))
     if args.repo is None or code != EXIT_OK:
         return code
-    repo = _top_level(args.repo)
-    org_dir = Path(environ["TEAPARTY_CONFIG"]) if environ.get("TEAPARTY_CONFIG") else None
     print()
-    return asyncio.run(_repository(repo, home, environ, org_dir=org_dir, run=args.run))
+    try:
+        repo = _top_level(args.repo)
+        org_dir = Path(environ["TEAPARTY_CONFIG"]) if environ.get("TEAPARTY_CONFIG") else None
+        return asyncio.run(_repository(repo, home, environ, org_dir=org_dir, run=args.run))
+    except (UsageError, ConfigError, SettingsError, SandboxError, GitError) as exc:
+        print(f"teaparty doctor --repo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 async def _repository(

@@ -3,6 +3,7 @@ where there is none, the environment prepared in the sandbox and the test comman
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,8 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import confined
 from wheelhouse import PYTEST, wheelhouse
 
+from bot.cli import build_parser
+from bot.doctor import doctor_command
+from orchestrator.api import Sandbox, check_setup, load_organisation, shipped_org_dir
 from orchestrator.setup.suggest import suggest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,3 +171,93 @@ def test_a_broken_manifest_still_gets_a_plain_suggestion() -> None:
     assert found is not None
     assert found.setup["commands"] == ["python3 -m venv .venv", ".venv/bin/pip install -e ."]
     assert suggest(frozenset({"README.md"}), {}.get) is None
+
+
+CHEAP = """humans: {decider: alice}
+setup:
+  commands: ["mkdir -p out && echo 'print(\\"ran\\")' > out/it.py"]
+  key_files: [key.txt]
+  network: [python, mirror.example.org]
+  secrets: [TINY_TOKEN, OTHER_TOKEN]
+  test: TEST
+"""
+
+
+@pytest.fixture
+def confined_place(tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
+    """A bubblewrap sandbox and a directory its agents' users can reach, in this process."""
+    for found, work in confined("bwrap", f"doctor-{tmp_path.name}"):
+        yield found, work.parent
+        asyncio.run(found.close())  # the egress proxy a setup's network started
+
+
+@pytest.mark.parametrize(("test", "passed"), [("python3 out/it.py", True), ("exit 4", False)])
+async def test_check_setup_in_process(
+    confined_place: tuple[Sandbox, Path], test: str, passed: bool
+) -> None:
+    sandbox, top = confined_place
+    files = {".teaparty/project.yaml": CHEAP.replace("TEST", test), "key.txt": "1"}
+    repo = await asyncio.to_thread(repository, top / "repo", files)
+    org = load_organisation(shipped_org_dir())
+    env = {"PATH": "/usr/bin:/bin", "TINY_TOKEN": "tiny-secret-value-93af"}
+    verdict = await check_setup(
+        repo, org=org, sandbox=sandbox, home=top / "home", env=env, allowed=("TINY_TOKEN",)
+    )
+    said = "\n".join(verdict.lines)
+    assert verdict.ok is passed
+    assert (
+        "network during setup: python (pypi.org, files.pythonhosted.org); mirror.example.org"
+        in said
+    )
+    assert "secret OTHER_TOKEN: WITHHELD" in said
+    assert "keyed by: key.txt" in said
+    assert "prepared: in " in said
+    assert ("passed (exit 0)" if passed else "FAILED (exit 4)") in said
+    described = await check_setup(
+        repo, org=org, sandbox=sandbox, home=top / "home", env=env, run=False
+    )
+    assert described.ok
+    assert described.lines[-1].startswith("  cache key: ")
+
+
+async def test_check_setup_without_setup_suggests_in_process(
+    confined_place: tuple[Sandbox, Path],
+) -> None:
+    sandbox, top = confined_place
+    files = {"package.json": '{"scripts": {"test": "node --test"}}', "package-lock.json": "{}"}
+    repo = await asyncio.to_thread(repository, top / "repo", files)
+    org = load_organisation(shipped_org_dir())
+    verdict = await check_setup(repo, org=org, sandbox=sandbox, home=top / "home", env={})
+    said = "\n".join(verdict.lines)
+    assert verdict.ok
+    assert "    - npm ci" in said
+    assert "  # package-lock.json: installed exactly as locked" in said
+    bare = await asyncio.to_thread(repository, top / "bare", {"README.md": "hi"})
+    verdict = await check_setup(bare, org=org, sandbox=sandbox, home=top / "home", env={})
+    assert "suggestion: none" in verdict.lines[-1]
+
+
+def run_doctor(repo: Path, home: Path, *extra: str, env: dict[str, str] | None = None) -> int:
+    args = build_parser().parse_args(["doctor", "--repo", str(repo), "--home", str(home), *extra])
+    return doctor_command(args, {"PATH": "/usr/bin:/bin", **(env or {})})
+
+
+def test_bad_input_is_named_with_exit_2(
+    confined_place: tuple[Sandbox, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, top = confined_place
+    (top / "plain").mkdir()
+    assert run_doctor(top / "plain", top / "home", "--no-run") == 2
+    assert "teaparty doctor --repo: " in capsys.readouterr().err
+    broken = {".teaparty/project.yaml": "humans: {decider: alice}\nsetup:\n  commands: []\n"}
+    repo = repository(top / "broken", broken)
+    assert run_doctor(repo, top / "home", "--no-run") == 2
+    said = capsys.readouterr().err
+    assert ".teaparty/project.yaml:2: setup: " in said
+    assert "setup needs commands, a test command, or both" in said
+    repo = repository(top / "fine", {".teaparty/project.yaml": CHEAP.replace("TEST", "exit 0")})
+    bad = {"TEAPARTY_SETUP_SECRETS": "GITHUB_TOKEN"}
+    assert run_doctor(repo, top / "home", "--no-run", env=bad) == 2
+    assert "GITHUB_TOKEN is one of the App's own credentials" in capsys.readouterr().err
+    assert run_doctor(repo, top / "home", "--no-run") == 0
+    assert "  1. mkdir -p out" in capsys.readouterr().out
