@@ -14,6 +14,7 @@ passes them down explicitly. The pid stays the same, and its `environ` now shows
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -81,7 +82,8 @@ def _receive(environ: Mapping[str, str]) -> dict[str, str]:
     except OSError as exc:
         raise SettingsError(f"{HANDOVER}: cannot read the secrets handed over: {exc}") from exc
     finally:
-        os.close(descriptor)
+        with contextlib.suppress(OSError):  # a descriptor that was never open: said above
+            os.close(descriptor)
     try:
         secrets = json.loads(b"".join(chunks))
     except ValueError as exc:

@@ -81,3 +81,32 @@ def test_everything_but_the_engines_own_variables_is_handed_over() -> None:
     assert handed_names(env) == ["DATABASE_URL", "GITHUB_APP_PRIVATE_KEY", "PYTHON_TOKEN"] + [
         "X_PASSWORD"
     ]
+
+
+def test_the_handover_reads_back_in_this_process_either_way(monkeypatch: object) -> None:
+    """The two ways a descriptor is made (memfd, else an unlinked file) read back whole,
+    however large; a bad descriptor or text is refused by name (in-process: coverage)."""
+    import pytest
+
+    from bot.errors import SettingsError
+    from bot.secrets import _anonymous_file, _receive, take_secrets
+
+    secrets = {"ANTHROPIC_API_KEY": "k" * 100_000, "DATABASE_URL": "postgres://u:p@h/db"}
+    payload = json.dumps(secrets).encode()
+    kept = {"PATH": "/usr/bin"}
+    fd = _anonymous_file(payload)
+    assert take_secrets({**kept, HANDOVER: str(fd)}) == {**kept, **secrets}
+    patch = pytest.MonkeyPatch()
+    try:
+        patch.delattr(os, "memfd_create")
+        fd = _anonymous_file(payload)
+    finally:
+        patch.undo()
+    assert _receive({HANDOVER: str(fd)}) == secrets
+    assert take_secrets(kept) == kept  # nothing to hand over: no exec
+    with pytest.raises(SettingsError, match="is not a file descriptor"):
+        _receive({HANDOVER: "x"})
+    with pytest.raises(SettingsError, match="cannot read the secrets handed over"):
+        _receive({HANDOVER: "987654"})
+    with pytest.raises(SettingsError, match="are not JSON"):
+        _receive({HANDOVER: str(_anonymous_file(b"not json"))})

@@ -3,7 +3,9 @@ tracking comment."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -154,3 +156,47 @@ def test_the_tracking_comment_shows_the_environment_and_a_failed_steps_output() 
     assert "<summary>End of the setup step's output</summary>" in failed
     assert "No matching distribution found" in failed
     assert "@someone" not in failed.replace("`@someone", "")  # no live mention in the output
+
+
+async def test_a_jobs_environment_is_found_again_after_a_restart(tmp_path: Path) -> None:
+    """JobSetups records the outcome beside the job's worktree: a new process holds the same
+    entry without preparing; where the entry is gone it prepares again."""
+    from orchestrator.config.schema import Humans, Project
+    from orchestrator.jobs.setups import JobSetups
+    from orchestrator.workspace.layout import JobSpace
+
+    repo = git_repo(tmp_path / "r", "1")
+    space = JobSpace(4, repo, repo, "b", "HEAD", tmp_path / "job-4" / "worktree")
+    space.path.mkdir(parents=True)
+    project = Project.model_construct(
+        name="w", humans=Humans(decider="a"), setup=SetupSettings(commands=("make it",))
+    )
+    bare = Project.model_construct(name="bare", humans=Humans(decider="a"), setup=None)
+    projects = {"w": project, "bare": bare}
+
+    async def named(job_id: int) -> str | None:
+        return "o/r" if job_id == 4 else None
+
+    def setups(sandbox: Recording) -> JobSetups:
+        cache = SetupCache(tmp_path / "setup", bound_mb=100)
+        return JobSetups(Preparer(sandbox, cache, parent_env={}), projects, named)
+
+    first = recording()
+    outcome = await setups(first).ensure(space, "w")
+    assert outcome is not None
+    assert len(first.calls) == 1
+    again = recording()
+    restarted = setups(again)
+    assert await restarted.ensure(space, "w") == outcome
+    assert again.calls == []  # found by its record, not prepared
+    assert await restarted.prepared(space, "bare") is None
+    assert await restarted.ensure(JobSpace(5, repo, repo, "b", "HEAD", tmp_path), "w") is None
+    restarted.release(4)
+    assert restarted.known(4) == outcome  # the final status still shows it
+    restarted.preparer.cache.release(outcome.root)
+    await asyncio.to_thread(shutil.rmtree, outcome.root.parent)
+    third = recording()
+    prepared_again = await setups(third).ensure(space, "w")
+    assert prepared_again is not None
+    assert prepared_again.root != outcome.root
+    assert len(third.calls) == 1
