@@ -33,6 +33,7 @@ from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.errors import ConfigError
 
 HARNESS = Path(__file__).with_name("limits_harness.py")
+ROOT = HARNESS.parent.parent.parent
 PROTECTED = ("bwrap", "landlock")
 PROCESSES = 24
 # Ids of this run's agents, apart from every other run's on the host (and from 65534, which
@@ -57,16 +58,19 @@ def run_harness(
         (base / "home").mkdir(mode=0o711)
         os.chmod(base / "home", 0o711)
         python, env = [sys.executable], {"PATH": os.environ["PATH"]}
+        harness = HARNESS
         if as_user is not None:
             for path in (base, base / "home"):
                 os.chown(path, as_user, as_user)
             drop = (f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups")
-            python, env = ["setpriv", *drop, *unprivileged_python()], {"PATH": os.environ["PATH"]}
+            engine, packages = reachable_engine(base / "engine")
+            harness = engine / HARNESS.relative_to(ROOT)
+            python = ["setpriv", *drop, *unprivileged_python(packages)]
         endless = bool(settings.pop("endless", False))
         config = {"base": str(base), "scenario": scenario, "report": str(base / "r")}
         env |= {"TEAPARTY_SANDBOX": mode, **settings}
         done = subprocess.run(
-            [*python, str(HARNESS), json.dumps({**config, "endless": endless})],
+            [*python, str(harness), json.dumps({**config, "endless": endless})],
             env={k: str(v) for k, v in env.items()},
             capture_output=True,
             text=True,
@@ -83,15 +87,45 @@ def run_harness(
         shutil.rmtree(base, ignore_errors=True)
 
 
-def unprivileged_python() -> list[str]:
+def reachable_engine(folder: Path) -> tuple[Path, list[str]]:
+    """The engine's code and this Python's packages where another user can read them: the
+    checkout and the virtualenv may lie in a directory only root can enter (a `mktemp -d`
+    clone, /root), so they are linked (copied across file systems) into `folder`, whose
+    parents every user can search. The code comes first on the path the harness makes."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name, target in (
+        ("orchestrator", "orchestrator"),
+        ("tests", "tests"),
+        ("config", "teaparty_config"),
+    ):
+        shutil.copytree(ROOT / name, folder / target, copy_function=_link, ignore=ignore)
+    packages = []
+    for index, path in enumerate(p for p in site.getsitepackages() if p.startswith(sys.prefix)):
+        copied = folder / f"site-{index}"
+        shutil.copytree(path, copied, copy_function=_link, symlinks=True, ignore=ignore)
+        packages.append(str(copied))
+    for parent, dirs, _ in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(parent, name), 0o755)
+    os.chmod(folder, 0o755)
+    return folder, packages
+
+
+def _link(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system
+        shutil.copy2(source, target)
+
+
+def unprivileged_python(packages: list[str]) -> list[str]:
     """An interpreter the engine's unprivileged user can start, also from a child (the
     Landlock launcher is one): this one may lie where only root can search (/root/.pyenv),
-    so the system's of this version, given this one's packages (the editable install's
-    .pth files included), when there is one."""
+    so the system's of this version, given `packages` (this one's, reachable: the editable
+    install's .pth files included), when there is one."""
     system = Path("/usr/bin") / f"python{sys.version_info[0]}.{sys.version_info[1]}"
     if not system.exists():
         return [sys.executable]
-    packages = [p for p in site.getsitepackages() if p.startswith(sys.prefix)]
     boot = (
         f"import runpy, site, sys; [site.addsitedir(p) for p in {packages!r}]; "
         "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
