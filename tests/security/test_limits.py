@@ -93,8 +93,11 @@ def reachable_engine(folder: Path) -> tuple[Path, list[str]]:
     clone, /root), so they are linked (copied across file systems) into `folder`, whose
     parents every user can search. The code comes first on the path the harness makes."""
     ignore = shutil.ignore_patterns("__pycache__")
+    # nor the editable install's finder: it would look in the checkout first (and fail there)
+    packaged = shutil.ignore_patterns("__pycache__", "__editable__*")
     for name, target in (
         ("orchestrator", "orchestrator"),
+        ("bot", "bot"),
         ("tests", "tests"),
         ("config", "teaparty_config"),
     ):
@@ -102,7 +105,7 @@ def reachable_engine(folder: Path) -> tuple[Path, list[str]]:
     packages = []
     for index, path in enumerate(p for p in site.getsitepackages() if p.startswith(sys.prefix)):
         copied = folder / f"site-{index}"
-        shutil.copytree(path, copied, copy_function=_link, symlinks=True, ignore=ignore)
+        shutil.copytree(path, copied, copy_function=_link, symlinks=True, ignore=packaged)
         packages.append(str(copied))
     for parent, dirs, _ in os.walk(folder):
         for name in dirs:
