@@ -11,11 +11,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from reachable import reachable_code
 
 from orchestrator.core.errors import LimitError
 from orchestrator.sandbox.disk import INODE_BYTES, MB, DiskBound, usage
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_usage_counts_each_file_once_by_its_length_or_blocks(tmp_path: Path) -> None:
@@ -63,17 +62,23 @@ def usage_as_owner(work: Path) -> int:
         for name in [*dirs, *files, ""]:
             os.lchown(os.path.join(folder, name), uid, uid)
     code = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+        "import sys; sys.path.insert(0, sys.argv[2]); "
         "from orchestrator.sandbox.disk import usage; print(usage([sys.argv[1]]))"
     )
-    done = subprocess.run(
-        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", str(python), "-I"]
-        + ["-c", code, str(work)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    top = Path(tempfile.mkdtemp(prefix="teaparty-code-"))  # the checkout may be root's alone
+    try:
+        os.chmod(top, 0o711)
+        engine = reachable_code(top / "engine", "orchestrator")
+        done = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", str(python), "-I"]
+            + ["-c", code, str(work), str(engine)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(top)
     assert done.returncode == 0, done.stderr
     return int(done.stdout)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from conftest import confined
+from reachable import reachable_code
 
 from orchestrator.core.errors import LimitError
 from orchestrator.sandbox.confine import Limits, Place, Sandbox
 from orchestrator.workspace.shell import agent_env
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL = Limits(processes=40, file_mb=1, memory_mb=200, open_files=64)
 
 
@@ -160,8 +160,11 @@ def test_a_calls_temporary_files_go_with_it_even_shut() -> None:
         "print(done.output.text())"
     )
     work = Path(tempfile.mkdtemp(prefix="teaparty-shut-"))
+    top = Path(tempfile.mkdtemp(prefix="teaparty-code-"))  # the checkout may be root's alone
     try:
-        argv = [sys.executable, "-I", "-c", code, str(ROOT), shut, str(work)]
+        os.chmod(top, 0o711)
+        engine = reachable_code(top / "engine", "orchestrator")
+        argv = [sys.executable, "-I", "-c", code, str(engine), shut, str(work)]
         if os.geteuid() == 0:
             python = Path("/usr/bin") / f"python{sys.version_info[0]}.{sys.version_info[1]}"
             if not python.exists():
@@ -177,6 +180,7 @@ def test_a_calls_temporary_files_go_with_it_even_shut() -> None:
         assert not scratch.exists(), "the call's temporary directory stayed"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 async def test_posix_shared_memory_is_the_calls_own_under_bubblewrap(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import site
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from reachable import reachable_code, reachable_packages
 
 from orchestrator.api import load_project
 from orchestrator.config import load_organisation, shipped_org_dir
@@ -88,37 +88,9 @@ def run_harness(
 
 
 def reachable_engine(folder: Path) -> tuple[Path, list[str]]:
-    """The engine's code and this Python's packages where another user can read them: the
-    checkout and the virtualenv may lie in a directory only root can enter (a `mktemp -d`
-    clone, /root), so they are linked (copied across file systems) into `folder`, whose
-    parents every user can search. The code comes first on the path the harness makes."""
-    ignore = shutil.ignore_patterns("__pycache__")
-    # nor the editable install's finder: it would look in the checkout first (and fail there)
-    packaged = shutil.ignore_patterns("__pycache__", "__editable__*")
-    for name, target in (
-        ("orchestrator", "orchestrator"),
-        ("bot", "bot"),
-        ("tests", "tests"),
-        ("config", "teaparty_config"),
-    ):
-        shutil.copytree(ROOT / name, folder / target, copy_function=_link, ignore=ignore)
-    packages = []
-    for index, path in enumerate(p for p in site.getsitepackages() if p.startswith(sys.prefix)):
-        copied = folder / f"site-{index}"
-        shutil.copytree(path, copied, copy_function=_link, symlinks=True, ignore=packaged)
-        packages.append(str(copied))
-    for parent, dirs, _ in os.walk(folder):
-        for name in dirs:
-            os.chmod(os.path.join(parent, name), 0o755)
-    os.chmod(folder, 0o755)
-    return folder, packages
-
-
-def _link(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another file system
-        shutil.copy2(source, target)
+    """The engine's code and this Python's packages where the engine's unprivileged user
+    can read them (tests/reachable.py); the code comes first on the path the harness makes."""
+    return reachable_code(folder), reachable_packages(folder)
 
 
 def unprivileged_python(packages: list[str]) -> list[str]:
