@@ -144,6 +144,16 @@ async def test_a_task_runs_the_projects_tests_in_the_prepared_environment(
     assert again.root == outcome.root
 
 
+def one_file_repo(repo: Path, name: str) -> Path:
+    """A repository at `repo` whose one commit holds `name` with the text "one"."""
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / name).write_text("one")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
 @pytest.fixture
 def bubblewrap(tmp_path: Path) -> Iterator[tuple[Sandbox, Path]]:
     """A bubblewrap sandbox and a state directory its agents' users can reach."""
@@ -155,12 +165,7 @@ async def test_a_changed_key_file_prepares_again_and_a_failed_step_is_not_kept(
     bubblewrap: tuple[Sandbox, Path],
 ) -> None:
     sandbox, home = bubblewrap
-    repo = home / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "pyproject.toml").write_text("one")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "one")
+    repo = one_file_repo(home / "repo", "pyproject.toml")
     setup = SetupSettings(commands=("mkdir -p out && echo built > out/x",), key_files=("*.toml",))
     ready = preparer(sandbox, home)
     first = await ready.prepare(name="o/r", repo=repo / ".git", base="HEAD", setup=setup)
@@ -191,12 +196,7 @@ async def test_two_jobs_preparing_one_key_at_once_run_it_once(
     bubblewrap: tuple[Sandbox, Path],
 ) -> None:
     sandbox, home = bubblewrap
-    repo = home / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "a").write_text("a")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "a")
+    repo = one_file_repo(home / "repo", "a")
     setup = SetupSettings(commands=("mkdir out && echo ran >> out/runs",))
     ready = preparer(sandbox, home)
     both = await asyncio.gather(
