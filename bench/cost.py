@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import sqlite3
 import sys
 import tempfile
 import time
@@ -234,19 +235,28 @@ class Measured:
     flat_context: int  # tokens of the flat agent's last request
     seconds: float
     log: Log = field(default_factory=list, repr=False)  # the hierarchy's calls and replies
+    checks: int = 0  # the project's checks the engine ran, and their seconds
+    check_seconds: float = 0.0
 
     @property
     def ratio(self) -> float:
         return self.hierarchy.usd / self.flat.usd
 
 
-async def measure(tasks: int, tmp: Path, *, price: ModelPrice, min_cache: int) -> Measured:
-    """Run the job of `tasks` tasks through the engine, replay it flat, bill both."""
+async def measure(
+    tasks: int, tmp: Path, *, price: ModelPrice, min_cache: int, checks: bool = True
+) -> Measured:
+    """Run the job of `tasks` tasks through the engine, replay it flat, bill both. With
+    `checks` the engine runs the project's tests (the quality reviewer reads the result),
+    without, the quality reviewer runs them."""
     started = time.perf_counter()
     script = Script(tasks)
     model = BilledModel(script.reply, PromptCache(min_cache))
-    home = tmp / f"home-{tasks}"
-    job_id = await run_job(home, make_repo(tmp / f"repo-{tasks}", tasks), tasks=tasks, model=model)
+    name = f"{tasks}{'' if checks else '-unchecked'}"
+    home = tmp / f"home-{name}"
+    repo = make_repo(tmp / f"repo-{name}", tasks)
+    job_id = await run_job(home, repo, tasks=tasks, model=model, checks=checks)
+    ran = engine_checks(home)
     by_role: dict[str, list[Usage]] = {}
     async with JobViews.open(home, org_dir=shipped_org_dir()) as views:
         for entry in await views.log(job_id):
@@ -271,7 +281,15 @@ async def measure(tasks: int, tmp: Path, *, price: ModelPrice, min_cache: int) -
         sum(b.tokens for b in blocks_of(calls[-1][0])),
         time.perf_counter() - started,
         script.log,
+        *ran,
     )
+
+
+def engine_checks(home: Path) -> tuple[int, float]:
+    """How many checks the engine ran for the job, and their seconds in all."""
+    with sqlite3.connect(home / "teaparty.db") as db:
+        records = [json.loads(r) for (r,) in db.execute("SELECT record FROM checks")]
+    return len(records), sum(run["seconds"] for r in records for run in r["runs"])
 
 
 # --- the crossover -------------------------------------------------------------------------
@@ -344,6 +362,24 @@ def report(found: dict[int, Measured]) -> None:
         row("", role, spent, f"{spent.usd / largest.hierarchy.usd:.0%}")
 
 
+def checks_report(checked: Measured, unchecked: Measured) -> None:
+    """What the engine's own test runs add (time) and save (the quality reviewer's runs)."""
+    quality = [checked.roles.get("quality review"), unchecked.roles.get("quality review")]
+    print(
+        f"\nengine-run checks at {checked.tasks} tasks: {checked.checks} runs of the project's "
+        f"tests, {checked.check_seconds:.1f} s of checks (the job took {checked.seconds:.1f} s, "
+        f"{unchecked.seconds:.1f} s without them); 0 model tokens"
+    )
+    row("", "with checks", checked.hierarchy)
+    row("", "without", unchecked.hierarchy)
+    if quality[0] is not None and quality[1] is not None:
+        row("", "qual. w/ checks", quality[0], f"{quality[0].usd / quality[1].usd:.2f}")
+        row("", "qual. without", quality[1])
+    saved = unchecked.hierarchy.usd - checked.hierarchy.usd
+    ratio = checked.hierarchy.usd / unchecked.hierarchy.usd
+    print(f"{'':>7}hierarchy with checks / without: {ratio:.3f} (${saved:.3f} saved)")
+
+
 def verdicts(found: dict[int, Measured]) -> bool:
     met = True
     for tasks, goal in GOALS.items():
@@ -373,7 +409,12 @@ async def main(options: argparse.Namespace) -> bool:
 
         found = {tasks: await run(tasks) for tasks in options.sizes}
         where = await crossover(found, run, search=options.search)
+        smallest = min(options.sizes)
+        unchecked = await measure(
+            smallest, tmp, price=price, min_cache=options.min_cache, checks=False
+        )
     report(found)
+    checks_report(found[smallest], unchecked)
     print(f"\ncrossover (smallest task count where the hierarchy is cheaper): {where}")
     return verdicts(found)
 

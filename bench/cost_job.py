@@ -32,6 +32,10 @@ PROJECT = "widgets"
 PROJECT_TEXT = (
     "humans: {decider: alice}\nparallel: 3\ngates: {plan: never}\nbudget: {max_usd: null}\n"
 )
+# The whole suite, which the engine runs itself on each task's commit and the job branch
+# (orchestrator/setup/checks.py) when the project names it.
+CHECK_COMMAND = "python3 -m unittest discover -q -s tests -t ."
+CHECKED_TEXT = PROJECT_TEXT + f"setup: {{test: {CHECK_COMMAND}}}\n"
 FUNCTIONS = 12  # helpers a module starts with: about 3,000 characters
 TESTED = 4  # of them tested: a test file of about 1,300 characters
 FLAWED_EVERY = 4  # every fourth task needs a second review round
@@ -285,7 +289,9 @@ class Script:
         if request.messages[-1].role == "user":
             diff = call(f"diff-{n}-{round_number}", "shell", command=f"git diff {span.group(1)}")
             tests = call(f"run-{n}-{round_number}", "shell", command=test_command(n))
-            return turn(diff, tests) if quality else turn(diff)
+            # The engine ran the project's tests on this commit: the brief says how they fared.
+            checked = "Do not run these commands again" in briefs[-1].text
+            return turn(diff, tests) if quality and not checked else turn(diff)
         if quality and round_number == 1 and n % FLAWED_EVERY == 0:
             return turn(
                 text=(
@@ -319,10 +325,15 @@ class Script:
 # --- one job through the office ------------------------------------------------------------
 
 
-async def run_job(home: Path, repo: Path, *, tasks: int, model: Model) -> int:
-    """Run the scripted job of `tasks` tasks with `model` in a fresh `home`; its job id."""
+async def run_job(home: Path, repo: Path, *, tasks: int, model: Model, checks: bool = True) -> int:
+    """Run the scripted job of `tasks` tasks with `model` in a fresh `home`; its job id.
+
+    With `checks`, the project names its test command, so the engine runs it on each task's
+    commit and the job branch and the quality reviewer reads the result instead of running
+    the tests; without, the quality reviewer runs them itself."""
     org = load_organisation(shipped_org_dir())
-    project = load_project(PROJECT_TEXT, org=org, source="project.yaml", default_name=PROJECT)
+    text = CHECKED_TEXT if checks else PROJECT_TEXT
+    project = load_project(text, org=org, source="project.yaml", default_name=PROJECT)
     env = {"PATH": os.environ["PATH"], **IDENTITY}
     sandbox = await probe({**env, **sandbox_env()}, home=home)
     office = await Office.open(
@@ -333,7 +344,7 @@ async def run_job(home: Path, repo: Path, *, tasks: int, model: Model) -> int:
             project=PROJECT,
             key="widgets#1",
             title="Clamp helpers",
-            project_text=PROJECT_TEXT,
+            project_text=text,
             brief=f"Issue #1: clamp helpers.\n\n{job_brief(tasks)}",
             source=JobSource(
                 repo=PROJECT,

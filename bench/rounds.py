@@ -27,6 +27,9 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import json
+import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -43,7 +46,7 @@ from bot.github.tracking import MARKER_PREFIX
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
 from orchestrator.agents.context import estimate_tokens
-from orchestrator.api import AgentDef, AssistantTurn, DemoModel, Model, ModelRequest, Sandbox
+from orchestrator.api import AgentDef, AssistantTurn, DemoModel, Model, ModelRequest, probe
 from orchestrator.core.messages import Usage
 
 OWNER, REPO, DECIDER, APP_ID = "octo", "widgets", "alice", 4242
@@ -53,8 +56,20 @@ TOKENS_PER_CALL = 1_000  # billed per model call: the demo model reports no usag
 GOAL_PER_THREAD = 2  # API calls a round may add per addressed thread
 QUIET_S = 0.5  # no App request for this long: the round's consequences are over
 LIMIT_S = 300.0  # per wait
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
-PROJECT = "humans: {decider: alice}\ngates: {plan: never}\n"
+# The project names its test command: the engine runs it on each task's commit, the job
+# branch, and the head each round pushes (its time is in each round's wall seconds).
+PROJECT = (
+    "humans: {decider: alice}\ngates: {plan: never}\n"
+    "setup: {test: python3 -m unittest -q test_readme}\n"
+)
+TEST_README = """import pathlib
+import unittest
+
+
+class Readme(unittest.TestCase):
+    def test_readme_names_the_package(self):
+        self.assertIn("widgets", pathlib.Path("README.md").read_text())
+"""
 
 
 class Billed:
@@ -109,6 +124,7 @@ def source_repo(path: Path) -> Path:
     (path / ".teaparty").mkdir(parents=True)
     (path / ".teaparty" / "project.yaml").write_text(PROJECT)
     (path / "README.md").write_text("widgets\n")
+    (path / "test_readme.py").write_text(TEST_README)
     identity = ["-c", "user.name=Bench", "-c", "user.email=bench@example.invalid"]
     for args in (["init", "-q", "-b", "main"], ["add", "."], [*identity, "commit", "-qm", "init"]):
         subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True)
@@ -144,8 +160,10 @@ async def world(root: Path) -> AsyncIterator[World]:
         def models(agent: AgentDef) -> Model:
             return model
 
+        # the host's sandbox: the engine runs the project's test command in it
+        sandbox = await probe(dict(os.environ), home=root / "home")
         runtime = await Runtime.open(
-            settings, models=models, env={}, scripted=True, sandbox=NOWHERE
+            settings, models=models, env={}, scripted=True, sandbox=sandbox
         )
         app = server(runtime.app, host="127.0.0.1", port=port, quiet=True)
         running = asyncio.create_task(runtime.run(app))
@@ -357,7 +375,24 @@ async def main(sizes: Sequence[int]) -> int:
                     f" {r.model_calls} model calls, {r.seconds:.1f} s",
                     flush=True,
                 )
-    return 0 if report(rounds) else 1
+        checks = engine_checks(Path(name) / "home")
+    met = report(rounds)
+    print(checks)
+    return 0 if met else 1
+
+
+def engine_checks(home: Path) -> str:
+    """What the engine's runs of the project's test command added: runs, statuses, time."""
+    with sqlite3.connect(home / "teaparty.db") as db:
+        rows = db.execute("SELECT task, status, record FROM checks").fetchall()
+    seconds = sum(run["seconds"] for *_, record in rows for run in json.loads(record)["runs"])
+    statuses = collections.Counter(status for _, status, _ in rows)
+    jobs = sum(task is None for task, *_ in rows)
+    said = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+    return (
+        f"\nEngine-run checks: {len(rows)} runs of the project's test command ({said}; "
+        f"{jobs} of a job branch or a round's head), {seconds:.1f} s in all, 0 model tokens."
+    )
 
 
 if __name__ == "__main__":

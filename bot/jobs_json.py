@@ -5,6 +5,7 @@ Pure: views in, JSON-ready dicts out. Times are ISO 8601 in UTC; money is USD.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -71,6 +72,7 @@ def view(job: JobView, *, now: float) -> dict[str, Any]:
         ],
         "commands": [command(c) for c in job.commands],
         "remembered": list(job.preferences),
+        "checks": [{"task": c.task, **dataclasses.asdict(c.checked)} for c in job.checks],
     }
 
 

@@ -13,7 +13,16 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from orchestrator.api import Gate, JobCommand, JobSummary, JobView, LogEntry, Removal, Task
+from orchestrator.api import (
+    Gate,
+    JobCheck,
+    JobCommand,
+    JobSummary,
+    JobView,
+    LogEntry,
+    Removal,
+    Task,
+)
 
 ARGS_LIMIT = 300
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -105,6 +114,7 @@ def view(job: JobView, *, now: float) -> list[str]:
     lines += _section("tasks", [_task(t) for t in job.tasks])
     lines += _section("gates", [line for g in job.gates for line in _gate(g, now=now)])
     lines += _section("commands", [_command(c, now=now) for c in job.commands])
+    lines += _section("checks", [_check(c) for c in job.checks])
     lines += _section("remembered", [f"  {printable(text)}" for text in job.preferences])
     if job.result:
         lines += _section("result", _indent(printable(job.result), 2))
@@ -113,6 +123,13 @@ def view(job: JobView, *, now: float) -> list[str]:
 
 def _section(title: str, lines: list[str]) -> list[str]:
     return [title, *lines] if lines else []
+
+
+def _check(check: JobCheck) -> str:
+    scope = "job branch" if check.task is None else f"task #{check.task}"
+    checked = check.checked
+    runs = "; ".join(printable(run.line()) for run in checked.runs) or printable(checked.reason)
+    return f"  {scope} {checked.commit[:12]} [{checked.status}] {runs}"
 
 
 def _task(task: Task) -> str:

@@ -66,6 +66,7 @@ from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
+from orchestrator.jobs.checks import JobCheck
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
 from orchestrator.jobs.commands import JobCancelledError, JobCommand
 from orchestrator.jobs.commands import serve as serve_commands
@@ -116,6 +117,7 @@ from orchestrator.proxy.stats import ProxyStats, proxy_stats, proxy_stats_at
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.setup.cache import cache_snapshot_key
+from orchestrator.setup.checks import Checked, CommandRun
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
 from orchestrator.store.migrations import SCHEMA_VERSION
 from orchestrator.store.prune import KEEP_ENDED_DAYS, Pruned, prune_store
@@ -186,6 +188,9 @@ __all__ = [
     "JobState",
     "JobStateError",
     "JobStatus",
+    "JobCheck",
+    "Checked",
+    "CommandRun",
     "JobSummary",
     "JobView",
     "JobViews",

@@ -16,22 +16,16 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import local_job
 import pytest
 from conftest import confined
 from local_repo import ENV, git, make_repo
 from wheelhouse import PYTEST, wheelhouse
 
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
-from orchestrator.core.secrecy import KnownSecrets
-from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.features import GATE_KINDS
-from orchestrator.jobs.local_forge import LocalForge
-from orchestrator.jobs.local_run import AGENT_IDENTITY
-from orchestrator.jobs.office import JobSource, Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobStatus
+from orchestrator.jobs.ports import JobStatus
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.setup.prepare import Outcome
 
@@ -126,17 +120,6 @@ def _shell(call_id: str, command: str) -> AssistantTurn:
     return AssistantTurn(tool_calls=(ToolCall(call_id, "shell", {"command": command}),))
 
 
-class WatchedForge(LocalForge):
-    """The terminal's forge, keeping every status the driver showed."""
-
-    statuses: list[JobStatus]
-
-    async def show(self, status: JobStatus) -> None:
-        """Keep the status, then print it as `teaparty run` does."""
-        self.statuses.append(status)
-        await super().show(status)
-
-
 def calc_repo(path: Path) -> Path:
     """A person's repository: a module, its test, its requirements, a wheelhouse with them
     (and what pytest needs), a .gitignore and the project file with its `setup:`."""
@@ -154,61 +137,14 @@ def calc_repo(path: Path) -> Path:
 
 
 async def run_job(repo: Path, home: Path, sandbox: Sandbox, *, title: str) -> list[JobStatus]:
-    """One local job, as `teaparty run --yes` drives it, to its end; the statuses shown."""
-    org = load_organisation(shipped_org_dir())
-    text = git(repo, "show", "HEAD:.teaparty/project.yaml")
-    project = load_project(
-        text, org=org, source=".teaparty/project.yaml", default_name="calc", kinds=GATE_KINDS
-    )
+    """A local job of the project played by ScriptedTesters, with the setup's secret in the
+    engine's environment; the statuses it showed."""
     env = {**ENV, "LANG": "C.UTF-8", SECRET_NAME: SECRET}
     model = ScriptedTesters(test=TEST_COMMAND, secret=SECRET_NAME)
-    office = await Office.open(
-        home,
-        sandbox=sandbox,
-        org=org,
-        projects=[project],
-        models=lambda _: model,
-        env={**env, **AGENT_IDENTITY},
-        secrets=KnownSecrets.of(env, setup=(SECRET_NAME,)),
+    ran = await local_job.run_job(
+        repo, home, sandbox, title=title, model=model, env=env, setup_secrets=(SECRET_NAME,)
     )
-    lines: list[str] = []
-    try:
-        started = await office.start_job(
-            project=project.name,
-            key=f"local:{repo}:{title}",
-            title=title,
-            brief=f"Job for repository calc (project {project.name}): {title}\n\n<issue>\n"
-            f"{title}, as the tests say.\n</issue>\nHand it to the project's lead.",
-            source=JobSource(
-                repo="local/calc",
-                source=str(repo),
-                start=git(repo, "rev-parse", "HEAD").strip(),
-                branch=lambda job_id: f"teaparty/job-{job_id}-calc",
-                slug="calc",
-            ),
-            project_text=text,
-        )
-        job_id = started.job_id
-        await office.prepare(job_id)
-        forge = WatchedForge(
-            office, repo, decider="dev", approve=None, say=lines.append, auto="yes"
-        )
-        forge.statuses = []
-
-        async def forges(_: int) -> Forge:
-            return forge
-
-        driver = JobDriver(office, forges)
-        for _ in range(20):  # a bound on syncs, not on time: each runs the job until idle
-            if (state := await driver.sync(job_id)) == "done":
-                break
-            assert state != "failed", "\n".join(lines)
-            await office.run_until_idle(job_id)
-        else:
-            pytest.fail("the job did not end:\n" + "\n".join(lines))
-        return forge.statuses
-    finally:
-        await office.close()
+    return ran.statuses
 
 
 def tool_results(home: Path, call_id: str) -> dict[str, list[str]]:

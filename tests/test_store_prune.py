@@ -33,7 +33,7 @@ BY_JOB_ID = (
     *("jobs", "conversations", "tasks", "gates", "job_workspaces", "task_log", "job_links"),
     *("forge_objects", "failures", "job_sources", "waits", "job_steering", "job_commands"),
     *("proxy_decisions", "proxy_jobs", "issue_revisions", "job_pulls", "review_rounds"),
-    *("review_points", "review_threads"),
+    *("review_points", "review_threads", "checks"),
 )
 OWNED = {
     **dict.fromkeys(BY_JOB_ID, "job_id = :job"),
@@ -55,6 +55,8 @@ FILL = {
     "worktree_slots": "INSERT INTO worktree_slots SELECT '/slots/' || :job, 'repo', task_id, :at"
     " FROM tasks WHERE job_id = :job AND number = 1",
     "job_links": "INSERT INTO job_links VALUES (:job, 'github', '{}')",
+    "checks": "INSERT INTO checks (job_id, task, commit_sha, status, record, checked_at)"
+    " VALUES (:job, 1, 'abc', 'passed', '{}', :at)",
     "forge_objects": "INSERT INTO forge_objects VALUES (:job, 'tracking', '7', '', :at)",
     "failures": "INSERT INTO failures VALUES ('workspace:' || :job, :job, 'workspace', 'r', :at)",
     "waits": "INSERT INTO waits VALUES ('forge:' || :job, :job, 'forge', 'slow', :at, :at, 1)",

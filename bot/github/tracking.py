@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from bot.github import checks_text
 from bot.github.outbound import Outbound, code_block, code_span
 from orchestrator.api import GATE_KINDS, Gate, GateKinds, JobStatus, ProxyDecision, Task
 
@@ -65,6 +66,7 @@ def tracking_body(
     lines += _held(status, agent)
     lines += _spend(status)
     lines += _where(status, agent)
+    lines += checks_text.tracking_lines(status)
     if status.result and status.state in ("delivering", "done"):
         lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:
@@ -399,6 +401,7 @@ def pull_body(status: JobStatus, *, agent: Outbound) -> str:
             "**Tasks**",
             *tasks,
             "",
+            *checks_text.pull_lines(status),
             f"**Tokens:** {_tokens(status)} · **Cost:** ${status.cost_usd:.4f}",
             "",
             *(level_table(status) + [""] if status.levels else []),

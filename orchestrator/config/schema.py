@@ -246,7 +246,9 @@ class SetupSettings(_Model):
     and the operator's setup secrets among `secrets`; what they leave in the worktree (a
     virtualenv, node_modules) every task sees. The cache key: the repository, this text and
     the content of the files `key_files` match at the job's base commit. `test` is the
-    project's test command."""
+    project's test command, `lint` its lint command: the engine runs both itself on each
+    task's change and on the job branch before delivery (orchestrator/setup/checks.py),
+    within `timeout_minutes` together."""
 
     commands: tuple[Command, ...] = Field(default=(), max_length=50)
     key_files: tuple[PathPattern, ...] = Field(default=(), max_length=100)
@@ -258,12 +260,18 @@ class SetupSettings(_Model):
     )
     timeout_minutes: Annotated[float, Field(strict=True, gt=0, le=240)] = 20.0
     test: Command | None = None
+    lint: Command | None = None
 
     @model_validator(mode="after")
     def _something_to_do(self) -> SetupSettings:
-        if not self.commands and self.test is None:
+        if not self.commands and self.test is None and self.lint is None:
             raise ValueError("setup needs commands, a test command, or both")
         return self
+
+    def checks(self) -> tuple[tuple[str, str], ...]:
+        """The check commands the engine runs, (name, command line), tests first."""
+        named = (("test", self.test), ("lint", self.lint))
+        return tuple((name, command) for name, command in named if command)
 
 
 class ProxySettings(_Model):

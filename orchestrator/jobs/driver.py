@@ -29,6 +29,7 @@ from orchestrator.core.errors import ForgeWaitError, OrchestratorError
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import protection, secret_check
 from orchestrator.jobs.budget import Limits, Spent
+from orchestrator.jobs.checks import NO_COMMAND, JobCheck
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.ports import Forge, JobState, JobStatus
@@ -38,6 +39,7 @@ from orchestrator.jobs.secret_gate import Stopped
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
+from orchestrator.workspace.git import rev
 from orchestrator.workspace.layout import JobSpace
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,15 @@ class JobDriver:
             None if pull is None else pull.state,
             None if setup is None else setup.summary(),
             None if setup_failed is None else setup_failed.tail,
+            *await self._checks(job_id, project),
         )
+
+    async def _checks(self, job_id: int, project: str) -> tuple[tuple[JobCheck, ...], str | None]:
+        checks = self.office.checks
+        if checks is None:
+            return (), None
+        missing = None if checks.commands(project) else NO_COMMAND
+        return await checks.of_job(job_id), missing
 
     async def sync(self, job_id: int) -> JobState:
         """Make the outside agree with the store for one job; the state it is in."""
@@ -218,12 +228,13 @@ class JobDriver:
                 verdict = await self._checked(job)
                 if isinstance(verdict, Stopped):
                     result = verdict.result
-                elif isinstance(verdict, Cleared) and review is not None:
-                    head = await forge.deliver_round(
-                        status, replace(job, head=verdict.head), review
-                    )
                 elif isinstance(verdict, Cleared):
-                    link = await forge.deliver(status, replace(job, head=verdict.head))
+                    status = await self._head_checked(job, verdict.head)
+                    pushed = replace(job, head=verdict.head)
+                    if review is not None:
+                        head = await forge.deliver_round(status, pushed, review)
+                    else:
+                        link = await forge.deliver(status, pushed)
         except ForgeWaitError:
             raise
         except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request
@@ -245,6 +256,14 @@ class JobDriver:
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
+
+    async def _head_checked(self, job: JobHandle, head: str | None) -> JobStatus:
+        """The status to deliver with: the project's checks of the very head pushed."""
+        space = job.space
+        found = head or await rev(space.repo, f"refs/heads/{space.branch}")
+        if found is not None:
+            await self.office.check_head(job.job_id, space, found)
+        return await self.status(job.job_id)
 
     async def _checked(self, job: JobHandle) -> Cleared | Held | Stopped:
         """The secret scan, then the protected-path check of the very head it passed."""

@@ -98,8 +98,10 @@ class LocalForge:
         self.say(f"  its reasons: {decision.reasons or '(none given)'}")
 
     async def deliver(self, status: JobStatus, job: JobHandle) -> str:
-        """Push the job branch into the local repository; the branch is the link."""
+        """Push the job branch into the local repository, saying how its checks fared; the
+        branch is the link."""
         await self._publish(job)
+        self.say(f"job {status.job_id}: {checks_line(status)}")
         return job.space.branch
 
     async def deliver_round(
@@ -185,3 +187,11 @@ async def checked_out(repo: Path, branch: str) -> Path | None:
         elif field == f"branch refs/heads/{branch}":
             return where
     return None
+
+
+def checks_line(status: JobStatus) -> str:
+    """What the engine's checks of the delivered commit found, never silent when none ran."""
+    head = next((c for c in reversed(status.checks) if c.task is None), None)
+    if head is None:
+        return f"no check ran: {status.checks_missing or 'none was recorded for this commit'}"
+    return head.checked.summary().replace("\n", "\n  ")

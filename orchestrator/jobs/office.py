@@ -36,6 +36,7 @@ from orchestrator.core.secret_scan import Scanner
 from orchestrator.core.tools import ToolSpec
 from orchestrator.jobs import review_tools, wiring
 from orchestrator.jobs.budget import JobBudget
+from orchestrator.jobs.checks import JobChecks
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.features import FEATURES, Register, extensions
 from orchestrator.jobs.handle import JobHandle
@@ -51,6 +52,7 @@ from orchestrator.jobs.setups import JobSetups
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.setup.cache import SetupCache, bound_from_env
+from orchestrator.setup.checks import Checked, Checker
 from orchestrator.setup.prepare import Preparer
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, Tx, now
@@ -129,9 +131,11 @@ class Office:
         secrets: SecretValues | None = None,
         setups: JobSetups | None = None,
         inventories: Inventories | None = None,
+        checks: JobChecks | None = None,
     ) -> None:
         self.engine = engine
         self.setups = setups
+        self.checks = checks  # the project's checks, run by the engine (None: none run)
         self.inventories = inventories  # what agents' shells have (None: they run none)
         self.secrets = KnownSecrets() if secrets is None else secrets  # never pushed
         self.sandbox = sandbox
@@ -205,6 +209,20 @@ class Office:
             served,
             functools.partial(wiring.repository, store),
         )
+        checks = JobChecks(
+            store,
+            Checker(
+                sandbox,
+                home / "checks",
+                parent_env=env,
+                owner=workspace.owner_of,
+                forget=workspace.uids.forget if workspace.uids else lambda _: None,
+                mask=lambda text: Scanner(known.values()).redact(text),
+            ),
+            served,
+            setups=setups,
+            network=functools.partial(wiring.network, served),
+        )
         files = WorkspaceTools(
             store,
             workspace,
@@ -219,7 +237,8 @@ class Office:
             (board, board_tools.SPECS),
             (ReviewTools(store, workspace), review_tools.SPECS),
         )
-        toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, TeamTools(store, workspace, served)))
+        team = TeamTools(store, workspace, served, checks.check)
+        toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
         prices = org_prices(org.directory)
         budget = wiring.budget(store, configured, served, prices, proxy=org.proxy.name)
         engine = Engine.over(
@@ -245,6 +264,7 @@ class Office:
             scripted=scripted,
             secrets=known,
             setups=setups,
+            checks=checks,
             inventories=(
                 None
                 if scripted or sandbox.mode == "unavailable"
@@ -252,6 +272,7 @@ class Office:
             ),
         )
         await workspace.recover()
+        await checks.checker.sweep()  # checkouts a crash left behind
         configured.remember(await office.control.preferences())
         return office
 
@@ -694,6 +715,13 @@ class Office:
         await self.workspace.close_job(job.space)
         if self.setups is not None:
             self.setups.release(job.job_id)
+
+    async def check_head(self, job_id: int, space: JobSpace, head: str) -> Checked | None:
+        """The project's checks of the job branch's `head`, about to be pushed: run now
+        unless this job has them (None: the project names no check command)."""
+        if self.checks is None:
+            return None
+        return await self.checks.check(space, await self._project(job_id), head, None)
 
     async def _project(self, job_id: int) -> str:
         row = await self.engine.store.read(

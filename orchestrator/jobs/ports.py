@@ -11,6 +11,7 @@ from orchestrator.jobs.levels import LevelCost
 
 if TYPE_CHECKING:
     from orchestrator.bus.gates import Gate
+    from orchestrator.jobs.checks import JobCheck
     from orchestrator.jobs.handle import JobHandle
     from orchestrator.jobs.rounds import PullState, ReviewRound
     from orchestrator.proxy.decisions import ProxyDecision
@@ -44,6 +45,8 @@ class JobStatus:
     pull: PullState | None = None  # what became of its change request, once there is one
     setup: str | None = None  # its environment's setup, one line (None: no `setup:`)
     setup_log: str | None = None  # the end of a failed setup step's output
+    checks: tuple[JobCheck, ...] = ()  # the engine's checks: each task's latest, the job's last
+    checks_missing: str | None = None  # why no check can run (the project names no command)
 
 
 class Forge(Protocol):

@@ -9,10 +9,6 @@ of a task would run it.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +20,11 @@ from orchestrator.core.ecosystems import PRESETS
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.core.secret_scan import Scanner
 from orchestrator.jobs.local_run import local_repository, read_project, user_git
-from orchestrator.sandbox.confine import Place, Sandbox
+from orchestrator.sandbox.confine import NO_NETWORK, Sandbox
 from orchestrator.setup.cache import SetupCache, bound_from_env
-from orchestrator.setup.prepare import Outcome, Preparer, cache_key, check_out, chown_tree
+from orchestrator.setup.checks import Checker, CommandRun
+from orchestrator.setup.prepare import Outcome, Preparer, cache_key
 from orchestrator.setup.suggest import suggest
-from orchestrator.workspace.shell import agent_env
 
 TEST_TIMEOUT_S = 900.0
 TAIL_LINES = 20
@@ -80,20 +76,38 @@ async def check_setup(
     )
     outcome = await preparer.prepare(name=name, repo=Path(git_dir), base=head, setup=setup)
     lines += _prepared(outcome)
-    if setup.test is None:
+    if not setup.checks():
         lines.append("test: no `setup.test` to run")
         return Verdict(tuple(lines), outcome.ok)
-    code, tail = await _try_test(Path(git_dir), head, setup.test, outcome, sandbox, home, env)
-    lines.append(
-        f"test `{setup.test}` in the sandbox ({sandbox.mode}): "
-        + (
-            "passed (exit 0)"
-            if code == 0
-            else f"FAILED ({'timed out' if code is None else f'exit {code}'})"
-        )
+    checker = Checker(
+        sandbox,
+        home / "doctor",
+        parent_env=env,
+        owner=lambda path: sandbox.uids.of(path) if sandbox.uids else sandbox.run_as,
+        forget=sandbox.uids.forget if sandbox.uids else lambda _: None,
+        mask=lambda text: Scanner(known.values()).redact(text),
     )
-    lines += [f"  | {line}" for line in tail]
-    return Verdict(tuple(lines), outcome.ok and code == 0)
+    checked = await checker.check(
+        repo=Path(git_dir),
+        commit=head,
+        commands=setup.checks(),
+        prepared=outcome.prepared(),
+        network=NO_NETWORK,
+        timeout_s=TEST_TIMEOUT_S,
+    )
+    for done in checked.runs:
+        said = "passed (exit 0)" if done.status == "passed" else f"FAILED ({_ended(done)})"
+        lines.append(f"{done.name} `{done.command}` in the sandbox ({sandbox.mode}): {said}")
+        lines += [f"  | {line}" for line in done.tail.splitlines()[-TAIL_LINES:]]
+    if not checked.runs:
+        lines.append(f"checks: not run: {checked.reason}")
+    return Verdict(tuple(lines), outcome.ok and checked.status == "passed")
+
+
+def _ended(run: CommandRun) -> str:
+    if run.exit_code is None:
+        return run.reason or "timed out"
+    return f"exit {run.exit_code}" + ("; " + run.reason if run.status == "not run" else "")
 
 
 def _describe(setup: SetupSettings, allowed: Sequence[str]) -> list[str]:
@@ -131,40 +145,6 @@ def _prepared(outcome: Outcome) -> list[str]:
     if outcome.skipped:
         lines.append(f"  not kept (files outside a directory): {', '.join(outcome.skipped[:10])}")
     return lines
-
-
-async def _try_test(
-    git_dir: Path,
-    head: str,
-    test: str,
-    outcome: Outcome,
-    sandbox: Sandbox,
-    home: Path,
-    env: Mapping[str, str],
-) -> tuple[int | None, list[str]]:
-    """Run `test` once in a fresh checkout of `head`, as a task's agent would."""
-    (home / "doctor").mkdir(parents=True, exist_ok=True, mode=0o711)
-    folder = Path(await asyncio.to_thread(tempfile.mkdtemp, dir=home / "doctor"))
-    os.chmod(folder, 0o711)
-    work = folder / "work"
-    try:
-        await check_out(git_dir, head, work)
-        who = sandbox.uids.of(work) if sandbox.uids else sandbox.run_as
-        if who is not None:
-            await asyncio.to_thread(chown_tree, work, who)
-        place = Place(work, writable=True, run_as=who, prepared=outcome.prepared())
-        done = await sandbox.run(
-            test,
-            place=place,
-            env=agent_env(env, sandbox=sandbox),
-            timeout_s=TEST_TIMEOUT_S,
-            cap=100_000,
-        )
-        return done.returncode, done.output.text().splitlines()[-TAIL_LINES:]
-    finally:
-        if sandbox.uids is not None:
-            sandbox.uids.forget(work)
-        await asyncio.to_thread(shutil.rmtree, folder, True)
 
 
 async def _suggestion(repo: Path) -> list[str]:

@@ -29,6 +29,8 @@ from orchestrator.core.errors import JobNotFoundError
 from orchestrator.core.messages import Message, Usage
 from orchestrator.jobs import commands
 from orchestrator.jobs.budget import spent_by_agent
+from orchestrator.jobs.checks import JobCheck
+from orchestrator.jobs.checks import latest as latest_checks
 from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
 from orchestrator.jobs.ports import JobState
@@ -108,6 +110,7 @@ class JobView:
     failures: tuple[Failure, ...]
     commands: tuple[JobCommand, ...] = field(default=())
     preferences: tuple[str, ...] = ()  # what its project's decider asked to be remembered
+    checks: tuple[JobCheck, ...] = ()  # the engine's checks: each task's latest, the job's
 
     @property
     def last_error(self) -> str | None:
@@ -162,9 +165,10 @@ class JobViews:
         fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id, self.pricing.proxy))
         branch, worktree, present, gates, failed, done = detail
         kept = await self.store.read(lambda tx: _preferences(tx, job_id))
+        checks = await self.store.read(lambda tx: latest_checks(tx, job_id))
         return JobView(
             self._summary(fact), branch, worktree, present, fact.result,
-            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept,
+            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept, checks,
         )  # fmt: skip
 
     async def log(self, job_id: int, *, after: int = 0) -> list[LogEntry]:

@@ -660,6 +660,21 @@ CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
 CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
 """
 
+# The project's checks the engine ran (jobs/checks.py): one row per commit checked for a
+# task (`task` its number) or for the job branch (`task` NULL); `record` the result's JSON.
+ENGINE_CHECKS = """
+CREATE TABLE checks (
+    check_id    INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    task        INTEGER,
+    commit_sha  TEXT NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('passed', 'failed', 'not run')),
+    record      TEXT NOT NULL,
+    checked_at  REAL NOT NULL
+);
+CREATE INDEX checks_by_commit ON checks (job_id, commit_sha);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -683,6 +698,7 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_MARKS,
     GATE_ANSWERS_ON_BEHALF,
     GATE_KINDS_OPEN,
+    ENGINE_CHECKS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version

@@ -6,9 +6,14 @@ members' replies), so the task's progress is exactly what the store holds and a 
 carries on from it. The members are ordinary agents reached by Send: a fresh worker in the
 task's worktree, then the reviewers the task's review level asks for, each given the
 spec and the diff, never the worker's transcript. Changes requested go back to the worker
-in its own conversation, up to the workgroup's review rounds; then the lead is told. An
-approved branch is merged by the engine; the last merge of a job brings in the phase
-reviewer, whose requested changes become new tasks.
+in its own conversation, up to the workgroup's review rounds; then the lead is told. Where
+the project names check commands (`setup.test`, `setup.lint`), the engine runs them on each
+commit the worker's reply made before anyone reviews it: a failure goes back to the worker
+as a review round (the reviewers are not asked to read failing work), a pass or a check
+that could not run is a fact in the reviewers' brief. An approved branch is merged by the
+engine; after the last merge of a job the checks run on the job branch (a failure becomes a
+task, within the phase rounds), then the phase reviewer, whose requested changes become new
+tasks.
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ from orchestrator.agents.ports import Agents, AgentSpec
 from orchestrator.agents.tools import SEND
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import ModelRequest
+from orchestrator.setup.checks import Checked
+from orchestrator.teams import briefs
 from orchestrator.teams.board import RESULT_MAX
+from orchestrator.teams.briefs import APPROVE, REQUEST_REVIEW
 from orchestrator.teams.conflict_gate import report
 from orchestrator.teams.protocol import (
+    CHECK,
     FINISH,
     MERGE,
     PHASE,
@@ -40,9 +49,7 @@ from orchestrator.teams.transactions import MINI_TEAM
 
 T = TypeVar("T")
 
-APPROVE = "approve"
 BLOCKED = "blocked"
-REQUEST_REVIEW = "request review"
 
 
 @dataclass
@@ -124,10 +131,12 @@ def next_turn(messages: Sequence[Message]) -> AssistantTurn:
     if name == FINISH:
         return AssistantTurn(text=_final_reply(info, turns))
     if name == PREPARE:
-        brief = _worker_brief(info, request)
+        brief = briefs.worker_brief(info, request)
         return AssistantTurn(tool_calls=(call(SEND, member=info.worker, message=brief),))
     if name == REVIEW:
         return _to_reviewers(info, turns, call)
+    if name == CHECK:
+        return _after_checks(info, turns, last[0], call)
     if name == MERGE:
         return _after_merge(info, _result(Merged, last[0]), call)
     if name == PHASE:
@@ -142,12 +151,76 @@ def _to_reviewers(info: Prepared, turns: list[list[Step]], call: Call) -> Assist
     review = _result(Reviewed, turns[-1][0])
     if isinstance(review, StepFailed) or not review.commits:
         return _nothing_committed(info, turns, call)
+    if info.checks:
+        return AssistantTurn(tool_calls=(call(CHECK, scope="task"),))
+    return _review_sends(info, turns, review, None, call)
+
+
+def _review_sends(
+    info: Prepared,
+    turns: list[list[Step]],
+    review: Reviewed,
+    checked: Checked | StepFailed | None,
+    call: Call,
+) -> AssistantTurn:
     rounds = _review_rounds(turns)
-    sends = [
-        call(SEND, member=r, message=_review_brief(info, review, rounds), **_context(turns, r))
-        for r in _reviewers(info, turns)
-    ]
+    brief = briefs.review_brief(info, review, rounds, checked)
+    reviewers = _reviewers(info, turns)
+    if not reviewers:
+        return AssistantTurn(tool_calls=(call(MERGE, result=_worker_reply(info, turns)),))
+    sends = [call(SEND, member=r, message=brief, **_context(turns, r)) for r in reviewers]
     return AssistantTurn(tool_calls=tuple(sends))
+
+
+def _after_checks(info: Prepared, turns: list[list[Step]], step: Step, call: Call) -> AssistantTurn:
+    checked = _result(Checked, step)
+    if step.call.args.get("scope") == "job":
+        return _after_job_check(info, turns, checked, call)
+    return _after_check(info, turns, checked, call)
+
+
+def _after_check(
+    info: Prepared, turns: list[list[Step]], checked: Checked | StepFailed, call: Call
+) -> AssistantTurn:
+    """The engine's checks on the worker's commit: failing, back to the worker as a review
+    round (escalated once the rounds are spent); else on to review (or the merge)."""
+    review = _last(Reviewed, turns, REVIEW)
+    if isinstance(checked, Checked) and checked.status == "failed":
+        rounds = _review_rounds(turns)
+        if rounds >= info.rounds:
+            reason = f"the project's checks still fail after {rounds} round(s).\n"
+            return AssistantTurn(
+                tool_calls=(call(FINISH, outcome="escalated", reason=reason + checked.report()),)
+            )
+        feedback = (
+            f"Review round {rounds} of {info.rounds}: the project's checks fail on your "
+            f"commit, so nobody reviews it yet.\n\n{checked.report()}\n\nMake them pass in "
+            "your worktree (fix the code, not the checks) and reply as before; the engine "
+            "commits your changes and runs the checks again when you reply."
+        )
+        worker = info.worker
+        return AssistantTurn(
+            tool_calls=(call(SEND, member=worker, message=feedback, **_context(turns, worker)),)
+        )
+    return _review_sends(info, turns, review, checked, call)
+
+
+def _after_job_check(
+    info: Prepared, turns: list[list[Step]], checked: Checked | StepFailed, call: Call
+) -> AssistantTurn:
+    """The engine's checks on the job branch after the last merge: failing, a task to fix
+    them (within the phase rounds); else the phase review with the result, or the end."""
+    merged = _last(Merged, turns, MERGE)
+    failed = isinstance(checked, Checked) and checked.status == "failed"
+    if isinstance(checked, Checked) and failed and merged.phase_reviews < info.rounds:
+        return AssistantTurn(
+            tool_calls=(call(PHASE, verdict=checked.report(), approved=False, checks=True),)
+        )
+    phase = info.phase_reviewer
+    if phase and merged.phase_reviews < info.rounds:
+        brief = briefs.phase_brief(info, merged, checked)
+        return AssistantTurn(tool_calls=(call(SEND, member=phase, message=brief),))
+    return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
 
 
 def _nothing_committed(info: Prepared, turns: list[list[Step]], call: Call) -> AssistantTurn:
@@ -175,10 +248,12 @@ def _after_merge(info: Prepared, merged: Merged | StepFailed, call: Call) -> Ass
     if merged.conflicts is not None:
         reason = "merge conflict in " + ", ".join(merged.conflicts)
         return AssistantTurn(tool_calls=(call(FINISH, outcome="conflict", reason=reason),))
+    if merged.last and info.checks:
+        return AssistantTurn(tool_calls=(call(CHECK, scope="job"),))
     phase = info.phase_reviewer
     if merged.last and phase and merged.phase_reviews < info.rounds:
         return AssistantTurn(
-            tool_calls=(call(SEND, member=phase, message=_phase_brief(info, merged)),)
+            tool_calls=(call(SEND, member=phase, message=briefs.phase_brief(info, merged, None)),)
         )
     return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
 
@@ -188,7 +263,7 @@ def _after_replies(
 ) -> AssistantTurn:
     member = last[0].call.args.get("member")
     replies = [(step.call.args.get("member", ""), _reply_text(step)) for step in last]
-    if member == info.phase_reviewer and len(turns) > 2 and turns[-2][0].call.name == MERGE:
+    if member == info.phase_reviewer and len(turns) > 2 and _after_last_merge(turns[-2][0]):
         verdict = replies[0][1]
         approved = _first_line(verdict).startswith(APPROVE)
         return AssistantTurn(tool_calls=(call(PHASE, verdict=verdict, approved=approved),))
@@ -196,7 +271,7 @@ def _after_replies(
         text = replies[0][1]
         if last[0].results[0].get("is_error") or _first_line(text).startswith(BLOCKED):
             return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=text),))
-        if _reviewers(info, turns):
+        if _reviewers(info, turns) or info.checks:  # the commit, then its checks or review
             return AssistantTurn(tool_calls=(call(REVIEW, result=text),))
         return AssistantTurn(tool_calls=(call(MERGE, result=text),))
     objections = [(who, text) for who, text in replies if not _first_line(text).startswith(APPROVE)]
@@ -215,6 +290,47 @@ def _after_replies(
         tool_calls=(
             call(SEND, member=info.worker, message=feedback, **_context(turns, info.worker)),
         )
+    )
+
+
+def _last_check(turns: list[list[Step]], scope: str) -> Checked | StepFailed | None:
+    found = [
+        t[0] for t in turns if t[0].call.name == CHECK and t[0].call.args.get("scope") == scope
+    ]
+    return _result(Checked, found[-1]) if found else None
+
+
+def _checks_of(turns: list[list[Step]], scope: str) -> str:
+    """The last checks of `scope` as the lead reads them: one line per command."""
+    checked = _last_check(turns, scope)
+    if checked is None:
+        return ""
+    if isinstance(checked, StepFailed):
+        return f"\nThe project's checks could not run: {checked.error}"
+    return "\n" + checked.summary()
+
+
+def _job_checks_said(turns: list[list[Step]], created: tuple[int, ...]) -> str:
+    """What the lead hears of the checks on the job branch (when they made no task)."""
+    checked = _last_check(turns, "job")
+    if checked is None or created:
+        return ""
+    if isinstance(checked, StepFailed):
+        return f"\nThe project's checks could not run on the job branch: {checked.error}"
+    if checked.status == "failed":
+        return (
+            "\nThe project's checks FAIL on the job branch and no round is left to fix them: "
+            "create a task for it, or finish saying so (the pull request will show it).\n"
+            + checked.summary()
+        )
+    return "\n" + checked.summary()
+
+
+def _after_last_merge(step: Step) -> bool:
+    """Whether `step` is what comes right before the phase review: the last merge, or the
+    checks of the job branch after it."""
+    return step.call.name == MERGE or (
+        step.call.name == CHECK and step.call.args.get("scope") == "job"
     )
 
 
@@ -259,95 +375,6 @@ def _review_rounds(turns: list[list[Step]]) -> int:
     return sum(turn[0].call.name == REVIEW for turn in turns)
 
 
-def _worker_brief(info: Prepared, request: Mapping[str, Any]) -> str:
-    lines = [
-        f"Task #{info.task}: {info.title}",
-        "",
-        "You are the worker of a fresh mini-team on this task. Your current directory is the "
-        f"task's own git worktree, on branch {info.branch}, made from the job branch "
-        f"{info.job_branch}. Leave your changes there: the engine commits them when you "
-        "reply (your git is read-only: status, diff and log work, commit does not) and "
-        "merges your branch into the job branch once review approves.",
-        "",
-        "Spec:",
-        info.spec,
-    ]
-    if request.get("text"):
-        lines += ["", f"From your lead ({request.get('from', 'the lead')}):", str(request["text"])]
-    if info.merges_base is not None:
-        files = ", ".join(info.conflicts) or "(none left: check git status)"
-        lines += [
-            "",
-            f"This task merges the base branch (at {info.merges_base[:12]}) into the job: "
-            "git is merging it into your worktree and left conflict markers in: "
-            f"{files}. Resolve each conflict keeping the intent of both sides and run the "
-            "tests; the engine concludes the merge with your changes when you reply.",
-        ]
-    elif info.resolves is not None:
-        files = ", ".join(info.conflicts) or "(none left: check git status)"
-        lines += [
-            "",
-            f"This task resolves a merge conflict: the branch of task #{info.resolves} is "
-            "being merged into your worktree and git left conflict markers in: "
-            f"{files}. Resolve each conflict keeping the intent of both sides and run the "
-            "tests; the engine concludes the merge with your changes when you reply.",
-        ]
-    review = ", ".join(info.reviewers) or "none"
-    lines += [
-        "",
-        f"Review: {review}. Reviewers read the spec and your diff, not this conversation.",
-    ]
-    if not info.reviewers:
-        lines.append(
-            f'If the task proves harder than planned, begin your reply with "{REQUEST_REVIEW}".'
-        )
-    lines.append(
-        "Reply with what changed and the tests you ran (your reply becomes the commit "
-        "message); begin with "
-        '"blocked:" and the reason if the task cannot be done as specified.'
-    )
-    return "\n".join(lines)
-
-
-def _review_brief(info: Prepared, review: Reviewed, round_number: int) -> str:
-    span = f"{review.base}..{review.head}"
-    return "\n".join(
-        [
-            f"Review task #{info.task}: {info.title} (round {round_number} of {info.rounds}).",
-            "",
-            "Spec:",
-            info.spec,
-            "",
-            f"The change is {review.commits} commit(s), {span}, on branch {info.branch}; "
-            f"your current directory is its worktree. Read it with `git diff {span}` and "
-            f"`git log {span}`. You do not edit files.",
-            "",
-            f"The first line of your reply is exactly `{APPROVE}` or `request changes`; after "
-            "`request changes`, a numbered list of specific changes.",
-        ]
-    )
-
-
-def _phase_brief(info: Prepared, merged: Merged) -> str:
-    span = f"{merged.base}..{info.job_branch}"
-    return "\n".join(
-        [
-            "Every task of this job is merged. Review the job as a whole before it becomes a "
-            "pull request. Your current directory is a checkout of the job branch "
-            f"{info.job_branch}; the job's change is `git diff {span}`.",
-            "",
-            "The job's request:",
-            merged.request,
-            "",
-            "The tasks:",
-            merged.board,
-            "",
-            f"The first line of your reply is exactly `{APPROVE}` or `request changes`; after "
-            "`request changes`, a numbered list: each point becomes a new task.",
-        ]
-    )
-
-
 def _final_reply(info: Prepared, turns: list[list[Step]]) -> str:
     outcome = turns[-1][0].call.args.get("outcome", "merged")
     reason = str(turns[-1][0].call.args.get("reason", ""))
@@ -359,10 +386,17 @@ def _final_reply(info: Prepared, turns: list[list[Step]]) -> str:
         rounds = _review_rounds(turns)
         if rounds:
             text += f"\nReview: approved after {rounds} round(s)."
+        text += _checks_of(turns, "task")
         phase = [t for t in turns if t[0].call.name == PHASE]
         found = _result(PhaseTasks, phase[-1][0]) if phase else PhaseTasks()
         created = () if isinstance(found, StepFailed) else found.created
-        if created:
+        checks_failed = bool(phase) and bool(phase[-1][0].call.args.get("checks"))
+        if created and checks_failed:
+            text += (
+                f"\nThis was the last task; the project's checks fail on the job branch, so "
+                f"task #{created[0]} on the board makes them pass: dispatch it."
+            )
+        elif created:
             listed = ", ".join(f"#{c}" for c in created)
             text += (
                 f"\nThis was the last task; the phase reviewer asked for changes, now tasks "
@@ -373,7 +407,7 @@ def _final_reply(info: Prepared, turns: list[list[Step]]) -> str:
         elif merge.last:
             text += "\nThis was the last task; no phase review ran (none configured, or its "
             text += "rounds are spent)."
-        return text
+        return text + _job_checks_said(turns, created)
     if outcome == "escalated":
         return (
             f"Task #{n} escalated: no approval after {info.rounds} review round(s). It is "

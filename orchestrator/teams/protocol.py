@@ -15,9 +15,10 @@ from typing import TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 T = TypeVar("T")
-PREPARE, REVIEW, MERGE, PHASE, FINISH = (  # the steps, as the coordinator calls them
+PREPARE, REVIEW, CHECK, MERGE, PHASE, FINISH = (  # the steps, as the coordinator calls them
     "team_prepare",
     "team_review",
+    "team_check",
     "team_merge",
     "team_phase",
     "team_finish",
@@ -42,6 +43,7 @@ class Prepared:
     resolves: int | None = None
     conflicts: tuple[str, ...] = ()
     merges_base: str | None = None  # the base commit this task merges in (a review round's)
+    checks: tuple[str, ...] = ()  # the project's check commands the engine runs (setup:)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class PhaseTasks:
 
 @dataclass(frozen=True)
 class Finished:
-    """team_finish: how the task ended."""
+    """team_finish: how the task ended. (team_check's result is setup/checks.py `Checked`.)"""
 
     outcome: str
 

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -20,10 +20,12 @@ from typing import Any
 from orchestrator.config import Project, Workgroup
 from orchestrator.core.errors import ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
+from orchestrator.setup.checks import Checked
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import conflict_gate
 from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event
 from orchestrator.teams.protocol import (
+    CHECK,
     FINISH,
     MERGE,
     PHASE,
@@ -39,9 +41,13 @@ from orchestrator.teams.protocol import (
 from orchestrator.workspace.git import IDENTITY, GitError, git, merge_tree, rev
 from orchestrator.workspace.layout import JobSpace, TaskSpace, Workspace, task_branch
 
-TEAM_TOOLS = frozenset({PREPARE, REVIEW, MERGE, PHASE, FINISH})
+TEAM_TOOLS = frozenset({PREPARE, REVIEW, CHECK, MERGE, PHASE, FINISH})
 REQUEST_MAX = 4_000
 PHASE_EVENT = "phase review"
+CHECKS_TITLE = "Make the project's checks pass on the job branch"
+Checks = Callable[[JobSpace, str, str, "int | None"], Awaitable["Checked | None"]]
+"""The project's checks on a commit: (job, project, commit, task number or None for the job
+branch) → the result (jobs/checks.py), None when the project names no check command."""
 log = logging.getLogger(__name__)
 _POINT = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
 
@@ -63,11 +69,18 @@ def _clip(text: str, limit: int) -> str:
 class TeamTools:
     """A ToolRunner for the coordinator's team_* tools."""
 
-    def __init__(self, store: Store, workspace: Workspace, projects: Mapping[str, Project]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        workspace: Workspace,
+        projects: Mapping[str, Project],
+        checks: Checks | None = None,
+    ) -> None:
         self.store = store
         self.board = TaskBoard(store)
         self.workspace = workspace
         self.projects = projects
+        self.checks = checks
         self._restating: dict[int, asyncio.Lock] = {}
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
@@ -104,16 +117,18 @@ class TeamTools:
 
     async def _step(
         self, name: str, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]
-    ) -> Prepared | Reviewed | Merged | PhaseTasks | Finished:
+    ) -> Prepared | Reviewed | Checked | Merged | PhaseTasks | Finished:
         if name == PREPARE:
             return await self._prepare(ref, job)
         if name == REVIEW:
             return await self._review(ref, job, str(args.get("result", "")))
+        if name == CHECK:
+            return await self._check(ref, job, job_branch=args.get("scope") == "job")
         if name == MERGE:
             return await self._merge(ref, job, str(args.get("result", "")))
         if name == PHASE:
             verdict = "" if args.get("approved") else str(args.get("verdict", ""))
-            return await self._phase(ref, verdict)
+            return await self._phase(ref, verdict, checks=bool(args.get("checks")))
         if name == FINISH:
             return await self._finish(ref, job, args)
         raise ToolError(f"unknown step; the steps are {sorted(TEAM_TOOLS)}")
@@ -146,7 +161,30 @@ class TeamTools:
             resolves=task.resolves,
             conflicts=tuple(conflicts),
             merges_base=base,
+            checks=self._check_commands(ref),
         )
+
+    def _check_commands(self, ref: TeamRef) -> tuple[str, ...]:
+        project = self.projects.get(ref.project)
+        setup = None if project is None or self.checks is None else project.setup
+        return () if setup is None else tuple(command for _, command in setup.checks())
+
+    async def _check(self, ref: TeamRef, job: JobSpace, *, job_branch: bool) -> Checked:
+        """The project's checks on the task branch's head (the commit review reads and the
+        merge takes), or after the last merge on the job branch's."""
+        branch = job.branch if job_branch else task_branch(job, ref.number)
+        commit = await rev(job.repo, f"refs/heads/{branch}")
+        if commit is None:
+            raise ToolError(f"the branch {branch} is gone")
+        found = (
+            None
+            if self.checks is None
+            else await self.checks(job, ref.project, commit, (None if job_branch else ref.number))
+        )
+        if found is None:
+            raise ToolError("the project names no check command (setup.test or setup.lint)")
+        await self._log(ref, "checked", f"{commit[:12]} {found.status}")
+        return found
 
     async def _commit(self, ref: TeamRef, job: JobSpace, result: str) -> list[str]:
         """The engine commits what the worker left in the slot: agents cannot write git data.
@@ -227,9 +265,15 @@ class TeamTools:
                 )
                 await self.store.write(restate)
 
-    async def _phase(self, ref: TeamRef, verdict: str) -> PhaseTasks:
+    async def _phase(self, ref: TeamRef, verdict: str, *, checks: bool = False) -> PhaseTasks:
+        """The tasks a phase review's points become; with `checks`, the one task that makes
+        the failing checks of the job branch pass (`verdict` their report)."""
         reviewer = f"{ref.project}/{ref.workgroup}/{self._workgroup(ref).phase_reviewer}"
-        created = await self.store.write(lambda tx: _phase_tasks(tx, ref, reviewer, verdict))
+        if checks:
+            reviewer = "the engine's checks"
+        created = await self.store.write(
+            lambda tx: _phase_tasks(tx, ref, reviewer, verdict, checks=checks)
+        )
         return PhaseTasks(tuple(created))
 
     async def _finish(self, ref: TeamRef, job: JobSpace, args: Mapping[str, Any]) -> Finished:
@@ -268,8 +312,11 @@ class TeamTools:
         return _clip(text, REQUEST_MAX)
 
 
-def _phase_tasks(tx: Tx, ref: TeamRef, reviewer: str, verdict: str) -> list[int]:
-    """Create a task per point of the phase review, once per mini-team run (a retry finds them)."""
+def _phase_tasks(
+    tx: Tx, ref: TeamRef, reviewer: str, verdict: str, *, checks: bool = False
+) -> list[int]:
+    """Create a task per point of the phase review (with `checks`, one task to make the
+    checks pass), once per mini-team run (a retry finds them)."""
     recorded = tx.execute(
         "SELECT detail FROM task_log WHERE job_id = ? AND task_number = ? AND event = ?"
         " AND entry_id > (SELECT max(entry_id) FROM task_log WHERE job_id = ? AND"
@@ -278,6 +325,21 @@ def _phase_tasks(tx: Tx, ref: TeamRef, reviewer: str, verdict: str) -> list[int]
     ).fetchone()
     if recorded is not None:
         return [int(n) for n in recorded[0].split(",") if n]
+    if checks and verdict:
+        spec = (
+            "Every task is merged, but the project's checks fail on the job branch. Make "
+            f"them pass without weakening them.\n\n{verdict}"
+        )
+        task = create_task(
+            tx,
+            ref.job_id,
+            title=CHECKS_TITLE,
+            spec=spec,
+            created_by=reviewer,
+            workgroup=ref.workgroup,
+        )
+        log_event(tx, ref.job_id, ref.number, PHASE_EVENT, str(task.number))
+        return [task.number]
     created = (
         []
         if not verdict
