@@ -13,7 +13,16 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from orchestrator.api import Gate, JobCommand, JobSummary, JobView, LogEntry, Removal, Task
+from orchestrator.api import (
+    Gate,
+    JobCommand,
+    JobSummary,
+    JobView,
+    LogEntry,
+    Refused,
+    Removal,
+    Task,
+)
 
 ARGS_LIMIT = 300
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -106,9 +115,19 @@ def view(job: JobView, *, now: float) -> list[str]:
     lines += _section("gates", [line for g in job.gates for line in _gate(g, now=now)])
     lines += _section("commands", [_command(c, now=now) for c in job.commands])
     lines += _section("remembered", [f"  {printable(text)}" for text in job.preferences])
+    lines += _section("network refused", [_refused(r, now=now) for r in job.refused])
     if job.result:
         lines += _section("result", _indent(printable(job.result), 2))
     return lines
+
+
+def _refused(refused: Refused, *, now: float) -> str:
+    times = f" x{refused.count}" if refused.count > 1 else ""
+    return (
+        f"  {refused.host}:{refused.port} ({refused.reason}){times}, last "
+        f"{clock(refused.last_at, now=now)}, {printable(refused.caller)}: "
+        f"{printable(refused.command)}"
+    )
 
 
 def _section(title: str, lines: list[str]) -> list[str]:

@@ -12,63 +12,24 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import confined
-from netproxy_support import FakeResolver
+from netproxy_support import PUBLIC, Hello, egress_to
 
 from orchestrator.sandbox.confine import Network, Place, Sandbox
-from orchestrator.sandbox.netproxy import EgressProxy, Refusal, is_public
+from orchestrator.sandbox.netproxy import Refusal, is_public
 from orchestrator.workspace.shell import agent_env
 
-PUBLIC = "93.184.215.14"  # what the test's names resolve to; connected to a local server
 CURL = "curl -sS --max-time 20 -o /dev/null -w 'status %{http_code}\\n' "
 URLLIB = (
     'python3 -c "import urllib.request, sys\n'
     "try:\n print(urllib.request.urlopen(sys.argv[1], timeout=20).read().decode())\n"
     "except Exception as exc:\n print('failed:', exc)\" "
 )
-
-
-class Hello:
-    """A local origin standing in for every public address."""
-
-    def __init__(self) -> None:
-        self.port = 0
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
-        await writer.drain()
-        writer.close()
-
-
-@pytest.fixture
-async def hello() -> AsyncIterator[Hello]:
-    served = Hello()
-    server = await asyncio.start_server(served.handle, "127.0.0.1", 0)
-    served.port = server.sockets[0].getsockname()[1]
-    async with server:
-        yield served
-
-
-def egress_to(hello: Hello) -> Callable[[Sequence[str]], EgressProxy]:
-    """An egress factory: every name resolves to PUBLIC (and `loop.test` to 127.0.0.1), and
-    PUBLIC is the local origin; private addresses stay refused as in production."""
-    names = {n: [PUBLIC] for n in ("pypi.test", "example.org", "crates.test", "other.test")}
-    names["loop.test"] = ["127.0.0.1"]
-
-    async def connect(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        assert address == PUBLIC, f"the proxy connected to {address}"
-        return await asyncio.open_connection("127.0.0.1", hello.port)
-
-    def make(hosts: Sequence[str]) -> EgressProxy:
-        return EgressProxy(hosts, resolve=FakeResolver(dict(names)), connect=connect)
-
-    return make
 
 
 @pytest.fixture(params=["bwrap", "landlock"])

@@ -215,9 +215,12 @@ Host = Annotated[str, AfterValidator(_host)]
 
 
 class SandboxSettings(_Model):
-    """What a project's agents' processes may reach: `off` (default), `open`, or listed hosts."""
+    """What a project's agents' processes may reach: `off` (default), `open`, or listed hosts;
+    `ask`: a host they were refused is put to the decider, whose approval widens that job's
+    network (jobs/network_gate.py)."""
 
     network: Literal["off", "open"] | tuple[Host, ...] = "off"
+    ask: bool = False
 
 
 def _setup_host(value: str) -> str:

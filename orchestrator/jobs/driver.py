@@ -99,6 +99,7 @@ class JobDriver:
             None if pull is None else pull.state,
             None if setup is None else setup.summary(),
             None if setup_failed is None else setup_failed.tail,
+            refused=await self.office.egress.of_job(job_id),
         )
 
     async def sync(self, job_id: int) -> JobState:

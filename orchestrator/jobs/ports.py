@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.levels import LevelCost
+from orchestrator.jobs.refusals import Refused
 
 if TYPE_CHECKING:
     from orchestrator.bus.gates import Gate
@@ -44,6 +45,7 @@ class JobStatus:
     pull: PullState | None = None  # what became of its change request, once there is one
     setup: str | None = None  # its environment's setup, one line (None: no `setup:`)
     setup_log: str | None = None  # the end of a failed setup step's output
+    refused: tuple[Refused, ...] = ()  # what the sandbox refused its agents (jobs/refusals.py)
 
 
 class Forge(Protocol):

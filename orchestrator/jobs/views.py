@@ -27,7 +27,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.bus.waits import Wait
 from orchestrator.core.errors import JobNotFoundError
 from orchestrator.core.messages import Message, Usage
-from orchestrator.jobs import commands
+from orchestrator.jobs import commands, refusals
 from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
@@ -108,6 +108,7 @@ class JobView:
     failures: tuple[Failure, ...]
     commands: tuple[JobCommand, ...] = field(default=())
     preferences: tuple[str, ...] = ()  # what its project's decider asked to be remembered
+    refused: tuple[refusals.Refused, ...] = ()  # what the sandbox refused its agents
 
     @property
     def last_error(self) -> str | None:
@@ -162,9 +163,10 @@ class JobViews:
         fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id, self.pricing.proxy))
         branch, worktree, present, gates, failed, done = detail
         kept = await self.store.read(lambda tx: _preferences(tx, job_id))
+        refused = await self.store.read(lambda tx: refusals.of_job(tx, job_id))
         return JobView(
             self._summary(fact), branch, worktree, present, fact.result,
-            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept,
+            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept, refused,
         )  # fmt: skip
 
     async def log(self, job_id: int, *, after: int = 0) -> list[LogEntry]:

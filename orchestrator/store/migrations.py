@@ -660,6 +660,23 @@ CREATE INDEX gates_open ON gates (job_id) WHERE answer IS NULL;
 CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref IS NOT NULL;
 """
 
+NETWORK_REFUSALS = """
+CREATE TABLE IF NOT EXISTS network_refusals (
+    refusal_id  INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    task        INTEGER,
+    agent       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    port        INTEGER NOT NULL,
+    why         TEXT NOT NULL CHECK (why IN ('host', 'port', 'address')),
+    command     TEXT NOT NULL,
+    count       INTEGER NOT NULL,
+    first_at    REAL NOT NULL,
+    last_at     REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS network_refusals_by_job ON network_refusals (job_id, host);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -683,6 +700,7 @@ MIGRATIONS: tuple[str, ...] = (
     JOB_MARKS,
     GATE_ANSWERS_ON_BEHALF,
     GATE_KINDS_OPEN,
+    NETWORK_REFUSALS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version
