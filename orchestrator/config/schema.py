@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -214,12 +215,19 @@ def _host(value: str) -> str:
 Host = Annotated[str, AfterValidator(_host)]
 
 
+def _unquoted_off(value: object) -> object:
+    """YAML 1.1 reads an unquoted `off` as false: `network: off` means off."""
+    return "off" if value is False else value
+
+
 class SandboxSettings(_Model):
     """What a project's agents' processes may reach: `off` (default), `open`, or listed hosts;
     `ask`: a host they were refused is put to the decider, whose approval widens that job's
     network (jobs/network_gate.py)."""
 
-    network: Literal["off", "open"] | tuple[Host, ...] = "off"
+    network: Annotated[
+        Literal["off", "open"] | tuple[Host, ...], BeforeValidator(_unquoted_off)
+    ] = "off"
     ask: bool = False
 
 
