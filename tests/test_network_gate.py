@@ -12,10 +12,14 @@ test's resolver and the one public address is a local server: nothing leaves thi
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import cmarkgfm
+import demo_office
 import pytest
 from conftest import confined
 from local_repo import make_repo
@@ -25,16 +29,23 @@ from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body, tracking_body
 from bot.jobs_json import view as json_view
 from bot.jobs_text import view as text_view
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.config import (
+    ConfigError,
+    Organisation,
+    load_organisation,
+    load_project,
+    shipped_org_dir,
+)
 from orchestrator.core.messages import ToolCall
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
-from orchestrator.jobs.network_gate import KIND, askable
+from orchestrator.jobs.network_gate import KIND, MAX_OPEN, askable
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge
 from orchestrator.jobs.views import JobViews
 from orchestrator.sandbox.confine import Sandbox
+from orchestrator.sandbox.netproxy import Refusal, RefusalWhy
 
 AGENT = Outbound("o", "r", 5, "https://github.com")
 CURL = "curl -sS --max-time 20 -o /dev/null -w 'status %{http_code}\\n' "
@@ -189,3 +200,84 @@ def test_only_names_that_could_be_public_are_asked_about() -> None:
                  "metadata.google.internal", "127.1"):  # fmt: skip
         assert askable(host) is None, host
     assert KIND.proxy_never, "the proxy never answers it alone, whatever a project says"
+
+
+HOSTILE = "curl `x` @octocat Closes #1 <!-- hidden --> https://crates.test\n\x1b[31mred"
+
+
+async def desk_job(home: Path, tmp_path: Path, project_text: str) -> Job:
+    """An office with a job and no sandbox: the desk is given refusals as a call reports them."""
+    office = await demo_office.open_office(home, project_text, DemoModel())
+    job_id = await demo_office.start_job(
+        office, make_repo(tmp_path / "repo"), project_text, title="t", body="b"
+    )
+    return Job(office, job_id)
+
+
+def refused(*hosts: str, why: RefusalWhy = "host") -> Counter[Refusal]:
+    return Counter({Refusal(host, 443, why): 1 for host in hosts})
+
+
+async def test_a_denied_host_stays_refused_and_is_not_asked_again(tmp_path: Path) -> None:
+    text = "humans: {decider: dev}\nsandbox: {ask: true}\n"
+    job = await desk_job(tmp_path / "home", tmp_path, text)
+    desk, root = job.office.egress, f"job:{job.job_id}"
+    try:
+        await desk.refused(root, agent="a", command="cargo build", refusals=refused("crates.test"))
+        [gate] = await job.office.open_gates(job.job_id)
+        await job.office.answer_gate(gate.gate_id, text="no, vendor it", answered_by="dev")
+        assert await desk.granted(root) == ()
+        note = await desk.refused(root, agent="a", command="x", refusals=refused("crates.test"))
+        assert note == "[sandbox: refused egress to crates.test:443 (not allowed)]"
+        assert not await job.office.open_gates(job.job_id)
+        # no question for what no approval could open, nor past MAX_OPEN at once
+        never = ("localhost", "10.1.2.3", "metadata.internal")
+        await desk.refused(root, agent="a", command="x", refusals=refused(*never))
+        await desk.refused(root, agent="a", command="x", refusals=refused("b.test", why="port"))
+        assert not await job.office.open_gates(job.job_id)
+        many = [f"h{n}.test" for n in range(MAX_OPEN + 2)]
+        await desk.refused(root, agent="a", command="x", refusals=refused(*many))
+        assert len(await job.office.open_gates(job.job_id)) == MAX_OPEN
+    finally:
+        await job.office.close()
+
+
+async def test_an_approval_survives_a_restart_and_stays_in_its_job(tmp_path: Path) -> None:
+    text = "humans: {decider: dev}\nsandbox: {ask: true}\n"
+    home = tmp_path / "home"
+    job = await desk_job(home, tmp_path, text)
+    root = f"job:{job.job_id}"
+    try:
+        await job.office.egress.refused(
+            root, agent="project-lead", command=HOSTILE, refusals=refused("crates.test")
+        )
+        [gate] = await job.office.open_gates(job.job_id)
+        await job.office.answer_gate(gate.gate_id, text="approve", answered_by="dev")
+        other = await demo_office.start_job(
+            job.office, make_repo(tmp_path / "other"), text, title="u", body="c", number=2
+        )
+    finally:
+        await job.office.close()
+    office = await demo_office.open_office(home, text, DemoModel())
+    try:
+        assert await office.egress.granted(root) == ("crates.test",)
+        assert await office.egress.granted(f"job:{other}") == ()
+        [row] = await office.egress.of_job(job.job_id)
+        assert row.caller == "the job (project-lead)"
+        assert "\n" not in row.command, "kept on one line"
+        body = await Job(office, job.job_id).tracking()
+        [line] = [line for line in body.splitlines() if "crates.test:443" in line]
+        shown = cmarkgfm.github_flavored_markdown_to_html(line)
+        outside = re.sub(r"<code>.*?</code>", "", shown, flags=re.DOTALL)
+        assert "@octocat" not in outside, "no live mention"
+        assert "Closes" not in outside, "no closing keyword"
+        assert "<!--" not in shown, "nothing hidden"
+        assert "\x1b" not in body
+    finally:
+        await office.close()
+
+
+def test_the_proxy_may_never_be_allowed_to_answer_it(org: Organisation) -> None:
+    text = "humans: {decider: dev}\nproxy: {allow: [network]}\n"
+    with pytest.raises(ConfigError, match="proxy.allow"):
+        load_project(text, org=org, source="p.yaml", default_name="w", kinds=GATE_KINDS)
