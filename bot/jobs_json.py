@@ -73,6 +73,19 @@ def view(job: JobView, *, now: float) -> dict[str, Any]:
         "commands": [command(c) for c in job.commands],
         "remembered": list(job.preferences),
         "checks": [{"task": c.task, **dataclasses.asdict(c.checked)} for c in job.checks],
+        "network_refused": [
+            {
+                "host": r.host,
+                "port": r.port,
+                "why": r.why,
+                "count": r.count,
+                "agent": r.agent,
+                "task": r.task,
+                "command": r.command,
+                "last_at": iso(r.last_at),
+            }
+            for r in job.refused
+        ],  # fmt: skip
     }
 
 

@@ -20,6 +20,7 @@ from orchestrator.api import (
     JobSummary,
     JobView,
     LogEntry,
+    Refused,
     Removal,
     Task,
 )
@@ -116,9 +117,19 @@ def view(job: JobView, *, now: float) -> list[str]:
     lines += _section("commands", [_command(c, now=now) for c in job.commands])
     lines += _section("checks", [_check(c) for c in job.checks])
     lines += _section("remembered", [f"  {printable(text)}" for text in job.preferences])
+    lines += _section("network refused", [_refused(r, now=now) for r in job.refused])
     if job.result:
         lines += _section("result", _indent(printable(job.result), 2))
     return lines
+
+
+def _refused(refused: Refused, *, now: float) -> str:
+    times = f" x{refused.count}" if refused.count > 1 else ""
+    return (
+        f"  {refused.host}:{refused.port} ({refused.reason}){times}, last "
+        f"{clock(refused.last_at, now=now)}, {printable(refused.caller)}: "
+        f"{printable(refused.command)}"
+    )
 
 
 def _section(title: str, lines: list[str]) -> list[str]:

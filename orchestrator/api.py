@@ -90,6 +90,7 @@ from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
+from orchestrator.jobs.refusals import Refused
 from orchestrator.jobs.revisions import Edited, IssueText
 from orchestrator.jobs.rounds import (
     Feedback,
@@ -224,6 +225,7 @@ __all__ = [
     "Pull",
     "PullEnded",
     "PullState",
+    "Refused",
     "Removal",
     "ResumeError",
     "Resumed",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,7 @@ BRIDGE = Path(sandbox_bridge.__file__).resolve()
 BRIDGE_PORT = 3128  # inside bwrap the loopback is the sandbox's own: any fixed port will do
 DEFAULT_LIMITS = ProxyLimits()
 FAST = ProxyLimits(head_timeout=0.3, connect_timeout=0.3, idle_timeout=0.3)
+PUBLIC = "93.184.215.14"  # what `egress_to`'s names resolve to; connected to a local server
 
 
 @dataclass
@@ -105,3 +106,41 @@ async def exchange(port: int, raw: bytes) -> bytes:
         answer = await reader.read()
     writer.close()
     return answer
+
+
+class Hello:
+    """A local origin standing in for every public address."""
+
+    def __init__(self) -> None:
+        self.port = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        await writer.drain()
+        writer.close()
+
+
+@pytest.fixture
+async def hello() -> AsyncIterator[Hello]:
+    served = Hello()
+    server = await asyncio.start_server(served.handle, "127.0.0.1", 0)
+    served.port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield served
+
+
+def egress_to(hello: Hello) -> Callable[[Sequence[str]], EgressProxy]:
+    """An egress factory: every name resolves to PUBLIC (and `loop.test` to 127.0.0.1), and
+    PUBLIC is the local origin; private addresses stay refused as in production."""
+    names = {n: [PUBLIC] for n in ("pypi.test", "example.org", "crates.test", "other.test")}
+    names["loop.test"] = ["127.0.0.1"]
+
+    async def connect(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        assert address == PUBLIC, f"the proxy connected to {address}"
+        return await asyncio.open_connection("127.0.0.1", hello.port)
+
+    def make(hosts: Sequence[str]) -> EgressProxy:
+        return EgressProxy(hosts, resolve=FakeResolver(dict(names)), connect=connect)
+
+    return make

@@ -36,7 +36,17 @@ def test_project_defaults(org: Organisation) -> None:
         "merge-conflict": "always",
         "secret": "always",
         "protected-path": "always",
+        "network": "always",  # asked only where `sandbox.ask` is true
     }
+    assert (project.sandbox.network, project.sandbox.ask) == ("off", False)
+
+
+def test_sandbox_ask_and_an_unquoted_off(org: Organisation) -> None:
+    text = "humans: {decider: alice}\nsandbox:\n  network: off\n  ask: true\n"
+    project = load_project(text, org=org, source=SOURCE, default_name="w")
+    assert (project.sandbox.network, project.sandbox.ask) == ("off", True)
+    with pytest.raises(ConfigError, match="sandbox.ask"):
+        load_project(text.replace("true", "perhaps"), org=org, source=SOURCE, default_name="w")
     assert (project.budget.max_usd, project.budget.max_tokens) == (10.0, None)
     assert [group.name for group in project.workgroups] == ["coding"]
 

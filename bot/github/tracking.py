@@ -88,6 +88,27 @@ def _where(status: JobStatus, agent: Outbound) -> list[str]:
         tail = agent.block(status.setup_log[-SETUP_LOG_LIMIT:] or "(no output)")
         lines += ["", "<details><summary>End of the setup step's output</summary>", ""]
         lines += [quote_block(tail), "", "</details>"]
+    return lines + refused_lines(status, agent)
+
+
+REFUSED_SHOWN = 10
+
+
+def refused_lines(status: JobStatus, agent: Outbound) -> list[str]:
+    """What the sandbox refused the agents: destination, why, how often, who, which command."""
+    if not status.refused:
+        return []
+    lines = [
+        "**Network refused:** (the sandbox's egress filter; see `sandbox:` in the project file)"
+    ]
+    for refused in status.refused[:REFUSED_SHOWN]:
+        times = f" ×{refused.count}" if refused.count > 1 else ""
+        lines.append(
+            f"- {code_span(f'{refused.host}:{refused.port}')} ({refused.reason}){times} · "
+            f"{agent.inline(refused.caller)}: {code_span(refused.command)}"
+        )
+    if len(status.refused) > REFUSED_SHOWN:
+        lines.append(f"- … and {len(status.refused) - REFUSED_SHOWN} more (`teaparty jobs show`)")
     return lines
 
 

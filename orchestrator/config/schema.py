@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -214,10 +215,20 @@ def _host(value: str) -> str:
 Host = Annotated[str, AfterValidator(_host)]
 
 
-class SandboxSettings(_Model):
-    """What a project's agents' processes may reach: `off` (default), `open`, or listed hosts."""
+def _unquoted_off(value: object) -> object:
+    """YAML 1.1 reads an unquoted `off` as false: `network: off` means off."""
+    return "off" if value is False else value
 
-    network: Literal["off", "open"] | tuple[Host, ...] = "off"
+
+class SandboxSettings(_Model):
+    """What a project's agents' processes may reach: `off` (default), `open`, or listed hosts;
+    `ask`: a host they were refused is put to the decider, whose approval widens that job's
+    network (jobs/network_gate.py)."""
+
+    network: Annotated[
+        Literal["off", "open"] | tuple[Host, ...], BeforeValidator(_unquoted_off)
+    ] = "off"
+    ask: bool = False
 
 
 def _setup_host(value: str) -> str:

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from orchestrator.bus.extensions import Extensions
-from orchestrator.jobs import budget_gate, intent_gate, protected_gate, rounds, secret_gate
+from orchestrator.jobs import (
+    budget_gate,
+    intent_gate,
+    network_gate,
+    protected_gate,
+    rounds,
+    secret_gate,
+)
 from orchestrator.teams import conflict_gate, plan_gate
 from orchestrator.teams import transactions as team_transactions
 
@@ -24,6 +31,7 @@ FEATURES: tuple[Register, ...] = (
     budget_gate.register,
     secret_gate.register,
     protected_gate.register,
+    network_gate.register,
     rounds.register,
 )
 

@@ -43,6 +43,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.levels import LevelCost, by_level
+from orchestrator.jobs.network_gate import NetworkDesk
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
@@ -156,6 +157,10 @@ class Office:
         self.round_work = RoundWork(engine.store, workspace, self.rounds, board.workgroups)
         self.preserved = PreservedWork(engine.store, workspace)
         self.proxy = Proxy(engine.store, engine.bus, agent=org.proxy, models=agents.models)
+        # agents' shell calls: the hosts approved for their job, what they were refused
+        self.egress = NetworkDesk(
+            engine.store, engine.events, asks=functools.partial(wiring.asks, projects)
+        )
 
     @classmethod
     async def open(
@@ -271,6 +276,7 @@ class Office:
                 else Inventories(sandbox, parent_env=env, home=home)
             ),
         )
+        files.egress = office.egress  # before any call: it publishes on the engine's events
         await workspace.recover()
         await checks.checker.sweep()  # checkouts a crash left behind
         configured.remember(await office.control.preferences())

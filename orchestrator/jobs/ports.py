@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.levels import LevelCost
+from orchestrator.jobs.refusals import Refused
 
 if TYPE_CHECKING:
     from orchestrator.bus.gates import Gate
@@ -47,6 +48,7 @@ class JobStatus:
     setup_log: str | None = None  # the end of a failed setup step's output
     checks: tuple[JobCheck, ...] = ()  # the engine's checks: each task's latest, the job's last
     checks_missing: str | None = None  # why no check can run (the project names no command)
+    refused: tuple[Refused, ...] = ()  # what the sandbox refused its agents (jobs/refusals.py)
 
 
 class Forge(Protocol):

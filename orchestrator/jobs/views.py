@@ -27,7 +27,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.bus.waits import Wait
 from orchestrator.core.errors import JobNotFoundError
 from orchestrator.core.messages import Message, Usage
-from orchestrator.jobs import commands
+from orchestrator.jobs import commands, refusals
 from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.checks import JobCheck
 from orchestrator.jobs.checks import latest as latest_checks
@@ -111,6 +111,7 @@ class JobView:
     commands: tuple[JobCommand, ...] = field(default=())
     preferences: tuple[str, ...] = ()  # what its project's decider asked to be remembered
     checks: tuple[JobCheck, ...] = ()  # the engine's checks: each task's latest, the job's
+    refused: tuple[refusals.Refused, ...] = ()  # what the sandbox refused its agents
 
     @property
     def last_error(self) -> str | None:
@@ -166,9 +167,10 @@ class JobViews:
         branch, worktree, present, gates, failed, done = detail
         kept = await self.store.read(lambda tx: _preferences(tx, job_id))
         checks = await self.store.read(lambda tx: latest_checks(tx, job_id))
+        refused = await self.store.read(lambda tx: refusals.of_job(tx, job_id))
         return JobView(
             self._summary(fact), branch, worktree, present, fact.result,
-            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept, checks,
+            fact.tasks, tuple(gates), tuple(failed), tuple(done), kept, checks, refused,
         )  # fmt: skip
 
     async def log(self, job_id: int, *, after: int = 0) -> list[LogEntry]:

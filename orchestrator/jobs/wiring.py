@@ -46,6 +46,12 @@ def network(projects: Mapping[str, Project], project: str) -> Network:
     return Network(open=setting == "open")
 
 
+def asks(projects: Mapping[str, Project], project: str) -> bool:
+    """Whether the project puts hosts its agents were refused to its decider (`sandbox.ask`)."""
+    found = projects.get(project)
+    return found is not None and found.sandbox.ask
+
+
 async def checkpoint(store: Store, conversation_id: str, spec: AgentSpec) -> str | None:
     """A lead's checkpoint carries the board as the engine has it, not as remembered."""
     if "task_list" not in {tool.name for tool in spec.tools}:

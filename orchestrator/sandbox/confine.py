@@ -31,6 +31,7 @@ import shutil
 import stat
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,8 +39,9 @@ from typing import Any, Literal
 
 from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.disk import DiskBound
+from orchestrator.sandbox.egress import CallProxy
 from orchestrator.sandbox.identities import Identities
-from orchestrator.sandbox.netproxy import EgressProxy
+from orchestrator.sandbox.netproxy import EgressProxy, Refusal
 from orchestrator.sandbox.processes import Finished, run_process
 
 Mode = Literal["bwrap", "landlock", "off", "unavailable"]
@@ -202,10 +204,37 @@ class Sandbox:
         timeout_s: float,
         cap: int,
         network: Network | None = None,
+        refused: Counter[Refusal] | None = None,
     ) -> Finished:
-        """Run a bash command line confined to `place`; its exit code and capped output."""
+        """Run a bash command line confined to `place`; its exit code and capped output.
+
+        With `refused`, a confined call whose network is not open gets a proxy of its own
+        (sandbox/egress.py), even with the network off (then it allows nothing): clients
+        that honour HTTP(S)_PROXY ask it for the host they want, and what it refused is
+        added to `refused` once the call ends.
+        """
         self.require()
         network = network or NO_NETWORK
+        own = None
+        if refused is not None and self.confined and not network.open:
+            own = CallProxy(self.egress(sorted(network.hosts)))
+        try:
+            return await self._prepared(command, place, env, timeout_s, cap, network, own)
+        finally:
+            if own is not None and refused is not None:
+                await own.close()
+                refused.update(own.refusals)
+
+    async def _prepared(
+        self,
+        command: str,
+        place: Place,
+        env: Mapping[str, str],
+        timeout_s: float,
+        cap: int,
+        network: Network,
+        own: CallProxy | None,
+    ) -> Finished:
         if (prepared := place.prepared) is not None:
             env = {
                 **env,
@@ -214,8 +243,8 @@ class Sandbox:
             }
             if self.mode != "bwrap":
                 with _linked(prepared, place.work):
-                    return await self._run(command, place, env, timeout_s, cap, network)
-        return await self._run(command, place, env, timeout_s, cap, network)
+                    return await self._run(command, place, env, timeout_s, cap, network, own)
+        return await self._run(command, place, env, timeout_s, cap, network, own)
 
     async def _run(
         self,
@@ -225,6 +254,7 @@ class Sandbox:
         timeout_s: float,
         cap: int,
         network: Network,
+        own: CallProxy | None = None,
     ) -> Finished:
         # LimitError when the worktree is over its disk bound already: nothing starts there.
         room = await self.disk.room([place.work]) if place.writable else None
@@ -236,9 +266,9 @@ class Sandbox:
             command,
         ]
         if self.mode == "bwrap":
-            return await self._bwrap(script, place, env, timeout_s, cap, network, room=room)
+            return await self._bwrap(script, place, env, timeout_s, cap, network, room, own)
         if self.mode == "landlock":
-            return await self._landlock(script, place, env, timeout_s, cap, network)
+            return await self._landlock(script, place, env, timeout_s, cap, network, own)
         home = place.work.parent / f".home-{place.work.name}"
         home.mkdir(mode=0o700, exist_ok=True)
         # a temporary directory of the call's own, measured with its worktree and removed
@@ -291,18 +321,18 @@ class Sandbox:
         timeout_s: float,
         cap: int,
         network: Network,
-        *,
         room: int | None,
+        own: CallProxy | None,
     ) -> Finished:
         inner_env = {**env, "HOME": "/tmp/home", "TMPDIR": "/tmp"}
-        proxied = bool(network.hosts) and not network.open
+        proxied = not network.open and (bool(network.hosts) or own is not None)
         # /tmp is a tmpfs, which lives in memory: no more than a process's memory, nor the
         # disk the call has left
         tmp = min(self.disk.limit if room is None else room, self.limits.memory_mb * _MB)
         args = [*self._bwrap_base(network), *self._bwrap_mounts(place, bridge=proxied, tmp=tmp)]
         command = script
         if proxied:
-            socket = await self._proxy_socket(network.hosts)
+            socket = await own.unix() if own else await self._proxy_socket(network.hosts)
             args += ["--bind", str(socket), _INSIDE_SOCKET]
             inner_env |= _proxy_env(PROXY_PORT)
             command = [*_bridge(f"127.0.0.1:{PROXY_PORT}", _INSIDE_SOCKET), *command]
@@ -382,6 +412,7 @@ class Sandbox:
         timeout_s: float,
         cap: int,
         network: Network,
+        own: CallProxy | None,
     ) -> Finished:
         scratch = Path(tempfile.mkdtemp(prefix="teaparty-call-"))
         who = self._identity(place)
@@ -392,8 +423,8 @@ class Sandbox:
                     os.chown(path, *who)
             inner_env = {**env, "HOME": str(scratch / "home"), "TMPDIR": str(scratch)}
             ports: list[int] | None = None if network.open else []
-            if network.hosts and not network.open:
-                port = await self._proxy_port(network.hosts)
+            if not network.open and (network.hosts or own is not None):
+                port = await own.tcp() if own else await self._proxy_port(network.hosts)
                 ports = [port]
                 inner_env |= _proxy_env(port)
             writable = [str(scratch), *DEVICES]

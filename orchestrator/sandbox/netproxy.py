@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
+from typing import Literal
 
 from orchestrator.core.errors import OrchestratorError
 
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
 """Resolve (host, port) to addresses; the default is the system's getaddrinfo."""
+Connector = Callable[[str, int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]]
+"""Open a TCP connection to a checked (address, port); the default is asyncio's."""
+RefusalWhy = Literal["host", "port", "address"]
 
 HOW_TO_ALLOW = "add it to sandbox.network in .teaparty/project.yaml"
 _LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
@@ -44,6 +48,7 @@ _NOT_FORWARDED |= {"proxy-authenticate", "te", "trailer", "upgrade", "host"}
 # IPv6 prefixes that carry an IPv4 address a gateway may deliver to: NAT64 (RFC 6052, 8215).
 _NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
 _CHUNK = 65_536
+MAX_REFUSALS = 100  # distinct refusals a proxy keeps: an agent looping over names fills no memory
 
 
 class NetworkPolicyError(OrchestratorError):
@@ -79,6 +84,16 @@ class ProxyLimits:
 
 
 _DEFAULT_LIMITS = ProxyLimits()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A destination the proxy turned away, and why: a `host` not allowed, a `port` not
+    allowed, or a listed host whose `address` is not public (no approval changes that)."""
+
+    host: str
+    port: int
+    why: RefusalWhy
 
 
 @dataclass(frozen=True)
@@ -270,7 +285,8 @@ class EgressProxy:
     """An HTTP proxy for one sandbox's traffic that lets through only the allowed hosts.
 
     `denied` counts refused destinations (a host, or host:port for a refused port), so a tool
-    error can say which host the proxy turned away.
+    error can say which host the proxy turned away; `refusals` counts each `Refusal` (the
+    first MAX_REFUSALS distinct ones), so a call's own proxy tells whom the call asked for.
     """
 
     def __init__(
@@ -281,13 +297,16 @@ class EgressProxy:
         ports: Collection[int] = (80, 443),
         limits: ProxyLimits = _DEFAULT_LIMITS,
         resolve: Resolver = system_resolve,
+        connect: Connector | None = None,
     ) -> None:
         self.policy = HostPolicy.parse(allow)
         self.allow_private = allow_private
         self.ports = frozenset(ports)
         self.limits = limits
         self.denied: Counter[str] = Counter()
+        self.refusals: Counter[Refusal] = Counter()
         self._resolve = resolve
+        self._open = connect or _open_connection
         self._servers: list[asyncio.Server] = []
         self._unix_paths: list[Path] = []
         self._handlers: set[asyncio.Task[object]] = set()
@@ -397,18 +416,18 @@ class EgressProxy:
     async def _check(self, request: ProxyRequest) -> Sequence[IPAddress]:
         host, port = request.host, request.port
         if not self.policy.allows(host):
-            self._deny(host)
+            self._deny(host, Refusal(host, port, "host"))
             message = f"teaparty: egress to {host!r} is not allowed; {HOW_TO_ALLOW}"
             raise ProxyRequestError(403, message, error="http_request_denied")
         if port not in self.ports:
-            self._deny(f"{host}:{port}")
+            self._deny(f"{host}:{port}", Refusal(host, port, "port"))
             allowed = ", ".join(map(str, sorted(self.ports)))
             message = f"teaparty: port {port} of {host!r} is not allowed (allowed: {allowed})"
             raise ProxyRequestError(403, message, error="http_request_denied")
         addresses = await self._lookup(host, port)
         private = [str(a) for a in addresses if not (self.allow_private or is_public(a))]
         if private:
-            self._deny(host)
+            self._deny(host, Refusal(host, port, "address"))
             message = f"teaparty: egress to {host!r} is refused: it resolves to a non-public "
             message += f"address ({private[0]}), which the sandbox may never reach"
             raise ProxyRequestError(403, message, error="destination_ip_prohibited")
@@ -435,7 +454,7 @@ class EgressProxy:
             async with asyncio.timeout(self.limits.connect_timeout):
                 for address in addresses:  # only checked addresses: no second resolution
                     try:
-                        return await asyncio.open_connection(str(address), port, limit=_CHUNK)
+                        return await self._open(str(address), port)
                     except OSError as exc:
                         failure = os.strerror(exc.errno) if exc.errno else str(exc)
         except TimeoutError as exc:
@@ -444,9 +463,17 @@ class EgressProxy:
         message = f"cannot connect to {where}: {failure}"
         raise ProxyRequestError(502, message, error="connection_refused")
 
-    def _deny(self, destination: str) -> None:
+    def _deny(self, destination: str, refusal: Refusal) -> None:
         self.denied[destination] += 1
+        if refusal in self.refusals or len(self.refusals) < MAX_REFUSALS:
+            self.refusals[refusal] += 1
         log.info("sandbox egress refused", extra={"destination": destination})
+
+
+async def _open_connection(
+    address: str, port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(address, port, limit=_CHUNK)
 
 
 class _Link:

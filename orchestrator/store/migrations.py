@@ -663,7 +663,7 @@ CREATE UNIQUE INDEX gates_by_answer_ref ON gates (answer_ref) WHERE answer_ref I
 # The project's checks the engine ran (jobs/checks.py): one row per commit checked for a
 # task (`task` its number) or for the job branch (`task` NULL); `record` the result's JSON.
 ENGINE_CHECKS = """
-CREATE TABLE checks (
+CREATE TABLE IF NOT EXISTS checks (
     check_id    INTEGER PRIMARY KEY,
     job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
     task        INTEGER,
@@ -672,7 +672,24 @@ CREATE TABLE checks (
     record      TEXT NOT NULL,
     checked_at  REAL NOT NULL
 );
-CREATE INDEX checks_by_commit ON checks (job_id, commit_sha);
+CREATE INDEX IF NOT EXISTS checks_by_commit ON checks (job_id, commit_sha);
+"""
+
+NETWORK_REFUSALS = """
+CREATE TABLE IF NOT EXISTS network_refusals (
+    refusal_id  INTEGER PRIMARY KEY,
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    task        INTEGER,
+    agent       TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    port        INTEGER NOT NULL,
+    why         TEXT NOT NULL CHECK (why IN ('host', 'port', 'address')),
+    command     TEXT NOT NULL,
+    count       INTEGER NOT NULL,
+    first_at    REAL NOT NULL,
+    last_at     REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS network_refusals_by_job ON network_refusals (job_id, host);
 """
 
 MIGRATIONS: tuple[str, ...] = (
@@ -699,6 +716,7 @@ MIGRATIONS: tuple[str, ...] = (
     GATE_ANSWERS_ON_BEHALF,
     GATE_KINDS_OPEN,
     ENGINE_CHECKS,
+    NETWORK_REFUSALS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version

@@ -28,7 +28,13 @@ from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolInput, ToolSpec, no_nul, parser, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Prepared, Sandbox
 from orchestrator.workspace.git import Checkout
-from orchestrator.workspace.shell import SHELL_SPEC, ShellInput, WorktreeShell
+from orchestrator.workspace.shell import (
+    SHELL_SPEC,
+    Caller,
+    EgressWatch,
+    ShellInput,
+    WorktreeShell,
+)
 
 _MAX_READ_BYTES = 20_000_000
 _SNIFF = 8192
@@ -119,6 +125,7 @@ class WorktreeTools:
         network: Network = NO_NETWORK,
         run_as: tuple[int, int] | None = None,
         prepared: Prepared | None = None,
+        egress: EgressWatch | None = None,
         shell_timeout_s: float = 300,
         output_cap: int = 30_000,
     ) -> None:
@@ -136,6 +143,7 @@ class WorktreeTools:
             cap=output_cap,
             checkout=checkout,
             network=network,
+            egress=egress,
         )
         self._cap = output_cap
         self._tools: Mapping[str, Callable[[dict[str, Any]], Awaitable[str]]] = {
@@ -144,7 +152,6 @@ class WorktreeTools:
             "search": self._search,
             "write_file": _in_thread(self._write_file),
             "edit_file": _in_thread(self._edit_file),
-            "shell": self._shell,
         }
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
@@ -153,7 +160,7 @@ class WorktreeTools:
         A call that leaves a writable worktree at its disk bound (or was stopped reaching it)
         ends the agent's turn: its result says so and `stop` names the bound.
         """
-        result = await self._run(call)
+        result = await self._run(call, (agent, conversation_id))
         if result.stop is not None or not self.writable or call.name not in _WRITES:
             return result
         try:
@@ -162,12 +169,16 @@ class WorktreeTools:
             return _stopped(call.call_id, result.output, exc)
         return result
 
-    async def _run(self, call: ToolCall) -> ToolResult:
+    async def _run(self, call: ToolCall, caller: Caller) -> ToolResult:
         spec = SPECS.get(call.name)
         if spec is None:
             return ToolResult(call.call_id, f"unknown tool {call.name!r}", is_error=True)
         try:
-            output = await self._tools[call.name](PARSERS[call.name](call.name, dict(call.args)))
+            args = PARSERS[call.name](call.name, dict(call.args))
+            if call.name == SHELL_SPEC.name:  # the one tool that says who called it
+                output = await self._shell(args, caller)
+            else:
+                output = await self._tools[call.name](args)
         except LimitError as exc:
             return _stopped(call.call_id, exc.output, exc)
         except ToolError as exc:
@@ -337,8 +348,9 @@ class WorktreeTools:
             self._regular(top)
         return await self.shell.grep(args["pattern"], top=top, glob=args.get("glob"))
 
-    async def _shell(self, args: dict[str, Any]) -> str:
-        return await self.shell.command(args["command"], timeout_s=args.get("timeout_s"))
+    async def _shell(self, args: dict[str, Any], caller: Caller) -> str:
+        timeout_s = args.get("timeout_s")
+        return await self.shell.command(args["command"], timeout_s=timeout_s, caller=caller)
 
 
 def _stopped(call_id: str, output: str, exc: LimitError) -> ToolResult:

@@ -6,9 +6,10 @@ import asyncio
 import fnmatch
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import Field
 
@@ -16,6 +17,7 @@ from orchestrator.core.errors import LimitError, SandboxError, ToolError
 from orchestrator.core.secrecy import SECRET_NAME, agent_gets, setup_refusal
 from orchestrator.core.tools import ToolInput, no_nul, spec
 from orchestrator.sandbox.confine import NO_NETWORK, Network, Place, Sandbox, agent_path
+from orchestrator.sandbox.netproxy import Refusal
 from orchestrator.sandbox.processes import CappedOutput, run_process
 from orchestrator.workspace.git import Checkout, git_env, hardened
 
@@ -37,6 +39,25 @@ SHELL_SPEC = spec(
 )
 
 
+class EgressWatch(Protocol):
+    """What the engine makes of an agent's shell call's network (jobs/network_gate.py):
+    hosts approved for its job beyond its project's, and what it was refused."""
+
+    async def granted(self, conversation_id: str) -> tuple[str, ...]:
+        """Hosts the conversation's job may reach beyond its project's `sandbox.network`."""
+        ...
+
+    async def refused(
+        self, conversation_id: str, *, agent: str, command: str, refusals: Mapping[Refusal, int]
+    ) -> str:
+        """Record what the call was refused; a note for the agent's result ('' for none)."""
+        ...
+
+
+Caller = tuple[str, str]
+"""Who makes a shell call: the agent and its conversation."""
+
+
 class WorktreeShell:
     """Runs the agent's commands in the sandbox, and git grep for it, in its worktree."""
 
@@ -50,6 +71,7 @@ class WorktreeShell:
         cap: int,
         checkout: Checkout | None = None,
         network: Network = NO_NETWORK,
+        egress: EgressWatch | None = None,
     ) -> None:
         self.place = place
         self.root = place.work
@@ -59,11 +81,19 @@ class WorktreeShell:
         self.cap = cap
         self.checkout = checkout
         self.network = network
+        self.egress = egress
 
-    async def command(self, command: str, *, timeout_s: float | None = None) -> str:
+    async def command(
+        self, command: str, *, timeout_s: float | None = None, caller: Caller | None = None
+    ) -> str:
         """Run a bash command line in the sandbox; the result ends with its exit code.
-        LimitError when the call went past the disk the task may use (it was stopped)."""
+        LimitError when the call went past the disk the task may use (it was stopped).
+
+        With an egress watch and a `caller`, the call reaches its project's hosts and those
+        approved for its job, and what it was refused is reported (`EgressWatch.refused`),
+        whose note the result carries."""
         limit = min(timeout_s or self.timeout_s, self.timeout_s)
+        network, refused = await self._network(caller)
         try:
             done = await self.sandbox.run(
                 command,
@@ -71,11 +101,17 @@ class WorktreeShell:
                 env=self.env,
                 timeout_s=limit,
                 cap=self.cap,
-                network=self.network,
+                network=network,
+                refused=refused,
             )
         except SandboxError as exc:
             raise ToolError(f"shell: {exc}") from exc
-        text = done.output.text().rstrip("\n")
+        told = ""
+        if refused and self.egress is not None and caller is not None:
+            told = await self.egress.refused(
+                caller[1], agent=caller[0], command=command, refusals=refused
+            )
+        text = "\n".join(part for part in (done.output.text().rstrip("\n"), told) if part)
         if done.stopped is not None:
             raise LimitError(done.stopped, output=text)
         if done.returncode is None:
@@ -85,6 +121,17 @@ class WorktreeShell:
             )
         note = self.sandbox.explain(done)
         return "\n".join(part for part in (text, note, f"[exit code {done.returncode}]") if part)
+
+    async def _network(self, caller: Caller | None) -> tuple[Network, Counter[Refusal] | None]:
+        """The call's network (its project's, widened by its job's approvals) and, where its
+        refusals are wanted, the counter they go into."""
+        if self.egress is None or caller is None:
+            return self.network, None
+        if self.network.open or not self.sandbox.confined:
+            return self.network, None
+        granted = await self.egress.granted(caller[1])
+        hosts = tuple(dict.fromkeys((*self.network.hosts, *granted)))
+        return Network(hosts=hosts), Counter()
 
     async def grep(self, pattern: str, *, top: Path, glob: str | None) -> str:
         """Search text files under `top` for an extended regex; git grep skips ignored files.

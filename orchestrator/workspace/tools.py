@@ -19,6 +19,7 @@ from orchestrator.store.sqlite import Store
 from orchestrator.workspace.file_tools import WorktreeTools
 from orchestrator.workspace.git import Checkout
 from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.shell import EgressWatch
 
 
 class WorkspaceTools:
@@ -26,7 +27,8 @@ class WorkspaceTools:
 
     `writes(agent)` says whether an agent edits files; `network(project)` is what a
     project's agents may reach; `prepared(job, project)` is the job's prepared environment
-    (jobs/setups.py), made at its first need.
+    (jobs/setups.py), made at its first need; `egress` widens a job's shell calls by
+    what its decider approved and hears what they were refused (jobs/network_gate.py).
     """
 
     def __init__(
@@ -39,6 +41,7 @@ class WorkspaceTools:
         writes: Callable[[str], bool],
         network: Callable[[str], Network],
         prepared: Callable[[JobSpace, str], Awaitable[Prepared | None]] | None = None,
+        egress: EgressWatch | None = None,
     ) -> None:
         self.store = store
         self.workspace = workspace
@@ -47,6 +50,7 @@ class WorkspaceTools:
         self.writes = writes
         self.network = network
         self.prepared = prepared
+        self.egress = egress
         self._tools: dict[
             tuple[Path, bool, tuple[int, int] | None, Prepared | None], WorktreeTools
         ] = {}
@@ -113,5 +117,6 @@ class WorkspaceTools:
                 network=self.network(project),
                 run_as=run_as,
                 prepared=prepared,
+                egress=self.egress,
             )
         return self._tools[key]
