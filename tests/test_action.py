@@ -253,6 +253,10 @@ async def test_lone_review_comments_are_gathered_within_one_run(tmp_path: Path) 
             hub, api_url, tmp_path, "pull_request_review", last(hub, "pull_request_review")
         )
         assert lone.code == 0, lone.output
+        # the run serves the job's project again to read its window (3 s), not the default 90
+        waits = [float(w) for w in re.findall(r"a delivery is due in (\d+) s", lone.output)]
+        assert waits, lone.output
+        assert max(waits) <= 3, lone.output
         tracking = bodies(hub, number, "job:")[0]
         assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
         assert "round 2" not in tracking

@@ -82,8 +82,7 @@ async def on_review_submitted(command: ReviewSubmitted, ctx: AppContext) -> Outc
     gh: Installation | None = None
     if job_id is not None and command.state in STARTS:
         gh = await ctx.installation(repo)
-        project = await ctx.office.records.job(job_id)
-        settings = ctx.office.rounds.settings(project.project if project else "")
+        settings = await ctx.office.round_settings(job_id)
         comments = await PullReviews(gh).review_comments(
             repo.owner, repo.name, command.pull_number, review_id=command.review_id
         )
@@ -289,13 +288,12 @@ async def on_pull_comment(command: CommentAdded, ctx: AppContext) -> Outcome:
     gh: Installation | None = None
     if job_id is not None:
         gh = await ctx.installation(repo)
-        project = await ctx.office.records.job(job_id)
         facts = ReviewFacts(
             job_id,
             await ctx.repos.permission(gh, repo.owner, repo.name, command.author.login),
             0,
             await ctx.github.login(),
-            ctx.office.rounds.settings(project.project if project else "").window_s,
+            (await ctx.office.round_settings(job_id)).window_s,
             time.time(),
         )
     decided = decide_pull_comment(command, facts)
@@ -325,8 +323,7 @@ async def on_checks_failed(command: ChecksFailed, ctx: AppContext) -> Outcome:
         job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", number)
         if job_id is None:
             continue
-        job = await ctx.office.records.job(job_id)
-        settings = ctx.office.rounds.settings(job.project if job else "")
+        settings = await ctx.office.round_settings(job_id)
         head = await ctx.office.branch_head(job_id)
         decided = decide_checks(command, on=settings.on_failed_checks, head=head, job_id=job_id)
         if decided is not None:

@@ -27,6 +27,7 @@ from orchestrator.bus.routing import Router, organisation_teams, project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
 from orchestrator.config.prices import org_prices
+from orchestrator.config.schema import Rounds
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.core.gate_kinds import GateKinds
@@ -488,6 +489,17 @@ class Office:
             return
         name, text, learnings = row
         self.add_project(self._stored_project(job_id, name, text), learnings=learnings)
+
+    async def round_settings(self, job_id: int) -> Rounds:
+        """The review-round settings of the job's project as it started: served again first
+        when this process does not serve it (a runner's next run, a restarted server, where
+        only active jobs' projects come back), else a comment on its pull request would be
+        gathered for the default window, not the project's."""
+        try:
+            await self._serve_again(job_id)
+        except ConfigError as exc:  # its project no longer loads: the defaults stand
+            log.warning("job %d: review rounds use the defaults: %s", job_id, exc)
+        return self.rounds.settings(await self._project(job_id))
 
     async def restore_project(
         self, job_id: int, text: str, *, learnings: str | None = None
