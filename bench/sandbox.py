@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import os
 import statistics
 import subprocess
@@ -100,15 +101,36 @@ async def per_call(found: dict[str, Sandbox], base: Path, calls: int) -> bool:
             added = median - medians.get(("off", command), median)
             label = f"  {mode:9} {command}"
             print(f"{label:34}{median:9.1f}{times[int(len(times) * 0.9) - 1]:9.1f}{added:+9.1f}")
+        if sandbox.confined:  # an agent's call, which gets an egress proxy of its own
+            times = []
+            for _ in range(calls):
+                started = time.perf_counter()
+                await sandbox.run(
+                    "true",
+                    place=tools.shell.place,
+                    env=tools.shell.env,
+                    timeout_s=30,
+                    cap=10_000,
+                    refused=collections.Counter(),
+                )
+                times.append((time.perf_counter() - started) * 1000)
+            times.sort()
+            median = statistics.median(times)
+            added = median - medians[(mode, "true")]
+            medians[(mode, "agent")] = median
+            label = f"  {mode:9} true, own egress proxy"
+            print(f"{label:34}{median:9.1f}{times[int(len(times) * 0.9) - 1]:9.1f}{added:+9.1f}")
         await sandbox.close()
     if "bwrap" not in found:
         print("verdict: bwrap is not available here; the goal is not measured")
         return True
-    added = medians[("bwrap", "true")] - medians[("off", "true")]
+    # an agent's call is the one with its own egress proxy (the bridge's start included)
+    added = medians[("bwrap", "agent")] - medians[("off", "true")]
+    bare = medians[("bwrap", "true")] - medians[("off", "true")]
     met = added <= GOAL_MS
     print(
-        f"verdict: bwrap adds {added:.1f} ms a call at the median (goal <= {GOAL_MS:.0f}): "
-        f"{'met' if met else 'NOT met'}"
+        f"verdict: bwrap adds {added:.1f} ms to an agent's call at the median ({bare:.1f} ms "
+        f"without its egress proxy; goal <= {GOAL_MS:.0f}): {'met' if met else 'NOT met'}"
     )
     return met
 

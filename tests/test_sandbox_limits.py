@@ -180,6 +180,7 @@ def test_a_calls_temporary_files_go_with_it_even_shut() -> None:
         assert not scratch.exists(), "the call's temporary directory stayed"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work.parent / f".home-{work.name}", ignore_errors=True)  # off's HOME
         shutil.rmtree(top, ignore_errors=True)
 
 
