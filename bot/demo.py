@@ -256,7 +256,7 @@ class Thread:
     def finished(self) -> bool:
         """Whether the tracking comment says the job is done (or stopped)."""
         return any(
-            "✅" in body or "⚠️" in body
+            _headline(body).startswith(("✅", "⚠️"))
             for body in self.seen.values()
             if MARKER_PREFIX + "job:" in body
         )

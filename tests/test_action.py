@@ -254,9 +254,9 @@ async def test_lone_review_comments_are_gathered_within_one_run(tmp_path: Path) 
         )
         assert lone.code == 0, lone.output
         # the run serves the job's project again to read its window (3 s), not the default 90
+        # (on a loaded machine the window may have passed before the run starts: no wait)
         waits = [float(w) for w in re.findall(r"a delivery is due in (\d+) s", lone.output)]
-        assert waits, lone.output
-        assert max(waits) <= 3, lone.output
+        assert all(wait <= 3 for wait in waits), lone.output
         tracking = bodies(hub, number, "job:")[0]
         assert "round 1 (`@alice`): 2 point(s), 2 answered; pushed" in tracking, tracking
         assert "round 2" not in tracking

@@ -185,7 +185,7 @@ async def test_a_project_without_a_test_command_says_so_on_its_pull_request(
     assert delivered.checks == ()
     body = pull_body(delivered, agent=AGENT)
     assert "**Checks:** ⚠️ none ran: the project names no test command" in body
-    assert "**Checks:** ⚠️ none can run: the project names no test command" in tracking_body(
+    assert "**Checks:** ⚠️ none ran: the project names no test command" in tracking_body(
         ran.statuses[-1], branch_url=None, trigger_label="t", agent=AGENT
     )
     assert not _checks(home)
