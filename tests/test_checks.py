@@ -92,3 +92,24 @@ def test_what_the_code_under_test_printed_cannot_break_out_of_its_block() -> Non
     assert block.count("</details>") == 2
     assert "❌ failed" in body
     assert "- test `pytest -q` failed (1 failed; exit 1) in 1.0 s" in body
+
+
+async def test_a_commit_that_cannot_be_checked_out_is_a_check_that_did_not_run(
+    tmp_path: Path,
+) -> None:
+    sandbox: Sandbox = await probe({"TEAPARTY_SANDBOX": "off"}, home=tmp_path / "home")
+    repo = make_repo(tmp_path / "repo")
+    checker = Checker(sandbox, tmp_path / "checks", parent_env={"PATH": "/usr/bin:/bin"})
+
+    checked = await checker.check(
+        repo=repo / ".git",
+        commit="0" * 40,
+        commands=(("test", "true"),),
+        prepared=None,
+        network=NO_NETWORK,
+        timeout_s=3,
+    )
+
+    assert (checked.status, checked.runs) == ("not run", ())
+    assert checked.reason.startswith("its files could not be checked out: "), checked.reason
+    assert not list((tmp_path / "checks").iterdir())

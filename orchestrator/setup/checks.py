@@ -27,6 +27,7 @@ from typing import Literal
 from orchestrator.core.errors import SandboxError
 from orchestrator.sandbox.confine import Network, Place, Prepared, Sandbox
 from orchestrator.setup.prepare import check_out, chown_tree
+from orchestrator.workspace.git import GitError
 from orchestrator.workspace.shell import agent_env
 
 Status = Literal["passed", "failed", "not run"]
@@ -174,7 +175,10 @@ class Checker:
         os.chmod(folder, 0o711)
         work = folder / "work"
         try:
-            await check_out(repo, commit, work)
+            try:
+                await check_out(repo, commit, work)
+            except (GitError, OSError) as exc:  # said on the PR as not run, never a crash
+                return not_run(commit, f"its files could not be checked out: {exc}")
             who = self.owner(work)
             if who is not None:
                 await asyncio.to_thread(chown_tree, work, who)
