@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -87,8 +88,7 @@ def confined(mode: str, name: str) -> Iterator[tuple[Sandbox, Path]]:
 
     Under /tmp with searchable parents: Landlock as root needs the agents' user to reach it.
     """
-    home = Path("/tmp") / f"teaparty-{name}"
-    home.mkdir(mode=0o711, exist_ok=True)
+    home = Path(tempfile.mkdtemp(dir="/tmp", prefix=f"teaparty-{name}-"))  # its own per session
     home.chmod(0o711)
     try:
         try:

@@ -7,6 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,10 +64,9 @@ def doctor(repo: Path, home: Path, *extra: str) -> subprocess.CompletedProcess[s
 
 
 @pytest.fixture
-def place(tmp_path: Path) -> Iterator[Path]:
+def place() -> Iterator[Path]:
     """A directory the agents' users can reach (sandboxed calls run as a uid of their own)."""
-    top = Path("/tmp") / f"teaparty-doctor-{tmp_path.name}"
-    top.mkdir(mode=0o711)
+    top = Path(tempfile.mkdtemp(dir="/tmp", prefix="teaparty-doctor-"))  # its own per session
     top.chmod(0o711)
     yield top
     subprocess.run(["rm", "-rf", str(top)], check=False)
