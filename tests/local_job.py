@@ -62,8 +62,10 @@ async def run_job(
     model: Model,
     env: Mapping[str, str] = ENV,
     setup_secrets: tuple[str, ...] = (),
+    scripted: bool = False,
 ) -> Ran:
-    """One local job of `repo`'s project file (project `calc`), played by `model`."""
+    """One local job of `repo`'s project file (project `calc`), played by `model`
+    (`scripted`: whose agents run no shell, so no sandbox is needed)."""
     org = load_organisation(shipped_org_dir())
     text = git(repo, "show", "HEAD:.teaparty/project.yaml")
     project = load_project(
@@ -77,6 +79,7 @@ async def run_job(
         models=lambda _: model,
         env={**env, **AGENT_IDENTITY},
         secrets=KnownSecrets.of(env, setup=setup_secrets),
+        scripted=scripted,
     )
     lines: list[str] = []
     try:

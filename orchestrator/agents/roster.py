@@ -1,9 +1,9 @@
 """Agents as the configuration defines them, looked up by address.
 
 Context discipline lives here and in Send: an agent's standing context is its role prompt,
-where it sits and whom it can reach, what its shell has (if it has one), and its project's
-standing learnings. Its first message is only the brief its sender composed; it never sees
-the sender's history.
+where it sits and whom it can reach, what its shell has (if it has one), its repository's
+instructions for agents, and its project's standing learnings. Its first message is only
+the brief its sender composed; it never sees the sender's history.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class ConfigAgents:
         self.tool_specs = tool_specs
         self.learnings = dict(learnings or {})
         self.shells: dict[str, str] = {}  # by project: what an agent's shell has
+        self.instructions: dict[str, str] = {}  # by project: the repository's own, for agents
         self._agents: dict[str, tuple[AgentDef, str]] = {
             org.office_manager.name: (org.office_manager, "the office manager"),
             org.proxy.name: (org.proxy, "the human proxy of the management team"),
@@ -84,6 +85,12 @@ class ConfigAgents:
             self.shells[project] = text
             self._specs.clear()
 
+    def tell_instructions(self, project: str, text: str) -> None:
+        """The repository's instruction files every agent of the project reads, from now on."""
+        if self.instructions.get(project, "") != text:
+            self.instructions[project] = text
+            self._specs.clear()
+
     def remember(self, preferences: Mapping[str, list[str]]) -> None:
         """The preferences each project's decider asked to be remembered (`/remember`)."""
         self.preferences = {project: list(kept) for project, kept in preferences.items()}
@@ -115,8 +122,8 @@ class ConfigAgents:
         )
 
     def system_prompt(self, address: str, agent: AgentDef, position: str) -> str:
-        """Role prompt, position, reachable members, what its shell has, and the project's
-        standing learnings."""
+        """Role prompt, position, reachable members, what its shell has, the repository's
+        instructions for agents and the project's standing learnings."""
         parts = [agent.prompt.strip(), f"## Where you are\nYou are {agent.name}, {position}."]
         reachable = sorted(self.router.reachable(address))
         if "send" in agent.tools and reachable:
@@ -124,6 +131,8 @@ class ConfigAgents:
         project = address.split("/", 1)[0] if "/" in address else None
         if project and "shell" in agent.tools and self.shells.get(project):
             parts.append("## Your shell\n" + self.shells[project])
+        if project and self.instructions.get(project):
+            parts.append(self.instructions[project])
         if project and self.learnings.get(project):
             parts.append("## Standing learnings of this project\n" + self.learnings[project])
         if project and self.preferences.get(project):

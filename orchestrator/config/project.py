@@ -61,6 +61,7 @@ def load_project(
         protected_paths=raw.protected_paths,
         rounds=raw.rounds,
         setup=raw.setup,
+        instructions=raw.instructions,
     )
 
 

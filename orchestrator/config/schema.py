@@ -285,6 +285,28 @@ class SetupSettings(_Model):
         return tuple((name, command) for name, command in named if command)
 
 
+def _repo_path(value: str) -> str:
+    """A file of the repository, relative to its root."""
+    path = value.strip().removeprefix("./")
+    if not path or path.startswith("/") or ".." in path.split("/") or "\0" in path:
+        raise ValueError(f"{value!r} is not a path relative to the repository's root")
+    return path
+
+
+def _off_is_unread(value: object) -> object:
+    """`instructions: off` (or false) reads none."""
+    return {"read": False} if value in (False, "off") else value
+
+
+class InstructionSettings(_Model):
+    """The repository's own instructions for agents (orchestrator/workspace/instructions.py):
+    AGENTS.md, CLAUDE.md, GEMINI.md, copilot-instructions and .instructions.md files, read
+    at the job's base commit unless `read` is false; `files` adds repository-wide ones."""
+
+    read: bool = True
+    files: tuple[Annotated[str, AfterValidator(_repo_path)], ...] = Field(default=(), max_length=20)
+
+
 class ProxySettings(_Model):
     """How the human proxy earns its autonomy in a project (orchestrator/proxy/autonomy.py).
 
@@ -315,6 +337,7 @@ class Project(_Model):
     protected_paths: tuple[str, ...] = ()  # the project's own, beside the built-in ones
     rounds: Rounds = Rounds()
     setup: SetupSettings | None = None  # None: no `setup:`, agents get the host's tools
+    instructions: InstructionSettings = InstructionSettings()
 
 
 class AgentFile(_Model):
@@ -408,3 +431,6 @@ class ProjectFile(_Model):
     protected_paths: tuple[PathPattern, ...] = Field(default=(), max_length=200)
     rounds: Rounds = Rounds()
     setup: SetupSettings | None = None
+    instructions: Annotated[InstructionSettings, BeforeValidator(_off_is_unread)] = (
+        InstructionSettings()
+    )

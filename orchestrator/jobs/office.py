@@ -60,10 +60,11 @@ from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import board_tools
 from orchestrator.teams.coordinator import TeamAgents
+from orchestrator.teams.instructions import TeamInstructions
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace import file_tools as worktree_tools
-from orchestrator.workspace.git import rev
+from orchestrator.workspace.git import GitError, rev
 from orchestrator.workspace.inventory import Inventories, describe
 from orchestrator.workspace.layout import JobSpace, Workspace, job_mark
 from orchestrator.workspace.preserve import Preserved
@@ -139,6 +140,7 @@ class Office:
         self.setups = setups
         self.checks = checks  # the project's checks, run by the engine (None: none run)
         self.inventories = inventories  # what agents' shells have (None: they run none)
+        self.instructions: TeamInstructions | None = None  # the repository's, for agents
         self.secrets = KnownSecrets() if secrets is None else secrets  # never pushed
         self.sandbox = sandbox
         self.scripted = scripted
@@ -278,6 +280,8 @@ class Office:
             ),
         )
         files.egress = office.egress  # before any call: it publishes on the engine's events
+        office.instructions = team.instructions
+        files.noted = team.instructions.noted
         await workspace.recover()
         await checks.checker.sweep()  # checkouts a crash left behind
         configured.remember(await office.control.preferences())
@@ -442,6 +446,7 @@ class Office:
         if self.setups is not None:  # the environment before the first turn: tasks use it
             await self.setups.ensure(space, await self._project(job_id))
         await self._tell_shell(space, await self._project(job_id))
+        await self._tell_instructions(space, await self._project(job_id))
         await self.engine.bus.ready(job_id)
         return space
 
@@ -474,6 +479,7 @@ class Office:
                 continue
             if (space := await self._reopen(job_id)) is not None:
                 await self._tell_shell(space, name)
+                await self._tell_instructions(space, name)
             resumed.append(job_id)
         return Resumed(tuple(resumed), tuple(without))
 
@@ -549,6 +555,18 @@ class Office:
             said = None if outcome is None else outcome.brief()  # incomplete, it says so
             text = describe(found, network=self.network(project), prepared=said)
             self.agents.tell_shell(project, text)
+
+    async def _tell_instructions(self, space: JobSpace, project: str) -> None:
+        """Give the project's agents the repository-wide instruction files of the job's base
+        commit (teams/instructions.py); a mirror that cannot be read gives none, said."""
+        if self.instructions is None or project not in self.projects:
+            return
+        try:
+            text = await self.instructions.wide(space, project)
+        except GitError as exc:
+            log.warning("job %d: the repository's instructions not read: %s", space.job_id, exc)
+            return
+        self.agents.tell_instructions(project, text)
 
     async def _learn(self, job_id: int, space: JobSpace) -> None:
         """A job without learnings gets its repository's: stored, then served to its agents."""

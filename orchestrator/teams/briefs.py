@@ -25,6 +25,7 @@ def worker_brief(info: Prepared, request: Mapping[str, Any]) -> str:
         "",
         "Spec:",
         info.spec,
+        *instructions_said(info),
     ]
     if request.get("text"):
         lines += ["", f"From your lead ({request.get('from', 'the lead')}):", str(request["text"])]
@@ -69,6 +70,11 @@ def worker_brief(info: Prepared, request: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def instructions_said(info: Prepared) -> list[str]:
+    """The repository's instruction files scoped to the task's paths, if any."""
+    return ["", info.instructions] if info.instructions else []
+
+
 def checks_said(checked: Checked | StepFailed | None) -> list[str]:
     """What a reviewer's brief says of the engine's checks on the commit it reads."""
     if checked is None:
@@ -91,6 +97,7 @@ def review_brief(
             "",
             "Spec:",
             info.spec,
+            *instructions_said(info),
             "",
             f"The change is {review.commits} commit(s), {span}, on branch {info.branch}; "
             f"your current directory is its worktree. Read it with `git diff {span}` and "

@@ -24,6 +24,7 @@ from orchestrator.setup.checks import Checked
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import conflict_gate
 from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event
+from orchestrator.teams.instructions import TeamInstructions
 from orchestrator.teams.protocol import (
     CHECK,
     FINISH,
@@ -81,6 +82,7 @@ class TeamTools:
         self.workspace = workspace
         self.projects = projects
         self.checks = checks
+        self.instructions = TeamInstructions(projects, self.board)  # the repository's own
         self._restating: dict[int, asyncio.Lock] = {}
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
@@ -162,6 +164,9 @@ class TeamTools:
             conflicts=tuple(conflicts),
             merges_base=base,
             checks=self._check_commands(ref),
+            instructions=await self.instructions.for_task(
+                job, ref.project, f"{task.title}\n{task.spec}"
+            ),
         )
 
     def _check_commands(self, ref: TeamRef) -> tuple[str, ...]:

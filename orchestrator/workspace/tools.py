@@ -9,7 +9,9 @@ worktree, the place is read-only, shell included.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.core.errors import SandboxError
@@ -17,9 +19,15 @@ from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.sandbox.confine import Network, Prepared, Sandbox
 from orchestrator.store.sqlite import Store
 from orchestrator.workspace.file_tools import WorktreeTools
-from orchestrator.workspace.git import Checkout
+from orchestrator.workspace.git import Checkout, GitError
 from orchestrator.workspace.layout import JobSpace, Workspace
 from orchestrator.workspace.shell import EgressWatch
+
+log = logging.getLogger(__name__)
+Noted = Callable[[str, JobSpace, "int | None", str, str], Awaitable["str | None"]]
+"""What a file tool's result adds for the path it read or changed: (conversation, job, task
+number or None, project, path) → text, or None (teams/instructions.py)."""
+_NOTED = frozenset({"read_file", "write_file", "edit_file"})
 
 
 class WorkspaceTools:
@@ -28,7 +36,9 @@ class WorkspaceTools:
     `writes(agent)` says whether an agent edits files; `network(project)` is what a
     project's agents may reach; `prepared(job, project)` is the job's prepared environment
     (jobs/setups.py), made at its first need; `egress` widens a job's shell calls by
-    what its decider approved and hears what they were refused (jobs/network_gate.py).
+    what its decider approved and hears what they were refused (jobs/network_gate.py);
+    `noted` adds to a file tool's result what applies to its path (the repository's
+    instruction files for that folder, once).
     """
 
     def __init__(
@@ -42,6 +52,7 @@ class WorkspaceTools:
         network: Callable[[str], Network],
         prepared: Callable[[JobSpace, str], Awaitable[Prepared | None]] | None = None,
         egress: EgressWatch | None = None,
+        noted: Noted | None = None,
     ) -> None:
         self.store = store
         self.workspace = workspace
@@ -51,6 +62,7 @@ class WorkspaceTools:
         self.network = network
         self.prepared = prepared
         self.egress = egress
+        self.noted = noted
         self._tools: dict[
             tuple[Path, bool, tuple[int, int] | None, Prepared | None], WorktreeTools
         ] = {}
@@ -63,9 +75,20 @@ class WorkspaceTools:
             place = str(exc)
         if isinstance(place, str):
             return ToolResult(call.call_id, f"{call.name}: {place}", is_error=True)
-        return await place.run(agent, conversation_id, call)
+        tools, where = place
+        result = await tools.run(agent, conversation_id, call)
+        if self.noted is None or result.is_error or call.name not in _NOTED:
+            return result
+        try:
+            added = await self.noted(conversation_id, *where, str(call.args.get("path", "")))
+        except (GitError, OSError) as exc:  # the call did its work: it is not undone for this
+            log.warning("%s: instructions for %s not read: %s", conversation_id, call.name, exc)
+            return result
+        return result if added is None else replace(result, output=f"{result.output}\n\n{added}")
 
-    async def _place(self, agent: str, conversation_id: str) -> WorktreeTools | str:
+    async def _place(
+        self, agent: str, conversation_id: str
+    ) -> tuple[WorktreeTools, tuple[JobSpace, int | None, str]] | str:
         row = await self.store.read(
             lambda tx: tx.execute(
                 "SELECT c.job_id, t.number, j.project FROM conversations c LEFT JOIN tasks t"
@@ -90,8 +113,10 @@ class WorkspaceTools:
             ):
                 # first use under this user (after a restart, ids are handed out afresh)
                 await self.workspace.hand_over(root)
-        prepared = None if self.prepared is None else await self.prepared(job, str(row[2]))
-        return self.tools_for(job, root, writable=writable, project=str(row[2]), prepared=prepared)
+        project = str(row[2])
+        prepared = None if self.prepared is None else await self.prepared(job, project)
+        tools = self.tools_for(job, root, writable=writable, project=project, prepared=prepared)
+        return tools, (job, row[1], project)
 
     def tools_for(
         self,
