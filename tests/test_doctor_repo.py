@@ -261,3 +261,24 @@ def test_bad_input_is_named_with_exit_2(
     assert "GITHUB_TOKEN is one of the App's own credentials" in capsys.readouterr().err
     assert run_doctor(repo, top / "home", "--no-run") == 0
     assert "  1. mkdir -p out" in capsys.readouterr().out
+
+
+async def test_doctor_says_which_instruction_files_agents_read(tmp_path: Path) -> None:
+    files = {
+        "AGENTS.md": "root\n",
+        "pkg/AGENTS.md": "pkg\n",
+        ".github/instructions/py.instructions.md": "---\napplyTo: '**/*.py'\n---\npy\n",
+        ".github/instructions/bare.instructions.md": "no front matter\n",
+    }
+    repo = await asyncio.to_thread(repository, tmp_path / "repo", files)
+    org = load_organisation(shipped_org_dir())
+    nowhere = Sandbox("unavailable", "not needed: nothing runs")
+
+    verdict = await check_setup(repo, org=org, sandbox=nowhere, home=tmp_path / "h", env={})
+
+    assert verdict.lines[1:5] == (
+        "instructions for agents: AGENTS.md (every agent of the project)",
+        "  pkg/AGENTS.md: for pkg/",
+        "  .github/instructions/py.instructions.md: for **/*.py",
+        "  not read: .github/instructions/bare.instructions.md (no applyTo: it applies to nothing)",
+    )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.config.schema import Organisation, SetupSettings
+from orchestrator.config.schema import Organisation, Project, SetupSettings
 from orchestrator.core.ecosystems import PRESETS
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.core.secret_scan import Scanner
@@ -25,6 +25,7 @@ from orchestrator.setup.cache import SetupCache, bound_from_env
 from orchestrator.setup.checks import Checker, CommandRun
 from orchestrator.setup.prepare import Outcome, Preparer, cache_key
 from orchestrator.setup.suggest import suggest
+from orchestrator.workspace.instructions import read_instructions
 
 TEST_TIMEOUT_S = 900.0
 TAIL_LINES = 20
@@ -36,6 +37,23 @@ class Verdict:
 
     lines: tuple[str, ...]
     ok: bool
+
+
+async def _instructions(git_dir: Path, head: str, project: Project) -> list[str]:
+    """What the repository's instruction files give agents (workspace/instructions.py)."""
+    settings = project.instructions
+    if not settings.read:
+        return ["instructions for agents: not read (`instructions: off`)"]
+    found = await read_instructions(git_dir, head, extra=settings.files)
+    wide = ", ".join(i.path for i in found.wide()) or "none"
+    lines = [f"instructions for agents: {wide} (every agent of the project)"]
+    lines += [
+        f"  {i.path}: for {i.folder + '/' if i.folder else ', '.join(i.applies)}"
+        for i in found.found
+        if not i.wide
+    ]
+    lines += [f"  not read: {why}" for why in found.skipped]
+    return lines
 
 
 async def check_setup(
@@ -55,6 +73,7 @@ async def check_setup(
     git_dir, head = git_dir.strip(), head.strip()
     project, _ = await read_project(repo, org)
     lines = [f"repository: {repo} (HEAD {head[:12]})"]
+    lines += await _instructions(Path(git_dir), head, project)
     if project.setup is None:
         return Verdict((*lines, *await _suggestion(repo)), True)
     setup = project.setup
