@@ -176,11 +176,19 @@ def _held(status: JobStatus, agent: Outbound) -> list[str]:
     return lines
 
 
+_REVIEW = {  # a task's review level (teams/board.py), as its mini-team has it
+    "full": "review: spec and quality",
+    "spec-only": "review: spec",
+    "none": "no review",
+}
+
+
 def _task_line(task: Task, agent: Outbound) -> str:
     box = "x" if task.state == "done" else " "
     blocked = task.state == "blocked" and task.blocked_reason
     note = f": {agent.inline(task.blocked_reason or '')}" if blocked else ""
-    return f"- [{box}] #{task.number} {agent.inline(task.title)} ({_TASK_STATE[task.state]}{note})"
+    state = f"{_TASK_STATE[task.state]}{note}"
+    return f"- [{box}] #{task.number} {agent.inline(task.title)} ({state}; {_REVIEW[task.review]})"
 
 
 def _tokens(status: JobStatus) -> str:

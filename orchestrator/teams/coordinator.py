@@ -217,7 +217,7 @@ def _after_job_check(
             tool_calls=(call(PHASE, verdict=checked.report(), approved=False, checks=True),)
         )
     phase = info.phase_reviewer
-    if phase and merged.phase_reviews < info.rounds:
+    if phase and not merged.solo and merged.phase_reviews < info.rounds:
         brief = briefs.phase_brief(info, merged, checked)
         return AssistantTurn(tool_calls=(call(SEND, member=phase, message=brief),))
     return AssistantTurn(tool_calls=(call(FINISH, outcome="merged"),))
@@ -251,7 +251,7 @@ def _after_merge(info: Prepared, merged: Merged | StepFailed, call: Call) -> Ass
     if merged.last and info.checks:
         return AssistantTurn(tool_calls=(call(CHECK, scope="job"),))
     phase = info.phase_reviewer
-    if merged.last and phase and merged.phase_reviews < info.rounds:
+    if merged.last and phase and not merged.solo and merged.phase_reviews < info.rounds:
         return AssistantTurn(
             tool_calls=(call(SEND, member=phase, message=briefs.phase_brief(info, merged, None)),)
         )
@@ -404,6 +404,9 @@ def _final_reply(info: Prepared, turns: list[list[Step]]) -> str:
             )
         elif phase:
             text += "\nThis was the last task; the phase review approved the whole job."
+        elif merge.last and merge.solo:
+            text += "\nThis was the job's one task: its review was of the whole change, so no "
+            text += "phase review read it again."
         elif merge.last:
             text += "\nThis was the last task; no phase review ran (none configured, or its "
             text += "rounds are spent)."

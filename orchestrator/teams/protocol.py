@@ -72,6 +72,7 @@ class Merged:
     request: str = ""
     board: str = ""
     phase_reviews: int = 0
+    solo: bool = False  # the job's one task, reviewed: its review was of the whole job
 
 
 @dataclass(frozen=True)

@@ -243,7 +243,15 @@ class TeamTools:
             request=await self._request(ref),
             board=await self.board.summary(ref.job_id),
             phase_reviews=await self._count(ref, PHASE_EVENT),
+            solo=await self._solo(ref),
         )
+
+    async def _solo(self, ref: TeamRef) -> bool:
+        """Whether the job is this one reviewed task: its reviewers read the job's whole
+        change, so a phase review would read the same diff again (seed 000, "the hierarchy
+        flattens"). A job that grew (more tasks, a review round's) is reviewed as a whole."""
+        tasks = await self.board.list(ref.job_id)
+        return len(tasks) == 1 and tasks[0].number == ref.number and tasks[0].review != "none"
 
     async def _restate_conflicts(self, job: JobSpace) -> None:
         """The job branch moved: each open merge-conflict gate of the job is restated with

@@ -1,0 +1,137 @@
+"""The structure fits the job (seed 000, "when the hierarchy flattens"): a job of one reviewed
+task is one mini-team, without a phase review that would read the same diff again; a task
+marked `review: none` has no reviewer (so the phase review is then its job's only one); a
+`full` task keeps both its reviewers; a job that grows past one task gets its phase review
+back. Local jobs on a real repository, played by a scripted organisation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import local_job
+import pytest
+from local_repo import git, make_repo
+
+from bot.github.outbound import Outbound
+from bot.github.tracking import tracking_body
+from orchestrator.core.messages import AssistantTurn, ToolCall
+from orchestrator.core.model import ModelRequest
+from orchestrator.sandbox.confine import Sandbox
+
+NOWHERE = Sandbox("unavailable", "not needed: the scripted agents run no shell")
+
+
+class Planned:
+    """A lead that plans `plan` (title, review level) and dispatches each; with `grow`, one
+    more task once the first has merged. Each worker writes one file; reviewers approve."""
+
+    def __init__(self, plan: list[tuple[str, str]], grow: tuple[str, str] | None = None) -> None:
+        self.plan = plan
+        self.grow = grow
+        self.requests: list[ModelRequest] = []
+        self.lead_heard: list[str] = []
+
+    async def complete(self, request: ModelRequest) -> AssistantTurn:
+        self.requests.append(request)
+        tools = {tool.name for tool in request.tools}
+        done = {m.call_id: m.text for m in request.messages if m.role == "tool"}
+        if "dispatch" in tools:
+            self.lead_heard = list(done.values())
+            return self._lead(done)
+        if "send" in tools:
+            if not done:
+                return _call("job", "send", member="project-lead", message="Do the job.")
+            return AssistantTurn(text=list(done.values())[-1])
+        if "write_file" in tools:
+            number = request.messages[0].text.split(":", 1)[0].removeprefix("Task #")
+            if "write" not in done:
+                content = f"task {number}\n"
+                return _call("write", "write_file", path=f"notes/{number}.md", content=content)
+            return AssistantTurn(text=f"Wrote notes/{number}.md.")
+        return AssistantTurn(text="approve\nRead it.")
+
+    def _lead(self, done: dict[str, str]) -> AssistantTurn:
+        steps: list[tuple[str, str, dict[str, object]]] = []
+        for n, (title, review) in enumerate(self.plan, 1):
+            steps.append(
+                (f"t{n}", "task_create", {"title": title, "spec": title, "review": review})
+            )
+        for n in range(1, len(self.plan) + 1):
+            steps.append((f"d{n}", "dispatch", {"task": n, "brief": "As the spec says."}))
+        if self.grow is not None:
+            n = len(self.plan) + 1
+            title, review = self.grow
+            steps.append(
+                (f"t{n}", "task_create", {"title": title, "spec": title, "review": review})
+            )
+            steps.append((f"d{n}", "dispatch", {"task": n, "brief": "As the spec says."}))
+        for call_id, name, args in steps:
+            if call_id not in done:
+                return _call(call_id, name, **args)
+        return AssistantTurn(text="Done.")
+
+
+def _task(n: int, title: str, review: str) -> tuple[str, str, dict[str, object]]:
+    return (f"t{n}", "task_create", {"title": title, "spec": title, "review": review})
+
+
+def _call(call_id: str, name: str, **args: object) -> AssistantTurn:
+    return AssistantTurn(tool_calls=(ToolCall(call_id, name, dict(args)),))
+
+
+def _asked(model: Planned, role: str) -> int:
+    return sum(r.agent.endswith(f"/{role}") for r in model.requests)
+
+
+async def _run(tmp_path: Path, model: Planned) -> str:
+    """The job run to its end; its last tracking comment."""
+    repo = make_repo(tmp_path / "calc")
+    (repo / ".teaparty").mkdir()
+    (repo / ".teaparty" / "project.yaml").write_text("humans: {decider: dev}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "project")
+    ran = await local_job.run_job(
+        repo, tmp_path / "home", NOWHERE, title="Notes", model=model, scripted=True
+    )
+    assert ran.delivered, "\n".join(ran.lines)
+    agent = Outbound("local", "calc", 1)
+    return tracking_body(ran.statuses[-1], branch_url=None, trigger_label="t", agent=agent)
+
+
+async def test_a_one_task_job_has_no_phase_review_of_its_reviewed_task(tmp_path: Path) -> None:
+    model = Planned([("Write notes/1.md", "full")])
+
+    await _run(tmp_path, model)
+
+    assert _asked(model, "spec-reviewer") == 1, "a full task keeps both its reviewers"
+    assert _asked(model, "quality-reviewer") == 1
+    assert _asked(model, "phase-reviewer") == 0, "the same diff is not reviewed again"
+    said = model.lead_heard[-1]
+    assert "This was the job's one task: its review was of the whole change" in said
+
+
+@pytest.mark.parametrize(
+    ("plan", "grow", "phase"),
+    [
+        ([("Write notes/1.md", "none")], None, 1),
+        ([("Write notes/1.md", "full"), ("Write notes/2.md", "none")], None, 1),
+        ([("Write notes/1.md", "full")], ("Write notes/2.md", "spec-only"), 1),
+    ],
+    ids=["lone-unreviewed-task", "two-tasks", "grown"],
+)
+async def test_the_phase_review_reads_a_job_no_task_review_read_whole(
+    tmp_path: Path, plan: list[tuple[str, str]], grow: tuple[str, str] | None, phase: int
+) -> None:
+    model = Planned(plan, grow)
+
+    comment = await _run(tmp_path, model)
+
+    levels = [review for _, review in plan] + ([grow[1]] if grow else [])
+    spec = sum(level in ("full", "spec-only") for level in levels)
+    assert _asked(model, "spec-reviewer") == spec, "review: none has no reviewer"
+    assert _asked(model, "quality-reviewer") == levels.count("full")
+    assert _asked(model, "phase-reviewer") == phase
+    said = {"full": "review: spec and quality", "spec-only": "review: spec", "none": "no review"}
+    for number, level in enumerate(levels, 1):
+        assert f"#{number} Write notes/{number}.md (done; {said[level]})" in comment, comment
