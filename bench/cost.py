@@ -260,9 +260,11 @@ async def measure(
     by_role: dict[str, list[Usage]] = {}
     async with JobViews.open(home, org_dir=shipped_org_dir()) as views:
         for entry in await views.log(job_id):
-            # The mini-team's coordinator is the engine's code: its turns record no tokens.
-            if entry.message.usage is not None and not entry.agent.endswith("/mini-team"):
-                by_role.setdefault(role_of(entry.agent), []).append(entry.message.usage)
+            # The mini-team's coordinator and the office manager's flat turns are the
+            # engine's code (jobs/flat_manager.py): they record no tokens.
+            used = entry.message.usage
+            if used is not None and used != Usage() and not entry.agent.endswith("/mini-team"):
+                by_role.setdefault(role_of(entry.agent), []).append(used)
         engine_usd = (await views.job(job_id)).summary.cost_usd
     stored = [u for used in by_role.values() for u in used]
     # The engine recorded exactly what the model billed, call by call.

@@ -7,6 +7,7 @@ back. Local jobs on a real repository, played by a scripted organisation.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import local_job
@@ -81,14 +82,14 @@ def _call(call_id: str, name: str, **args: object) -> AssistantTurn:
 
 
 def _asked(model: Planned, role: str) -> int:
-    return sum(r.agent.endswith(f"/{role}") for r in model.requests)
+    return sum(r.agent.rsplit("/", 1)[-1] == role for r in model.requests)
 
 
-async def _run(tmp_path: Path, model: Planned) -> str:
+async def _run(tmp_path: Path, model: Planned, project: str = "") -> str:
     """The job run to its end; its last tracking comment."""
     repo = make_repo(tmp_path / "calc")
     (repo / ".teaparty").mkdir()
-    (repo / ".teaparty" / "project.yaml").write_text("humans: {decider: dev}\n")
+    (repo / ".teaparty" / "project.yaml").write_text(f"humans: {{decider: dev}}\n{project}")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "project")
     ran = await local_job.run_job(
@@ -109,6 +110,31 @@ async def test_a_one_task_job_has_no_phase_review_of_its_reviewed_task(tmp_path:
     assert _asked(model, "phase-reviewer") == 0, "the same diff is not reviewed again"
     said = model.lead_heard[-1]
     assert "This was the job's one task: its review was of the whole change" in said
+    assert _asked(model, "office-manager") == 0, "its turns would have added nothing"
+    assert _manager_log(tmp_path) == [
+        "sent the job's brief to the project lead as written (no intent gate)",
+        "passed the lead's reply on as the job's",
+    ]
+
+
+async def test_the_office_manager_is_asked_where_it_adds_something(tmp_path: Path) -> None:
+    model = Planned([("Write notes/1.md", "full")])
+
+    await _run(tmp_path, model, "gates: {intent: always}\n")
+
+    assert _asked(model, "office-manager") == 1, "its restatement is put to the decider"
+    assert _manager_log(tmp_path) == [
+        "asked: the decider checks the office manager's restatement (intent gate)",
+        "passed the lead's reply on as the job's",
+    ]
+
+
+def _manager_log(tmp_path: Path) -> list[str]:
+    with sqlite3.connect(tmp_path / "home" / "teaparty.db") as db:
+        rows = db.execute(
+            "SELECT detail FROM task_log WHERE event = 'office manager' ORDER BY rowid"
+        ).fetchall()
+    return [detail for (detail,) in rows]
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.checks import JobChecks
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.features import FEATURES, Register, extensions
+from orchestrator.jobs.flat_manager import FlatManager
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learnings import JobLearnings
@@ -192,10 +193,15 @@ class Office:
         """
         served = {p.name: p for p in projects}
         router = Router(organisation_teams(org, projects, added=mini_teams))
-        configured = ConfigAgents(
-            org, projects, router=router, models=models, tool_specs=ALL_SPECS, learnings=learnings
-        )
         store = await Store.open(home / "teaparty.db")
+
+        def model_of(agent: AgentDef) -> Model:  # the office manager's idle turns: the engine's
+            model = models(agent)
+            return FlatManager(model, store) if agent == org.office_manager else model
+
+        configured = ConfigAgents(
+            org, projects, router=router, models=model_of, tool_specs=ALL_SPECS, learnings=learnings
+        )
         owner = sandbox.run_as if sandbox.confined else None
         workspace = Workspace(home, store, owner=owner, uids=sandbox.uids)
         board = board_tools.BoardTools(
