@@ -397,6 +397,8 @@ def verdicts(found: dict[int, Measured]) -> bool:
 
 async def main(options: argparse.Namespace) -> bool:
     price = shipped_prices().price(options.model)
+    if options.min_cache is None:  # the model's own (config/models.yaml)
+        options.min_cache = price.min_cache
     print(
         f"one job of T tasks (review full; every {FLAWED_EVERY}th task takes two review rounds), "
         f"billed at {options.model}\n(per M tokens: input ${price.input}, cache read "
@@ -430,7 +432,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="sizes 5,20, crossover interpolated")
     parser.add_argument("--sizes", type=sizes, default=[5, 20, 50], help="e.g. 5,20,50")
     parser.add_argument("--model", default=load_organisation(shipped_org_dir()).defaults.model)
-    parser.add_argument("--min-cache", type=int, default=MIN_CACHE, help="tokens")
+    parser.add_argument(
+        "--min-cache", type=int, default=None, help="tokens (default: the model's, models.yaml)"
+    )
     parser.add_argument("--no-search", dest="search", action="store_false")
     options = parser.parse_args()
     if options.quick:

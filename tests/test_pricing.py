@@ -101,3 +101,10 @@ async def test_the_organisations_own_prices_are_the_ones_jobs_cost_at(tmp_path: 
         assert office.budget.price(lead, usage) == doubled[model].input
     finally:
         await office.close()
+
+
+def test_each_shipped_model_says_the_smallest_prefix_its_cache_keeps() -> None:
+    prices = shipped_prices()
+    assert prices.price("claude-sonnet-4-6").min_cache == 1024
+    assert prices.price("claude-haiku-4-5-20251001").min_cache == 4096
+    assert all(price.min_cache in (1024, 2048, 4096) for price in prices.models.values())

@@ -19,7 +19,8 @@ _DATE_SUFFIX = re.compile(r"-\d{8}$")
 
 
 class ModelPrice(BaseModel):
-    """One model's list prices in USD per million tokens."""
+    """One model's list prices in USD per million tokens, and the smallest prefix (tokens)
+    its prompt cache keeps: a shorter one is billed as input each time."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -27,6 +28,7 @@ class ModelPrice(BaseModel):
     output: float = Field(ge=0)
     cache_read: float = Field(ge=0)
     cache_write: float = Field(ge=0)
+    min_cache: int = Field(default=1024, ge=0)
 
     def cost_usd(self, usage: Usage) -> float:
         """What `usage` costs at these prices."""
