@@ -72,10 +72,13 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
 
 
 async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path) -> None:
-    """Also: the project's file and standing learnings come from HEAD."""
+    """Also: the project's file, standing learnings and instruction files come from HEAD."""
     (repo / ".teaparty").mkdir()
     (repo / ".teaparty" / "project.yaml").write_text("humans: {decider: carol}\n")
     (repo / ".teaparty" / "learnings.md").write_text("Never touch the vendored code.\n")
+    (repo / "AGENTS.md").write_text("Run make check.\n")
+    (repo / "src").mkdir()
+    (repo / "src" / "AGENTS.md").write_text("Type everything.\n")
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "configure teaparty")
     asked: list[Gate] = []
@@ -99,6 +102,7 @@ async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path)
     assert [g.options for g in asked] == [("yes", "no")]
     assert "  carol answered: no, not this week" in lines
     assert "standing learnings: .teaparty/learnings.md (1 lines)" in lines
+    assert "instructions for agents: AGENTS.md (+1 scoped)" in lines
     assert job.result is not None
     assert job.result.startswith("Plan rejected, so nothing was changed")
     assert job.commits == ()

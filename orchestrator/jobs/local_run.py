@@ -43,6 +43,7 @@ from orchestrator.jobs.ports import Forge, JobStatus
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.teams.board import board_line
 from orchestrator.workspace.git import IDENTITY, git, slug
+from orchestrator.workspace.instructions import read_instructions
 
 
 async def user_git(repo: Path, *args: str, check: bool = True) -> tuple[int, str]:
@@ -111,6 +112,8 @@ async def run_local(
     code, learnings = await user_git(repo, "show", "HEAD:.teaparty/learnings.md", check=False)
     if code == 0:
         say(f"standing learnings: .teaparty/learnings.md ({len(learnings.splitlines())} lines)")
+    if project.instructions.read:
+        say(await instructions_line(repo, project))
     sandbox = await probe(env, home=home)
     announce(sandbox)
     office = await Office.open(
@@ -282,6 +285,15 @@ def local_repository(repo: Path) -> str:
     name and a digest of its path (two checkouts of one name are two repositories)."""
     digest = hashlib.sha256(str(repo).encode()).hexdigest()[:8]
     return f"local/{repo.name}-{digest}"
+
+
+async def instructions_line(repo: Path, project: Project) -> str:
+    """What `teaparty run` says of the repository's instruction files for agents."""
+    _, git_dir = await user_git(repo, "rev-parse", "--absolute-git-dir")
+    found = await read_instructions(Path(git_dir.strip()), "HEAD", extra=project.instructions.files)
+    wide = ", ".join(i.path for i in found.wide()) or "none"
+    scoped = len(found.found) - len(found.wide())
+    return f"instructions for agents: {wide}" + (f" (+{scoped} scoped)" if scoped else "")
 
 
 async def read_project(repo: Path, org: Organisation) -> tuple[Project, str]:
