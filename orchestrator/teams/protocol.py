@@ -44,6 +44,7 @@ class Prepared:
     conflicts: tuple[str, ...] = ()
     merges_base: str | None = None  # the base commit this task merges in (a review round's)
     checks: tuple[str, ...] = ()  # the project's check commands the engine runs (setup:)
+    learned: tuple[str, ...] = ()  # past learnings found for the task, one line each (memory/)
 
 
 @dataclass(frozen=True)
