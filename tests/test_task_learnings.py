@@ -11,12 +11,15 @@ job's branch removes it from its file.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from local_repo import ENV, git, make_repo
 
+from bot.cli import main
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
@@ -39,8 +42,8 @@ SHIP = "Deploy previews with `make ship-preview` after the build."
 class Learns(DemoModel):
     """The scripted organisation, whose lead ends its final reply with learnings."""
 
-    def __init__(self, *learnings: str) -> None:
-        super().__init__()
+    def __init__(self, *learnings: str, title: str | None = None, path: str | None = None) -> None:
+        super().__init__(title=title, body=title, path=path)
         self.learnings = learnings
 
     def _lead(self, request: ModelRequest) -> AssistantTurn:
@@ -161,3 +164,52 @@ async def test_a_merged_learning_reaches_a_related_task_and_an_unmerged_one_neve
     assert "make ship-preview" not in brief, "a learning nobody merged is never retrieved"
     assert "make ship-preview" in git(repo, "log", "-p", dropped, "--", LEARNINGS_DIR)
     assert second != third
+
+
+async def cli_main(argv: list[str], *, environ: dict[str, str]) -> int:
+    """`teaparty ...` as a person runs it (its own event loop: in a thread here)."""
+    return await asyncio.to_thread(main, argv, environ=environ)
+
+
+async def test_a_forgotten_learning_is_never_given_again_and_the_next_branch_removes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, home = calc_repo(tmp_path / "calc"), tmp_path / "home"
+    _, kept = await run_job(repo, home, title="Add the mul function", model=Learns(MAKE_CHECK))
+    merge(repo, kept)
+    make_check = learning_id(MAKE_CHECK)
+    cli = ["--repo", str(repo), "--home", str(home)]
+
+    assert await cli_main(["learnings", "list", *cli], environ={}) == 0
+    listed = capsys.readouterr().out
+    assert f"{make_check}  {MAKE_CHECK}\n" in listed
+    assert "forgotten" not in listed
+    assert await cli_main(["learnings", "forget", make_check, *cli], environ={}) == 0
+    assert f"{make_check} forgotten" in capsys.readouterr().out
+    assert await cli_main(["learnings", "list", "--json", *cli], environ={}) == 0
+    [item] = json.loads(capsys.readouterr().out)
+    assert (item["id"], item["forgotten"]) == (make_check, True)
+    assert await cli_main(["learnings", "forget", "not-an-id", *cli], environ={}) == 2
+
+    later, branch = await run_job(
+        repo, home, title="Check the tests of the div function", model=Learns()
+    )
+    assert MAKE_CHECK not in worker_brief(home, later), "forgotten: never given again"
+    path = file_of(f"local:{repo}:Add the mul function", kept)
+    assert path in git(repo, "ls-tree", "-r", "--name-only", "main")
+    assert path not in git(repo, "ls-tree", "-r", "--name-only", branch), "removed on its branch"
+    assert "protected-path" not in gate_kinds(home, later)
+    merge(repo, branch)
+    assert await cli_main(["learnings", "list", *cli], environ={}) == 0
+    assert make_check not in capsys.readouterr().out, "merged: the repository forgot it too"
+
+
+async def test_a_learnings_file_an_agent_writes_is_put_to_the_decider(tmp_path: Path) -> None:
+    repo, home = calc_repo(tmp_path / "calc"), tmp_path / "home"
+    planted = f"{LEARNINGS_DIR}/planted.md"
+    model = Learns(MAKE_CHECK, title="Plant a learning", path=planted)
+
+    job_id, branch = await run_job(repo, home, title="Plant a learning", model=model)
+
+    assert "protected-path" in gate_kinds(home, job_id), "only the engine's own file goes unasked"
+    assert planted in git(repo, "ls-tree", "-r", "--name-only", branch)

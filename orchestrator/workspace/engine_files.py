@@ -60,7 +60,13 @@ async def commit_blobs(
         await git(repo, "read-tree", head, env=env)
         for path, blob in blobs.items():
             if blob is None:
-                await git(repo, "update-index", "--force-remove", "--", path, env=env)
+                # git wants a work tree for this, though it never reads one here
+                await git(
+                    repo,
+                    *("update-index", "--force-remove", "--", path),
+                    work_tree=scratch.parent,
+                    env=env,
+                )
             else:
                 await git(
                     repo,
