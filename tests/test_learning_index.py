@@ -177,6 +177,30 @@ async def test_files_are_indexed_once_per_blob_and_again_only_when_one_changes(
         await store.close()
 
 
+async def test_a_first_index_of_many_files_reads_them_in_one_pass(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    made = {f"job {n} learned to run `make target{n}` first": n for n in range(40)}
+    files = {
+        f"{LEARNINGS_DIR}/job-{n}.md": render([entry(text, f"issue #{n}")])
+        for text, n in made.items()
+    }
+    files[f"{LEARNINGS_DIR}/notes.txt"] = "- not a learnings file (`0123456789`, x)\n"
+    head = commit_files(repo, files)
+    store = await Store.open(tmp_path / "teaparty.db")
+    try:
+        index = LearningIndex(store)
+        shelf = await index.shelf(repo / ".git", head)
+        assert len(shelf.blobs) == len(made)
+        listed = await index.listed("r", shelf)
+        assert sorted(learning.text for learning in listed) == sorted(made)
+        [found] = await index.recall("r", shelf, "target17", limit=1)
+        assert found.source == "issue #17"
+    finally:
+        await store.close()
+
+
 def test_forget_from_any_writer_with_an_id(payload: Load) -> None:
     ref = comment_ref(COMMENT_ID)
     writer = by(payload, "/forget 0123456789", login="someone-else")

@@ -23,6 +23,7 @@ from bot.cli import main
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.admin import managing
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.learned import file_of
@@ -164,6 +165,13 @@ async def test_a_merged_learning_reaches_a_related_task_and_an_unmerged_one_neve
     assert "make ship-preview" not in brief, "a learning nobody merged is never retrieved"
     assert "make ship-preview" in git(repo, "log", "-p", dropped, "--", LEARNINGS_DIR)
     assert second != third
+
+    async with managing(home, org_dir=shipped_org_dir()) as office:  # as `/forget` does
+        assert await office.forget_learning(third, make_check, by="carol")
+        assert not await office.forget_learning(third, make_check, by="carol")
+        space = await office.workspace.job(third)
+        assert space is not None
+        assert await office.recall_learnings(space, "Check the tests") == ()
 
 
 async def cli_main(argv: list[str], *, environ: dict[str, str]) -> int:

@@ -103,12 +103,8 @@ class JobDriver:
             None if setup_failed is None else setup_failed.tail,
             *await self._checks(job_id, project),
             refused=await self.office.egress.of_job(job_id),
-            learned=await self.office.learned.of(job_id, await self._repository(job_id)),
+            learned=await self.office.learned.of(job_id),
         )
-
-    async def _repository(self, job_id: int) -> str | None:
-        origin = await self.office.learning_origin(job_id)
-        return None if origin is None else origin.repo
 
     async def _checks(self, job_id: int, project: str) -> tuple[tuple[JobCheck, ...], str | None]:
         checks = self.office.checks

@@ -36,7 +36,7 @@ from orchestrator.memory.entries import (
     render,
     without,
 )
-from orchestrator.memory.index import LearningIndex
+from orchestrator.memory.index import LearningIndex, forgotten
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace import engine_files
 from orchestrator.workspace.git import git
@@ -79,11 +79,10 @@ class JobLearned:
         self.index = index
         self.workspace = workspace
 
-    async def of(self, job_id: int, repo: str | None = None) -> tuple[Learning, ...]:
-        """What the job learned, in order (without those `repo` forgot)."""
-        gone = frozenset() if repo is None else await self.index.forgotten(repo)
-        rows = await self.store.read(lambda tx: learned_of(tx, job_id))
-        return tuple(learning for learning in rows if learning.entry_id not in gone)
+    async def of(self, job_id: int) -> tuple[Learning, ...]:
+        """What the job learned, in order, without what its repository forgot (one read:
+        the job's status asks on every sync)."""
+        return await self.store.read(lambda tx: learned_of(tx, job_id))
 
     async def take(self, job_id: int, origin: JobOrigin, branch: str) -> tuple[Learning, ...]:
         """Keep what the lead's final replies list (at most MAX_PER_JOB for the job, first
@@ -168,11 +167,16 @@ async def _files_at(repo: Path, commit: str) -> dict[str, str]:
 
 
 def learned_of(tx: Tx, job_id: int) -> tuple[Learning, ...]:
-    """What the job keeps of its lead's learnings, in order."""
+    """What the job keeps of its lead's learnings, in order, without those its repository
+    (job_sources.repo) forgot."""
     rows = tx.execute(
         "SELECT entry_id, text, source FROM job_learned WHERE job_id = ? ORDER BY seq", (job_id,)
     ).fetchall()
-    return tuple(Learning(entry_id, text, source) for entry_id, text, source in rows)
+    if not rows:
+        return ()
+    repo = tx.execute("SELECT repo FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()
+    gone = frozenset() if repo is None else forgotten(tx, str(repo[0]))
+    return tuple(Learning(*row) for row in rows if row[0] not in gone)
 
 
 def _lead_replies(tx: Tx, job_id: int, lead: str) -> list[str]:
