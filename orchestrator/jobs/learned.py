@@ -36,10 +36,9 @@ from orchestrator.memory.entries import (
     render,
     without,
 )
-from orchestrator.memory.index import LearningIndex, forgotten
+from orchestrator.memory.index import LearningIndex, files_at, forgotten
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace import engine_files
-from orchestrator.workspace.git import git
 from orchestrator.workspace.layout import JobSpace, Workspace
 
 log = logging.getLogger(__name__)
@@ -111,10 +110,24 @@ class JobLearned:
             if item.entry_id not in gone
         ]
         wanted: dict[str, str | None] = {own: render(kept) if kept else None}
-        for path, text in (await _files_at(space.repo, space.base)).items():
-            if path != own and gone:
-                wanted[path] = without(text, gone)
+        if gone:
+            wanted |= await self._without(space, gone, own)
         return await self._commit(space, head, wanted)
+
+    async def _without(
+        self, space: JobSpace, gone: frozenset[str], own: str
+    ) -> dict[str, str | None]:
+        """The learnings files at the job's base that hold a forgotten entry, without it
+        (None: nothing left); found through the index, so only those files are read."""
+        shelf = await self.index.shelf(space.mirror, space.base)
+        holding = await self.index.holding(shelf, gone)
+        changed: dict[str, str | None] = {}
+        for path, blob in (await files_at(space.mirror, space.base)).items():
+            if blob in holding and path != own:
+                text = await engine_files.text_at(space.mirror, space.base, path)
+                if text is not None:
+                    changed[path] = without(text, gone)
+        return changed
 
     async def _commit(
         self, space: JobSpace, head: str, wanted: dict[str, str | None]
@@ -150,20 +163,6 @@ class JobLearned:
         if path not in recorded:
             return False
         return recorded[path] == await engine_files.blob_at(repo, head, path)
-
-
-async def _files_at(repo: Path, commit: str) -> dict[str, str]:
-    """The learnings files at `commit`, by path."""
-    code, out = await git(
-        repo, "ls-tree", "-r", "-z", "--name-only", commit, "--", f"{LEARNINGS_DIR}/", check=False
-    )
-    found: dict[str, str] = {}
-    for path in out.split("\0") if code == 0 else ():
-        if path.endswith(".md"):
-            text = await engine_files.text_at(repo, commit, path)
-            if text is not None:
-                found[path] = text
-    return found
 
 
 def learned_of(tx: Tx, job_id: int) -> tuple[Learning, ...]:

@@ -90,7 +90,7 @@ class LearningIndex:
         key = (str(mirror), commit)
         if (known := self._shelves.get(key)) is not None:
             return known
-        files = await _files_at(mirror, commit)
+        files = await files_at(mirror, commit)
         blobs = tuple(dict.fromkeys(files.values()))
         seen = await self.store.read(lambda tx: _indexed(tx, blobs))
         new = {path: blob for path, blob in files.items() if blob not in seen}
@@ -125,8 +125,12 @@ class LearningIndex:
         """The ids forgotten in `repo`."""
         return await self.store.read(lambda tx: forgotten(tx, repo))
 
+    async def holding(self, shelf: Shelf, entry_ids: frozenset[str]) -> frozenset[str]:
+        """The blobs on `shelf` that hold any of `entry_ids`."""
+        return await self.store.read(lambda tx: _holding(tx, shelf, entry_ids))
 
-async def _files_at(mirror: Path, commit: str) -> dict[str, str]:
+
+async def files_at(mirror: Path, commit: str) -> dict[str, str]:
     """The learnings files (`*.md`) at `commit`: each one's blob id, by path."""
     code, out = await git(
         mirror, "ls-tree", "-r", "-z", commit, "--", f"{LEARNINGS_DIR}/", check=False
@@ -275,6 +279,14 @@ def _listed(tx: Tx, repo: str, blobs: tuple[str, ...]) -> tuple[Learning, ...]:
     for entry_id, text, source in rows:
         found.setdefault(entry_id, Learning(entry_id, text, source))
     return tuple(found.values())
+
+
+def _holding(tx: Tx, shelf: Shelf, entry_ids: frozenset[str]) -> frozenset[str]:
+    rows = tx.execute(
+        "SELECT DISTINCT blob FROM learnings WHERE entry_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(entry_ids)),),
+    )
+    return frozenset(blob for (blob,) in rows if blob in shelf.members)
 
 
 def forget(tx: Tx, repo: str, entry_id: str, *, by: str) -> bool:
