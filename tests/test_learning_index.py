@@ -22,6 +22,7 @@ from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.ports import JobStatus
 from orchestrator.memory.entries import (
+    BY_A_PERSON,
     LEARNINGS_DIR,
     MAX_CHARS,
     MAX_PER_JOB,
@@ -94,10 +95,11 @@ def test_the_file_reads_back_as_written_and_renders_nothing_live() -> None:
     assert without(text, frozenset(f.entry_id for f in found)) is None
 
 
-def test_a_person_may_edit_lines_and_what_reads_as_no_entry_is_skipped() -> None:
+def test_a_person_may_edit_and_add_lines_and_what_is_no_item_is_skipped() -> None:
     learning = Learning(learning_id("Use `tox -e py311` locally"), "Use `tox -e py311`", SOURCE)
-    text = render([learning]) + "- a line a person added\n- (`0123456789`, no text)\n"
-    assert read_file(text) == (learning,)
+    added = "Seed the database with `make seed` first"
+    text = render([learning]) + f"- {added}\n- short\nsome prose\n  - nested `x` item\n"
+    assert read_file(text) == (learning, Learning(learning_id(added), added, BY_A_PERSON))
 
 
 def test_a_query_is_quoted_words_never_fts_syntax() -> None:
@@ -197,6 +199,27 @@ async def test_a_first_index_of_many_files_reads_them_in_one_pass(tmp_path: Path
         assert sorted(learning.text for learning in listed) == sorted(made)
         [found] = await index.recall("r", shelf, "target17", limit=1)
         assert found.source == "issue #17"
+    finally:
+        await store.close()
+
+
+async def test_when_the_rare_words_match_many_a_learning_must_share_two(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    common = [entry(f"The widget builder needs step {n} done") for n in range(360)]
+    both = entry("A widget that renders a sprocket needs the cache warm")
+    sprockets = [entry(f"Sprocket {n} sizes are in millimetres") for n in range(40)]
+    files = {f"{LEARNINGS_DIR}/{n}.md": render(common[n * 90 : n * 90 + 90]) for n in range(4)}
+    files[f"{LEARNINGS_DIR}/both.md"] = render([both, *sprockets])
+    head = commit_files(repo, files)
+    store = await Store.open(tmp_path / "teaparty.db")
+    try:
+        index = LearningIndex(store)
+        shelf = await index.shelf(repo / ".git", head)
+        found = await index.recall("r", shelf, "Render the widget sprocket")
+        assert found[0] == both, "the one learning holding two of the task's words comes first"
+        assert len(found) == 3
     finally:
         await store.close()
 

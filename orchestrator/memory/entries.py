@@ -10,8 +10,9 @@ its words, so the same learning from two jobs is one learning, and a source: whe
 was learned (the issue or the local job, and its branch).
 
 A job's learnings are a file of their own, `.teaparty/learnings/<job>.md`, one entry a
-line: `- <text, Markdown-escaped> (`<id>`, <source>)`. A person may edit or remove lines
-in review; lines that do not read as an entry are ignored.
+line: `- <text, Markdown-escaped> (`<id>`, <source>)`. A person may edit, remove or add
+lines (a plain `- <text>` item is a learning too, its id the hash of its words); lines
+that are no list item are ignored.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MAX_CHARS = 200  # of one learning's text
 MIN_CHARS = 8
 MAX_SOURCE_CHARS = 120
 ID_CHARS = 10
+BY_A_PERSON = "added by a person"
 _HEADING = re.compile(r"(?:task\s+)?learn(?:ings?|ed)\s*:?", re.IGNORECASE)
 _ENTRY = re.compile(rf"^- (?P<text>.+) \(`(?P<id>[0-9a-f]{{{ID_CHARS}}})`, (?P<source>[^()`]+)\)$")
 _ID = re.compile(rf"[0-9a-f]{{{ID_CHARS}}}")
@@ -189,10 +191,14 @@ def read_file(text: str) -> tuple[Learning, ...]:
 
 
 def entry_of(line: str) -> Learning | None:
-    """The entry one line of a learnings file holds, if it holds one."""
+    """The entry one line of a learnings file holds, if it holds one: as the engine writes
+    them, or a plain list item a person added (its id the hash of its words)."""
     match = _ENTRY.match(line.rstrip())
     if match is None:
-        return None
+        if not line.startswith("- "):
+            return None
+        text = clean(_inline_plain(line[2:]))
+        return Learning(learning_id(text), text, BY_A_PERSON) if len(text) >= MIN_CHARS else None
     text = clean(_inline_plain(match.group("text")))
     source = clean_source(_inline_plain(match.group("source")))
     if len(text) < MIN_CHARS:
