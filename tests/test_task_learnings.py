@@ -64,8 +64,12 @@ def calc_repo(path: Path) -> Path:
     return repo
 
 
+SAID: dict[int, list[str]] = {}  # what each job's run printed, by job id
+
+
 async def run_job(repo: Path, home: Path, *, title: str, model: DemoModel) -> tuple[int, str]:
-    """One local job of `repo` from its HEAD, driven to its end; its id and branch."""
+    """One local job of `repo` from its HEAD, driven to its end; its id and branch (what
+    it printed, as `teaparty run` does, in SAID)."""
     org = load_organisation(shipped_org_dir())
     text = git(repo, "show", "HEAD:.teaparty/project.yaml")
     project = load_project(text, org=org, source="p", default_name="calc", kinds=GATE_KINDS)
@@ -97,6 +101,7 @@ async def run_job(repo: Path, home: Path, *, title: str, model: DemoModel) -> tu
         job_id = started.job_id
         branch = (await office.prepare(job_id)).branch
         lines: list[str] = []
+        SAID[job_id] = lines
         forge = LocalForge(office, repo, decider="dev", approve=None, say=lines.append, auto="yes")
 
         async def forges(_: int) -> Forge:
@@ -150,6 +155,9 @@ async def test_a_merged_learning_reaches_a_related_task_and_an_unmerged_one_neve
     assert f"(`{make_check}`, {source})" in written
     assert "`make check`" in written
     assert "protected-path" not in gate_kinds(home, first), "the engine's own file asks nothing"
+    said = "\n".join(SAID[first])
+    assert f"job {first} learned (in {kept}'s .teaparty/learnings/" in said
+    assert f"  {make_check}  {MAKE_CHECK}" in said
     merge(repo, kept)
 
     second, dropped = await run_job(repo, home, title="Add the sub function", model=Learns(SHIP))
