@@ -66,7 +66,7 @@ from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace import file_tools as worktree_tools
-from orchestrator.workspace.git import rev
+from orchestrator.workspace.git import GitError, rev
 from orchestrator.workspace.inventory import Inventories, describe
 from orchestrator.workspace.layout import JobSpace, Workspace, job_mark
 from orchestrator.workspace.preserve import Preserved
@@ -752,12 +752,17 @@ class Office:
         return JobOrigin(record.job_key, repo, f"{record.project}/{lead}")
 
     async def propose_learnings(self, job: JobHandle) -> str | None:
-        """Commit what the job learned on its branch (jobs/learned.py); the commit, if any."""
+        """Commit what the job learned on its branch (jobs/learned.py); the commit, if any
+        (none when git fails: the work is worth more than what it taught)."""
         origin = await self.learning_origin(job.job_id)
         if origin is None:
             return None
         redact = Scanner(self.secrets.values()).redact
-        return await self.learned.propose(job.space, origin, redact=redact)
+        try:
+            return await self.learned.propose(job.space, origin, redact=redact)
+        except GitError as exc:  # the work is delivered all the same, without its learnings
+            log.warning("job %d: its learnings were not committed: %s", job.job_id, exc)
+            return None
 
     async def recall_learnings(self, space: JobSpace, text: str) -> tuple[Learning, ...]:
         """The learnings at the job's base most like `text` (a task's title and spec)."""
