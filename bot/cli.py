@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_app_manifest(commands)
     _add_doctor(commands)
     _add_proxy(commands)
+    _add_learnings(commands)
     return parser
 
 
@@ -310,6 +311,12 @@ def _run(args: argparse.Namespace) -> int:
     from bot.local import run_command
 
     return run_command(args, args.environ)
+
+
+def _add_learnings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from bot.learnings_cli import add_learnings
+
+    add_learnings(commands)
 
 
 def _add_jobs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -9,6 +9,7 @@ engine's modules can move and change behind it. What is here:
 - the ports the edge implements or passes in (`Forge`, `Model`);
 - the records that cross the seam (job status, gates, tasks, events, failures, the proxy's
   decisions and figures);
+- what a repository's jobs learned (`teaparty learnings`);
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree;
 - the store as one file (a consistent snapshot, putting one in place, pruning ended jobs)
   and the engine's hardened git, for runner mode's state kept on a git ref;
@@ -75,6 +76,7 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import FEATURES, GATE_KINDS, Register
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import UnansweredGateError
+from orchestrator.jobs.local_learnings import KeptLearning, forget_learning, kept_learnings
 from orchestrator.jobs.local_run import (
     AGENT_IDENTITY,
     LocalJob,
@@ -111,6 +113,8 @@ from orchestrator.jobs.views import (
     LogEntry,
 )
 from orchestrator.jobs.withdraw import Withdrawn, withdraw
+from orchestrator.memory.entries import Learning
+from orchestrator.memory.entries import is_id as is_learning_id
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.proxy.overrides import Override
 from orchestrator.proxy.proxy import Proxy
@@ -138,6 +142,11 @@ from orchestrator.workspace.git import (
 from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
 
 __all__ = [
+    "KeptLearning",
+    "Learning",
+    "forget_learning",
+    "is_learning_id",
+    "kept_learnings",
     "Verdict",
     "check_setup",
     "cache_snapshot_key",

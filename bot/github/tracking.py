@@ -431,12 +431,25 @@ def pull_body(status: JobStatus, *, agent: Outbound) -> str:
             *tasks,
             "",
             *checks_text.pull_lines(status),
+            *learned_lines(status, agent),
             f"**Tokens:** {_tokens(status)} · **Cost:** ${status.cost_usd:.4f}",
             "",
             *(level_table(status) + [""] if status.levels else []),
             f"Closes #{agent.number}",
         ]
     )
+
+
+def learned_lines(status: JobStatus, agent: Outbound) -> list[str]:
+    """What the job learned, as its pull request proposes it (the lead's words, made safe)."""
+    if not status.learned:
+        return []
+    return [
+        "**What this job learned** (proposed in `.teaparty/learnings/` on this branch; kept "
+        "for later tasks once this is merged; `/forget <id>` on an issue drops one):",
+        *(f"- {code_span(item.entry_id)} {agent.inline(item.text)}" for item in status.learned),
+        "",
+    ]
 
 
 def level_table(status: JobStatus) -> list[str]:

@@ -123,7 +123,7 @@ class Control:
     (with `text`)."""
 
     job_id: int
-    order: str  # status, pause, resume, steer or withdraw
+    order: str  # status, pause, resume, steer, withdraw, budget, remember, reopen or forget
     text: str
     by: str
     ref: str  # the comment that gave it, as the store names it

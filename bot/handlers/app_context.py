@@ -197,6 +197,9 @@ class AppContext:
                 done += f", approving question {gate.gate_id}" if gate is not None else ""
             elif action.order == "reopen":
                 done = await reopen_pull(self, job_id)
+            elif action.order == "forget":
+                forgot = await self.office.forget_learning(job_id, action.text, by=action.by)
+                done = f"learning {action.text} " + ("forgotten" if forgot else "already forgotten")
             elif action.order == "remember":
                 kept = await self.office.remember(job_id, action.text, by=action.by, ref=action.ref)
                 done = "preference kept" if kept else "preference already kept"

@@ -28,6 +28,7 @@ JOB_COMMANDS = (
     "budget",
     "remember",
     "reopen",
+    "forget",
 )
 ALIASES = {"hold": "pause", "unhold": "resume"}
 KNOWN = GATE_COMMANDS + JOB_COMMANDS

@@ -41,7 +41,7 @@ from bot.handlers.app_context import AppContext
 from bot.handlers.commands import GATE_COMMANDS, Command, Reply, parse_reply
 from bot.handlers.payloads import CommentAdded
 from bot.handlers.review import on_pull_comment
-from orchestrator.api import GATE_KINDS, Gate, JobRecord
+from orchestrator.api import GATE_KINDS, Gate, JobRecord, is_learning_id
 
 EMPTY_REPLY = "(empty reply)"
 WRITERS = ("admin", "write")
@@ -199,10 +199,13 @@ def _control(
 ) -> tuple[Action, ...]:
     """`/pause`, `/resume`, `/status`, `/steer`, `/withdraw`, `/budget`, `/remember` or
     `/reopen` (its closed pull request) on the job, from its decider (or an admin in place
-    of one who lost write access); anyone else gets 😕."""
+    of one who lost write access); `/forget <id>` (a learning of the repository) from anyone
+    with write access; anyone else gets 😕."""
     author = command.author.login
     decider = facts.subject.decider if facts.subject else ""
-    if author.casefold() == decider.casefold():
+    if order.name == "forget":  # the repository's learnings: any writer keeps them
+        allowed = facts.author_access in WRITERS
+    elif author.casefold() == decider.casefold():
         allowed = facts.author_access in WRITERS
     else:
         allowed = facts.author_access == "admin" and facts.decider_access not in (None, *WRITERS)
@@ -214,6 +217,12 @@ def _control(
     if order.name in ("steer", "remember") and not order.arg:
         what = "the direction" if order.name == "steer" else "what to remember"
         return _clarify(command, job_id, f"`/{order.name}` needs {what}: `/{order.name} <text>`.")
+    if order.name == "forget" and not is_learning_id(order.arg):
+        return _clarify(
+            command,
+            job_id,
+            "`/forget` needs a learning's id, as the pull request lists it: `/forget <id>`.",
+        )
     if order.name == "budget" and not (order.dollars or 0) > 0:
         return _clarify(command, job_id, "`/budget` needs an amount of dollars: `/budget 25`.")
     ref = comment_ref(command.comment_id)

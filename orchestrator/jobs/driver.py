@@ -103,6 +103,7 @@ class JobDriver:
             None if setup_failed is None else setup_failed.tail,
             *await self._checks(job_id, project),
             refused=await self.office.egress.of_job(job_id),
+            learned=await self.office.learned.of(job_id),
         )
 
     async def _checks(self, job_id: int, project: str) -> tuple[tuple[JobCheck, ...], str | None]:
@@ -226,6 +227,8 @@ class JobDriver:
             if review is not None:  # people's pushes during the round are merged, not overwritten
                 await self.office.round_work.catch_up(job_id, auth=await forge.credentials())
             if await self.office.has_work(job):
+                # What the job learned goes on its branch first: scanned and checked with it.
+                await self.office.propose_learnings(job)
                 verdict = await self._checked(job)
                 if isinstance(verdict, Stopped):
                     result = verdict.result

@@ -102,6 +102,8 @@ class LocalForge:
         branch is the link."""
         await self._publish(job)
         self.say(f"job {status.job_id}: {checks_line(status)}")
+        for line in learned_lines(status):
+            self.say(line)
         return job.space.branch
 
     async def deliver_round(
@@ -187,6 +189,18 @@ async def checked_out(repo: Path, branch: str) -> Path | None:
         elif field == f"branch refs/heads/{branch}":
             return where
     return None
+
+
+def learned_lines(status: JobStatus) -> list[str]:
+    """What the job learned, as a local run says it: kept once its branch is merged into the
+    branch later jobs start from."""
+    if not status.learned:
+        return []
+    return [
+        f"job {status.job_id} learned (in {status.branch}'s .teaparty/learnings/; kept for "
+        "later jobs once you merge that branch; `teaparty learnings forget ID` drops one):",
+        *(f"  {learning.entry_id}  {learning.text}" for learning in status.learned),
+    ]
 
 
 def checks_line(status: JobStatus) -> str:

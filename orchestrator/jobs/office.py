@@ -43,6 +43,7 @@ from orchestrator.jobs.features import FEATURES, Register, extensions
 from orchestrator.jobs.flat_manager import FlatManager
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
+from orchestrator.jobs.learned import JobLearned, JobOrigin
 from orchestrator.jobs.learnings import JobLearnings
 from orchestrator.jobs.levels import LevelCost, by_level
 from orchestrator.jobs.network_gate import NetworkDesk
@@ -52,6 +53,8 @@ from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.review_tools import ReviewTools
 from orchestrator.jobs.round_work import RoundWork
 from orchestrator.jobs.setups import JobSetups
+from orchestrator.memory.entries import Learning
+from orchestrator.memory.index import LearningIndex
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
 from orchestrator.setup.cache import SetupCache, bound_from_env
@@ -155,6 +158,8 @@ class Office:
         self.records = JobRecords(engine.store)
         self.deliveries = DeliveryQueue(engine.store)
         self.learnings = JobLearnings(engine.store)
+        self.memory = LearningIndex(engine.store)  # what merged jobs learned, searched
+        self.learned = JobLearned(engine.store, self.memory, workspace)
         self.control = JobControl(engine.store, engine.scheduler)
         self.issue_edits = IssueEdits(engine.store, engine.events)
         self.rounds = ReviewDesk(engine.store, engine.bus, projects)
@@ -288,6 +293,7 @@ class Office:
         files.egress = office.egress  # before any call: it publishes on the engine's events
         office.instructions = team.instructions
         files.noted = team.instructions.noted
+        team.recall = office.recall_learnings
         await workspace.recover()
         await checks.checker.sweep()  # checkouts a crash left behind
         configured.remember(await office.control.preferences())
@@ -757,6 +763,46 @@ class Office:
         await self.workspace.close_job(job.space)
         if self.setups is not None:
             self.setups.release(job.job_id)
+
+    async def learning_origin(self, job_id: int) -> JobOrigin | None:
+        """The job's key, repository and project lead, as its learnings need them (None: a
+        job without a source)."""
+        record = await self.records.job(job_id)
+        repo = await wiring.repository(self.engine.store, job_id)
+        if record is None or repo is None:
+            return None
+        project = self.projects.get(record.project)
+        lead = project.lead.name if project is not None else self.org.project_lead
+        return JobOrigin(record.job_key, repo, f"{record.project}/{lead}")
+
+    async def propose_learnings(self, job: JobHandle) -> str | None:
+        """Commit what the job learned on its branch (jobs/learned.py); the commit, if any
+        (none when git fails: the work is worth more than what it taught)."""
+        origin = await self.learning_origin(job.job_id)
+        if origin is None:
+            return None
+        redact = Scanner(self.secrets.values()).redact
+        try:
+            return await self.learned.propose(job.space, origin, redact=redact)
+        except GitError as exc:  # the work is delivered all the same, without its learnings
+            log.warning("job %d: its learnings were not committed: %s", job.job_id, exc)
+            return None
+
+    async def recall_learnings(self, space: JobSpace, text: str) -> tuple[Learning, ...]:
+        """The learnings at the job's base most like `text` (a task's title and spec)."""
+        repo = await wiring.repository(self.engine.store, space.job_id)
+        if repo is None:
+            return ()
+        shelf = await self.memory.shelf(space.mirror, space.base)
+        return await self.memory.recall(repo, shelf, text)
+
+    async def forget_learning(self, job_id: int, entry_id: str, *, by: str) -> bool:
+        """Forget a learning in the job's repository (`/forget`): never given again, and
+        removed from its file by the next job's branch. False when it was forgotten."""
+        repo = await wiring.repository(self.engine.store, job_id)
+        if repo is None:
+            raise OrchestratorError(f"job {job_id} has no repository")
+        return await self.memory.forget(repo, entry_id, by=by)
 
     async def check_head(self, job_id: int, space: JobSpace, head: str) -> Checked | None:
         """The project's checks of the job branch's `head`, about to be pushed: run now

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.levels import LevelCost
 from orchestrator.jobs.refusals import Refused
+from orchestrator.memory.entries import Learning
 
 if TYPE_CHECKING:
     from orchestrator.bus.gates import Gate
@@ -49,6 +50,7 @@ class JobStatus:
     checks: tuple[JobCheck, ...] = ()  # the engine's checks: each task's latest, the job's last
     checks_missing: str | None = None  # why no check can run (the project names no command)
     refused: tuple[Refused, ...] = ()  # what the sandbox refused its agents (jobs/refusals.py)
+    learned: tuple[Learning, ...] = ()  # what it learned, proposed in its branch (jobs/learned.py)
 
 
 class Forge(Protocol):

@@ -3,7 +3,8 @@
 Unless the job's `protected-path` mode is `never`, the driver asks `check` before it
 pushes: the job branch's head is read once, its change against the job's base is read
 from commits (never from a worktree an agent wrote), and when a changed file is protected
-(a rename by its old or new path) the push waits for the decider's approval of exactly
+(a rename by its old or new path), unless it is exactly what the engine wrote there (a
+learnings file, jobs/learned.py), the push waits for the decider's approval of exactly
 that change (jobs/protected_gate.py). What is pushed is the head that was checked, so a
 commit that lands in between is never published unseen.
 """
@@ -36,7 +37,15 @@ async def check(office: Office, job: JobHandle, *, head: str | None = None) -> V
     assert head is not None  # the driver checked the job has work on it
     change = await branch_change(space.repo, base=space.base, head=head)
     matcher = await _matcher(office, job.job_id)
-    protected = [f for f in change.files if matcher.protects(*f.paths)]
+    protected = [
+        f
+        for f in change.files
+        if matcher.protects(*f.paths)
+        and not (
+            f.old_path is None
+            and await office.learned.engine_wrote(job.job_id, space.repo, head, f.path)
+        )
+    ]
     if not protected:
         return Cleared(head)
     paths = list(dict.fromkeys(p for f in protected for p in f.paths))

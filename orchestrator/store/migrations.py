@@ -692,6 +692,51 @@ CREATE TABLE IF NOT EXISTS network_refusals (
 CREATE INDEX IF NOT EXISTS network_refusals_by_job ON network_refusals (job_id, host);
 """
 
+# Task learnings (orchestrator/memory/, jobs/learned.py). What each job's lead wrote, kept
+# as the engine wrote it on the job branch (`job_learned`), and each file the engine wrote
+# there with its blob id (`job_learning_files`; NULL: removed), which the protected-path
+# check knows as the engine's own. The index of the learnings files at base commits, by
+# blob id (read once each), searched by FTS5; and the ids a repository forgot.
+TASK_LEARNINGS = """
+CREATE TABLE IF NOT EXISTS job_learned (
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    entry_id    TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    seq         INTEGER NOT NULL,
+    PRIMARY KEY (job_id, entry_id)
+);
+CREATE TABLE IF NOT EXISTS job_learning_files (
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    path        TEXT NOT NULL,
+    blob        TEXT,
+    PRIMARY KEY (job_id, path)
+);
+CREATE TABLE IF NOT EXISTS learning_blobs (
+    blob        TEXT PRIMARY KEY,
+    entries     INTEGER NOT NULL,
+    indexed_at  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS learnings (
+    learning_id INTEGER PRIMARY KEY,
+    blob        TEXT NOT NULL REFERENCES learning_blobs (blob),
+    entry_id    TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    source      TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS learnings_by_blob ON learnings (blob);
+CREATE VIRTUAL TABLE IF NOT EXISTS learnings_fts USING fts5 (
+    text, content = 'learnings', content_rowid = 'learning_id', tokenize = 'porter unicode61'
+);
+CREATE TABLE IF NOT EXISTS learnings_forgotten (
+    repo         TEXT NOT NULL,
+    entry_id     TEXT NOT NULL,
+    forgotten_by TEXT NOT NULL,
+    forgotten_at REAL NOT NULL,
+    PRIMARY KEY (repo, entry_id)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -717,6 +762,7 @@ MIGRATIONS: tuple[str, ...] = (
     GATE_KINDS_OPEN,
     ENGINE_CHECKS,
     NETWORK_REFUSALS,
+    TASK_LEARNINGS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version

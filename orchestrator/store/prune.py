@@ -131,12 +131,21 @@ def _delete(db: sqlite3.Connection, cutoff: float) -> tuple[tuple[int, ...], dic
 
 
 def _tables(db: sqlite3.Connection) -> list[str]:
+    """The store's ordinary tables: a virtual table (the learnings' FTS5 index) and its
+    shadow tables hold no job's rows, and some have no rowid to delete by."""
+    virtual = [
+        name
+        for (name,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'"
+        )
+    ]
     return [
         name
         for (name,) in db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             " ORDER BY name"
         )
+        if name not in virtual and not any(name.startswith(f"{v}_") for v in virtual)
     ]
 
 

@@ -45,6 +45,7 @@ class Prepared:
     merges_base: str | None = None  # the base commit this task merges in (a review round's)
     checks: tuple[str, ...] = ()  # the project's check commands the engine runs (setup:)
     instructions: str = ""  # the repository's instruction files scoped to the task's paths
+    learned: tuple[str, ...] = ()  # past learnings found for the task, one line each (memory/)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ from functools import partial
 from typing import Any
 
 from orchestrator.config import Project, Workgroup
-from orchestrator.core.errors import ToolError
+from orchestrator.core.errors import StoreError, ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
+from orchestrator.memory.entries import Learning
 from orchestrator.setup.checks import Checked
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.teams import conflict_gate
@@ -49,6 +50,8 @@ CHECKS_TITLE = "Make the project's checks pass on the job branch"
 Checks = Callable[[JobSpace, str, str, "int | None"], Awaitable["Checked | None"]]
 """The project's checks on a commit: (job, project, commit, task number or None for the job
 branch) → the result (jobs/checks.py), None when the project names no check command."""
+Recall = Callable[[JobSpace, str], Awaitable[tuple[Learning, ...]]]
+"""The past learnings at a job's base most like a task's text (Office.recall_learnings)."""
 log = logging.getLogger(__name__)
 _POINT = re.compile(r"^\s*(\d+)[.)]\s+(.*)")
 
@@ -83,6 +86,7 @@ class TeamTools:
         self.projects = projects
         self.checks = checks
         self.instructions = TeamInstructions(projects, self.board)  # the repository's own
+        self.recall: Recall | None = None  # past learnings for a task's brief (memory/)
         self._restating: dict[int, asyncio.Lock] = {}
 
     async def run(self, agent: str, conversation_id: str, call: ToolCall) -> ToolResult:
@@ -167,7 +171,20 @@ class TeamTools:
             instructions=await self.instructions.for_task(
                 job, ref.project, f"{task.title}\n{task.spec}"
             ),
+            learned=await self._recalled(job, f"{task.title}\n{task.spec}"),
         )
+
+    async def _recalled(self, job: JobSpace, text: str) -> tuple[str, ...]:
+        """The past learnings most like the task, as its briefs show them (none when they
+        cannot be read: a brief without them is still a brief)."""
+        if self.recall is None:
+            return ()
+        try:
+            found = await self.recall(job, text)
+        except (GitError, StoreError) as exc:
+            log.warning("job %d: no past learnings: %s", job.job_id, exc)
+            return ()
+        return tuple(learning.brief_line() for learning in found)
 
     def _check_commands(self, ref: TeamRef) -> tuple[str, ...]:
         project = self.projects.get(ref.project)

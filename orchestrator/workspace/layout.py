@@ -26,12 +26,13 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.sandbox.identities import Identities
 from orchestrator.store.sqlite import Store, Tx, now
-from orchestrator.workspace import suggestions
+from orchestrator.workspace import engine_files, suggestions
 from orchestrator.workspace.git import (
     IDENTITY,
     NETWORK_TIMEOUT_S,
@@ -413,6 +414,24 @@ class Workspace:
                 replacement=replacement,
                 message=marked(message, job.mark),
                 scratch=job.path.parent / "suggestion.tmp",
+            )
+            await self.sync(job)
+        return commit
+
+    async def commit_engine_files(
+        self, job: JobSpace, blobs: Mapping[str, str | None], *, head: str, message: str
+    ) -> str:
+        """Commit files the engine wrote (each path's blob; None: removed) on the job branch
+        at `head` (GitError when it moved), then bring the job worktree to it; the commit."""
+        async with self._lock(job.repo):
+            reset_config(job.repo)
+            commit = await engine_files.commit_blobs(
+                job.repo,
+                job.branch,
+                head,
+                blobs,
+                message=marked(message, job.mark),
+                scratch=job.path.parent / "engine-files.tmp",
             )
             await self.sync(job)
         return commit

@@ -1,0 +1,135 @@
+"""`teaparty learnings`: what a local repository's merged jobs learned, and forgetting one.
+
+`list` reads the learnings files at the repository's HEAD (the kept ones: a job's learnings
+are kept once its branch is merged there) and marks those the state directory forgot.
+`forget ID` records the id in the store: no task is given it again, and the next job's
+branch removes it from its file (kept once that branch is merged, so a lost store forgets
+nothing). Exit codes: 0 done, 2 usage (not a repository, not an id), 3 environment (the
+store is of another teaparty version), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.local import state_home
+from orchestrator.api import (
+    KeptLearning,
+    StoreError,
+    forget_learning,
+    is_learning_id,
+    kept_learnings,
+)
+from orchestrator.api import git as run_git
+
+EXIT_OK, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_CODES = "exit codes: 0 done, 2 usage, 3 environment (the store is of another version)"
+
+
+def add_learnings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `teaparty learnings` and its actions."""
+    learnings = commands.add_parser(
+        "learnings",
+        help="list what merged jobs learned in a repository, or forget one",
+        description="Task learnings: each job proposes a few in .teaparty/learnings/ on its "
+        "branch; they are kept once that branch is merged, and later tasks get the most "
+        "relevant. --home is the state directory (default $TEAPARTY_HOME, else ~/.teaparty).",
+        epilog=EXIT_CODES,
+    )
+    actions = learnings.add_subparsers(title="actions", metavar="ACTION", required=True)
+    listing = actions.add_parser(
+        "list",
+        help="the learnings at HEAD, forgotten ones marked",
+        description="The learnings in .teaparty/learnings/ at the repository's HEAD (those "
+        "of merged jobs), each with its id and source; those the state directory forgot are "
+        "marked until a job's branch that removes them is merged.",
+        epilog=EXIT_CODES,
+    )
+    listing.add_argument("--json", action="store_true", help="a JSON list, one object a learning")
+    forget = actions.add_parser(
+        "forget",
+        help="never give a learning to a task again",
+        description="Record the id in the state directory's store: no task is given that "
+        "learning again, and the next job's branch removes it from its file (kept once "
+        "that branch is merged).",
+        epilog=EXIT_CODES,
+    )
+    forget.add_argument("entry_id", metavar="ID", help="the learning's id (10 hex digits)")
+    for action, name in ((listing, "list"), (forget, "forget")):
+        action.add_argument(
+            "--repo", type=Path, metavar="PATH", help="the repository (default: here)"
+        )
+        action.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+        action.set_defaults(command=_run, action=name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    env: Mapping[str, str] = args.environ
+    home = state_home(args.home, env)
+    try:
+        top = asyncio.run(_top_level((args.repo or Path.cwd()).expanduser().resolve()))
+        repo = None if top is None else top.resolve()  # as `teaparty run` names it
+        if repo is None:
+            return _fail(args, f"{args.repo or Path.cwd()} is not a git repository", EXIT_USAGE)
+        if args.action == "list":
+            return _list(args, asyncio.run(kept_learnings(repo, home)))
+        if not is_learning_id(args.entry_id):
+            return _fail(args, f"{args.entry_id!r} is not a learning's id", EXIT_USAGE)
+        return _forget(args, repo, home)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except StoreError as exc:
+        return _fail(args, str(exc), EXIT_ENVIRONMENT)
+
+
+async def _top_level(path: Path) -> Path | None:
+    code, top = await run_git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
+    return Path(top.strip()) if code == 0 else None
+
+
+def _list(args: argparse.Namespace, kept: tuple[KeptLearning, ...]) -> int:
+    if args.json:
+        print(json.dumps([_json(k) for k in kept], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not kept:
+        print("no learnings at HEAD (a job's are kept once its branch is merged)")
+    for item in kept:
+        mark = "  [forgotten: the next job's branch removes it]" if item.forgotten else ""
+        print(f"{item.learning.entry_id}  {item.learning.text}{mark}")
+        print(f"            from {item.learning.source}, in {item.path}")
+    return EXIT_OK
+
+
+def _json(item: KeptLearning) -> dict[str, object]:
+    learning = item.learning
+    return {
+        "id": learning.entry_id,
+        "text": learning.text,
+        "source": learning.source,
+        "path": item.path,
+        "forgotten": item.forgotten,
+    }
+
+
+def _forget(args: argparse.Namespace, repo: Path, home: Path) -> int:
+    entry_id = args.entry_id
+    by = f"{getpass.getuser()} (teaparty learnings forget)"
+    newly = asyncio.run(forget_learning(repo, home, entry_id, by=by))
+    known = any(k.learning.entry_id == entry_id for k in asyncio.run(kept_learnings(repo, home)))
+    print(
+        f"{entry_id} {'forgotten' if newly else 'was forgotten already'}: no task is given it "
+        "again; the next job's branch removes it from its file"
+        + ("" if known else " (it is in no learnings file at HEAD)")
+    )
+    return EXIT_OK
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    print(f"teaparty learnings {args.action}: {message}", file=sys.stderr)
+    return code
