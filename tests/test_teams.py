@@ -40,7 +40,7 @@ def test_every_task_is_done_and_merged(finished: dict[str, object]) -> None:
     log = script.git(finished["mirror"], "log", "--format=%s", finished["branch"])  # type: ignore[arg-type]
     merges = [line for line in log.splitlines() if line.startswith("Merge task")]
     assert len(merges) == 5, log  # the conflicting task came in through its resolution
-    assert "Job done" in str(finished["result"])
+    assert "All tasks merged" in str(finished["result"]), "the lead's reply is the job's"
 
 
 def test_the_independent_tasks_ran_at_once(finished: dict[str, object]) -> None:

@@ -62,5 +62,5 @@ def test_sigkill_inside_a_mini_team_then_restart_gives_the_same_branch(
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     restarted = harness(tmp_path / "home", repo)
     assert restarted.returncode == 0, restarted.stderr
-    assert "Job done" in restarted.stdout
+    assert "All tasks merged" in restarted.stdout
     assert outcome(tmp_path / "home") == uninterrupted

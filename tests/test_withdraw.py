@@ -87,7 +87,8 @@ async def test_a_job_that_ended_cannot_be_cancelled(repo: Path, tmp_path: Path) 
 
 
 async def test_a_turn_under_way_is_stopped_and_writes_nothing(repo: Path, tmp_path: Path) -> None:
-    """The office manager's model call hangs; the cancel ends it, and no failure is left."""
+    """The project lead's model call hangs (the office manager's hand-over is the engine's,
+    jobs/flat_manager.py); the cancel ends it, and no failure is left."""
     called = asyncio.Event()
 
     class Hanging:
@@ -102,11 +103,21 @@ async def test_a_turn_under_way_is_stopped_and_writes_nothing(repo: Path, tmp_pa
         running = asyncio.create_task(office.run_until_idle())
         await asyncio.wait_for(called.wait(), 10)
         withdrawn = await withdraw(office, job_id, by="alice")
-        assert withdrawn.conversations == 1
+        assert withdrawn.conversations == 2, "the office manager's and the lead's"
         await asyncio.wait_for(running, 10)  # the scheduler is idle: nothing else to run
         assert await office.failures(job_id) == []
         transcript = await office.engine.bus.transcript(f"job:{job_id}")
-        assert [m.role for m in transcript] == ["user"], "the brief, and no turn after it"
+        assert [m.role for m in transcript] == ["user", "assistant"], "the brief, handed over"
+        [lead] = await office.engine.store.read(
+            lambda tx: [
+                c
+                for (c,) in tx.execute(
+                    "SELECT conversation_id FROM conversations WHERE agent LIKE '%/project-lead'"
+                )
+            ]
+        )
+        lead_said = await office.engine.bus.transcript(lead)
+        assert [m.role for m in lead_said] == ["user"], "the brief, and no turn after it"
         office.engine.scheduler.wake([f"job:{job_id}"])  # a stray wake runs nothing
         await office.run_until_idle()
     finally:
