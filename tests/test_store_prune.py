@@ -33,7 +33,7 @@ BY_JOB_ID = (
     *("jobs", "conversations", "tasks", "gates", "job_workspaces", "task_log", "job_links"),
     *("forge_objects", "failures", "job_sources", "waits", "job_steering", "job_commands"),
     *("proxy_decisions", "proxy_jobs", "issue_revisions", "job_pulls", "review_rounds"),
-    *("review_points", "review_threads", "checks", "network_refusals"),
+    *("review_points", "review_threads", "checks", "network_refusals", "ci_facts"),
 )
 OWNED = {
     **dict.fromkeys(BY_JOB_ID, "job_id = :job"),
@@ -74,6 +74,8 @@ FILL = {
     " SELECT round_id, 1, :job, 'review:' || :job, 'dave', 'why?' FROM review_rounds"
     " WHERE job_id = :job",
     "review_threads": "INSERT INTO review_threads VALUES (:job, 'thread-1', 3)",
+    "ci_facts": "INSERT INTO ci_facts (job_id, head_sha, kind, name, note, at)"
+    " VALUES (:job, 'abc', 'round', '', 'round 1', :at)",
     "network_refusals": "INSERT INTO network_refusals (job_id, task, agent, host, port, why,"
     " command, count, first_at, last_at) VALUES (:job, 1, 'worker', 'crates.test', 443,"
     " 'host', 'cargo build', 1, :at, :at)",

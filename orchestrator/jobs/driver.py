@@ -103,6 +103,7 @@ class JobDriver:
             None if setup_failed is None else setup_failed.tail,
             *await self._checks(job_id, project),
             refused=await self.office.egress.of_job(job_id),
+            ci=await self.office.ci.notes(job_id),
         )
 
     async def _checks(self, job_id: int, project: str) -> tuple[tuple[JobCheck, ...], str | None]:

@@ -49,6 +49,7 @@ class JobStatus:
     checks: tuple[JobCheck, ...] = ()  # the engine's checks: each task's latest, the job's last
     checks_missing: str | None = None  # why no check can run (the project names no command)
     refused: tuple[Refused, ...] = ()  # what the sandbox refused its agents (jobs/refusals.py)
+    ci: tuple[str, ...] = ()  # what CI on its change request did, newest first (ci_rounds.py)
 
 
 class Forge(Protocol):
