@@ -121,6 +121,9 @@ def test_a_check_that_passes_when_re_run_is_flaky_and_starts_nothing() -> None:
     assert "flaky" in flaky.note
     said = replace(ran, flaky=frozenset({"tests", "lint"}))
     assert isinstance(decide(settled(passed=("tests", "lint")), said), CiIgnore)
+    twice = decide(settled(TESTS, passed=("tests",)), replace(ran, rounded=False))
+    assert isinstance(twice, CiRound)  # passed in one suite, failed in another: not flaky
+    assert twice.flaky == ()
     mixed = decide(settled(LINT, passed=("tests",)), ran)  # one real, one flaky
     assert isinstance(mixed, CiRound)
     assert ([c.name for c in mixed.checks], mixed.flaky) == (["lint"], ("tests",))

@@ -162,7 +162,7 @@ async def test_a_rerun_job_concludes_as_planned_and_completes_its_suite_again(wo
 
 async def test_a_suite_still_running_and_one_awaiting_approval(world: World) -> None:
     hub, api, sha = world.hub, world.api, world.sha
-    running = hub.start_checks(OWNER, NAME, sha)
+    running = await hub.start_checks(OWNER, NAME, sha)
     suites = (await api.get(f"repos/{OWNER}/{NAME}/commits/{sha}/check-suites")).json()
     assert [(s["status"], s["conclusion"]) for s in suites["check_suites"]] == [("queued", None)]
     await hub.finish_checks(OWNER, NAME, running, [Check("tests", "success")])

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from bot.fakehub import webhooks
 from bot.fakehub.checks import completed
 from bot.fakehub.ci_state import ACTIONS_APP, Check, CheckRun, CheckSuite
+from bot.fakehub.pulls import refresh
 from bot.fakehub.shapes import Urls
 from bot.fakehub.state import HubRepo, HubState
 
@@ -33,7 +34,7 @@ class CiPeople:
     async def _deliver_all(self, deliveries: list[webhooks.Outgoing]) -> None:
         raise NotImplementedError
 
-    def start_checks(
+    async def start_checks(
         self,
         owner: str,
         name: str,
@@ -45,6 +46,9 @@ class CiPeople:
     ) -> int:
         """A suite on `sha` whose checks are still to come (queued); its id."""
         repo = self.state.repo(owner, name)
+        for issue in list(repo.issues.values()):  # pushes move heads: read them as GitHub has them
+            if issue.pull is not None and issue.state == "open":
+                await refresh(repo, issue)
         with self.state.lock:
             now = self.state.clock()
             suite = CheckSuite(
@@ -93,7 +97,7 @@ class CiPeople:
         workflow: str | None = "CI",
     ) -> int:
         """A suite on `sha` that ran `checks` and completed; its id."""
-        suite_id = self.start_checks(
+        suite_id = await self.start_checks(
             owner, name, sha, app=app, app_name=app_name, workflow=workflow
         )
         await self.finish_checks(owner, name, suite_id, checks)
@@ -101,7 +105,7 @@ class CiPeople:
 
     async def await_approval(self, owner: str, name: str, sha: str, *, workflow: str = "CI") -> int:
         """A workflow run on `sha` waiting for a maintainer's approval (`action_required`)."""
-        suite_id = self.start_checks(owner, name, sha, workflow=workflow)
+        suite_id = await self.start_checks(owner, name, sha, workflow=workflow)
         repo = self.state.repo(owner, name)
         with self.state.lock:
             suite = self.state.ci.suites[suite_id]

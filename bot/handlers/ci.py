@@ -50,7 +50,7 @@ NEEDS = {
     "checks: write": "failing check runs could not be rerequested, so a flaky one cannot be"
     " told apart",
 }
-_NOTHING = CiSuites(0, (), (), ())
+_UNREAD = CiSuites(1, (), (), ())  # before the suites are read: only the setting and head count
 
 
 def refused(permission: str) -> str:
@@ -82,7 +82,7 @@ async def follow(
     settings = await ctx.office.round_settings(job_id)
     head = await ctx.office.branch_head(job_id)
     sha, limit, on = command.head_sha, settings.ci_rounds, settings.on_failed_checks
-    early = decide_ci(_NOTHING, CiFacts(), on=on, limit=limit, sha=sha, head=head)
+    early = decide_ci(_UNREAD, CiFacts(), on=on, limit=limit, sha=sha, head=head)
     if isinstance(early, CiIgnore):
         return Ignore(early.why, job_id).outcome
     repo = command.repo

@@ -130,7 +130,8 @@ def decide_ci(
         return CiIgnore(f"checks of {short}, an older commit than the pull request's head")
     if suites.running:
         return CiWait(f"{suites.running} check suite(s) on {short} still running")
-    flaky = tuple(n for n in suites.passed if n in facts.reruns and n not in facts.flaky)
+    failing = {c.name for c in suites.failed}
+    flaky = tuple(n for n in suites.passed if n in facts.reruns and n not in facts.flaky | failing)
     if suites.awaiting and not suites.failed:
         names = ", ".join(suites.awaiting)
         return CiSay(
@@ -203,14 +204,16 @@ def point(check: FailedCheck, *, sha: str, scanner: Scanner) -> Point:
     ]
     if notes:
         parts.append("Annotations:\n" + "\n".join(f"- {n}" for n in notes))
-    if check.log.strip():
-        parts.append(f"The end of its log:\n{tail(check.log)}")
-    elif check.log_note:
+    if check.log_note:
         parts.append(f"No log: {check.log_note}")
+    if check.log.strip():
+        job_log = check.rerun == "job" and not check.log_note
+        said = "The end of its log" if job_log else "What the check reported (its output)"
+        parts.append(f"{said}:\n{tail(check.log)}")
     if check.url:
         parts.append(f"(Details: {check.url})")
     body = scanner.redact("\n\n".join(parts))
-    return Point(f"{SOURCE}{sha}:{check.name}", "ci", body[: rounds.BODY_CHARS])
+    return Point(f"{SOURCE}{sha}:{check.name}", rounds.CI_AUTHOR, body[: rounds.BODY_CHARS])
 
 
 # --- the store ----------------------------------------------------------------------------
