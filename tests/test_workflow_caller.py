@@ -149,7 +149,7 @@ def build(case: Case, payload: Load) -> Payload:
 
 def _pull(case: Case, data: Payload) -> Payload:
     """The case's changes to the delivery's pull request."""
-    pull = data.get("pull_request")
+    pull: Any = data.get("pull_request")
     if case.branch is not None:
         pull["head"]["ref"] = case.branch
     if case.changes:
