@@ -251,3 +251,24 @@ async def reopened(tmp_path: Path, job_id: int) -> tuple[Any, FakeForge, int]:
 
     office = await open_office(tmp_path / "home", TEXT, demo())
     return office, FakeForge(office), job_id
+
+
+async def test_what_ci_did_is_said_once_per_commit(tmp_path: Path) -> None:
+    office, _, job_id = await delivered(tmp_path)
+    try:
+        flaky = CiSay("flaky", ("tests",), "🔁 `tests` … flaky")
+        assert await office.ci.say(job_id, SHA, flaky)
+        assert not await office.ci.say(job_id, SHA, flaky)  # said once
+        awaiting = CiSay("note", ("GitHub Actions",), "CI did not run: approval")
+        assert await office.ci.say(job_id, SHA, awaiting)
+        assert not await office.ci.say(job_id, SHA, awaiting)
+        assert (await office.ci.facts(job_id, SHA)).flaky == {"tests"}
+        assert await office.ci.note(job_id, "", "token", "no CI with GITHUB_TOKEN")
+        assert not await office.ci.note(job_id, "", "token", "no CI with GITHUB_TOKEN")
+        assert await office.ci.notes(job_id) == (
+            "no CI with GITHUB_TOKEN",
+            "CI did not run: approval",
+            "🔁 `tests` … flaky",
+        )
+    finally:
+        await office.close()

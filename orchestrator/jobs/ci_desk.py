@@ -59,6 +59,8 @@ class CiDesk:
         not run); False when it was said before."""
 
         def write(tx: Tx) -> bool:
+            if said.kind == "note":  # CI that did not run: only said
+                return ci_rounds.record(tx, job_id, sha, "note", name="not run", note=said.note)
             if said.kind == "flaky":
                 new = [ci_rounds.record(tx, job_id, sha, "flaky", name=n) for n in said.names]
                 fresh = any(new)
