@@ -129,9 +129,13 @@ async def test_failing_checks_start_rounds_until_a_person_is_needed(world: World
     await until(lambda: settled(server), what="the passing suite handled")
     assert "round 2" not in tracking(hub, issue)
 
-    # The next failure is round 2; the one after waits for a person.
+    # The next failure waits for the head's other suite to finish, then is round 2.
+    lint = await hub.start_checks(OWNER, REPO, second, workflow="Lint")
     hub.plan_rerun(OWNER, REPO, FAILING)
     await hub.run_checks(OWNER, REPO, second, [FAILING])
+    await until(lambda: settled(server), what="the failure read while Lint runs")
+    assert len(hub.ci_reruns()) == 1  # nothing decided yet: not even a re-run
+    await hub.finish_checks(OWNER, REPO, lint, [Check("lint", "success")])
     await until(lambda: rested_after(hub, issue, 2), what="CI's round 2", limit=120)
     _, third = head(hub)
     await hub.run_checks(OWNER, REPO, third, [FAILING])
