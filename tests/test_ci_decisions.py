@@ -206,6 +206,12 @@ def test_the_point_holds_the_log_end_and_annotations_trimmed_and_masked() -> Non
     assert len(made.body) <= 4_000
     nolog = ci_rounds.point(replace(TESTS, log_note="not allowed"), sha=SHA, scanner=Scanner({}))
     assert "No log: not allowed" in nolog.body
+    many = [replace(TESTS, name=f"check-{n}", log="x" * 9_000) for n in range(20)]
+    each = ci_rounds.points(many, sha=SHA, scanner=Scanner({}))
+    assert len(each) == ci_rounds.MAX_CHECKS + 1
+    assert "12 more checks failed" in each[-1].body
+    assert "`check-19`" in each[-1].body
+    assert sum(len(p.body) for p in each) <= (ci_rounds.MAX_CHECKS + 1) * 4_000
 
 
 # --- the store ------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ class CiDesk:
         """Start the automatic round of head `sha` with its failing checks (None: it had its
         round); checks that passed when re-run are said to be flaky."""
         scanner = ci_rounds.masker(self._secrets.values())
-        points = [ci_rounds.point(check, sha=sha, scanner=scanner) for check in checks]
+        points = ci_rounds.points(checks, sha=sha, scanner=scanner)
 
         def write(tx: Tx) -> Taken | None:
             for name in flaky:

@@ -32,6 +32,7 @@ LOG_CHARS = 2_500
 ANNOTATIONS = 10  # per check
 ANNOTATION_CHARS = 300
 NOTE_CHARS = 500
+MAX_CHECKS = 8  # failing checks a round's brief details; the rest are named in one more point
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ", re.MULTILINE)
 
@@ -214,6 +215,19 @@ def point(check: FailedCheck, *, sha: str, scanner: Scanner) -> Point:
         parts.append(f"(Details: {check.url})")
     body = scanner.redact("\n\n".join(parts))
     return Point(f"{SOURCE}{sha}:{check.name}", rounds.CI_AUTHOR, body[: rounds.BODY_CHARS])
+
+
+def points(checks: Sequence[FailedCheck], *, sha: str, scanner: Scanner) -> list[Point]:
+    """A round's points: one per failing check, the first MAX_CHECKS in detail (a brief
+    stays bounded however many fail), the rest named in one more."""
+    made = [point(check, sha=sha, scanner=scanner) for check in checks[:MAX_CHECKS]]
+    if rest := checks[MAX_CHECKS:]:
+        body = scanner.redact(
+            f"{len(rest)} more checks failed on {sha[:12]}: {_names(rest)}. Run them with the "
+            "project's own tests and checks once the ones above are fixed."
+        )
+        made.append(Point(f"{SOURCE}{sha}:…", rounds.CI_AUTHOR, body[: rounds.BODY_CHARS]))
+    return made
 
 
 # --- the store ----------------------------------------------------------------------------
