@@ -79,6 +79,7 @@ from orchestrator.jobs.ci_rounds import (
     CiWait,
     FailedCheck,
     decide_ci,
+    no_ci_note,
 )
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
 from orchestrator.jobs.commands import JobCancelledError, JobCommand
@@ -214,6 +215,7 @@ __all__ = [
     "CiWait",
     "FailedCheck",
     "decide_ci",
+    "no_ci_note",
     "Checked",
     "CommandRun",
     "JobSummary",

@@ -44,7 +44,9 @@ class World:
     server: Server
 
 
-async def _world(tmp_path: Path, permissions: dict[str, str]) -> AsyncIterator[World]:
+async def _world(
+    tmp_path: Path, permissions: dict[str, str], **env_more: str
+) -> AsyncIterator[World]:
     pem, port = private_key_pem(), free_port()
     hub = FakeGitHub(
         tmp_path / "hub",
@@ -57,7 +59,7 @@ async def _world(tmp_path: Path, permissions: dict[str, str]) -> AsyncIterator[W
     hub.add_repo(OWNER, REPO)
     hub.add_user("alice", "maintain")
     async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem)
+        env = server_env(hub, api_url, tmp_path / "home", pem) | env_more
         async with serve(env, port=port, log=tmp_path / "server.log") as server:
             yield World(hub, server)
     assert hub.violations == [], hub.violations
@@ -190,3 +192,23 @@ async def test_a_check_that_passes_when_re_run_is_flaky_and_without_actions_the_
 
 def replace_name(check: Check, name: str) -> Check:
     return Check(name, check.conclusion, check.log, check.summary, check.text, check.annotations)
+
+
+@pytest.fixture
+async def quick_to_miss_ci(tmp_path: Path) -> AsyncIterator[World]:
+    """An App that says a head had no CI one second after it saw it rest."""
+    permissions = dict(DEFAULT_APP_PERMISSIONS) | CI
+    async for made in _world(tmp_path, permissions, TEAPARTY_CI_START="1"):
+        yield made
+
+
+async def test_a_pull_request_on_which_no_ci_runs_is_said_to_have_none(
+    quick_to_miss_ci: World,
+) -> None:
+    hub, server = quick_to_miss_ci.hub, quick_to_miss_ci.server
+    issue, number, _ = await delivered_pull(hub, server)
+    _, sha = head(hub)
+    await until(lambda: "No CI ran on" in tracking(hub, issue), what="the no-CI note", limit=60)
+    said = tracking(hub, issue)
+    assert f"No CI ran on {sha[:12]}" in said
+    assert "`on:` filters" in said

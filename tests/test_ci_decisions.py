@@ -278,3 +278,11 @@ async def test_what_ci_did_is_said_once_per_commit(tmp_path: Path) -> None:
         )
     finally:
         await office.close()
+
+
+def test_a_resting_head_is_looked_at_for_ci_once_after_the_wait() -> None:
+    assert ci_rounds.watch(seen_at=None, ran=False, now=100.0, wait_s=900) == "seen"
+    assert ci_rounds.watch(seen_at=100.0, ran=False, now=999.0, wait_s=900) is None
+    assert ci_rounds.watch(seen_at=100.0, ran=False, now=1000.0, wait_s=900) == "look"
+    assert ci_rounds.watch(seen_at=100.0, ran=True, now=5000.0, wait_s=900) is None
+    assert "No CI ran on aaaaaaaaaaaa in the 15 minutes" in ci_rounds.no_ci_note(SHA, minutes=15)

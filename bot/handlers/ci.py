@@ -23,6 +23,7 @@ from bot.errors import GitHubError
 from bot.github.ci import CiReader
 from bot.github.client import Json
 from bot.github.sanitizer import sanitize
+from bot.github.subject import Subject
 from bot.handlers.actions import Ignore, Outcome, Report
 from bot.handlers.app_context import AppContext
 from bot.handlers.payloads import ChecksCompleted, Repo
@@ -37,6 +38,7 @@ from orchestrator.api import (
     CiWait,
     FailedCheck,
     decide_ci,
+    no_ci_note,
 )
 
 log = logging.getLogger(__name__)
@@ -282,4 +284,43 @@ async def enrich(reader: CiReader, check: FailedCheck, problems: list[str]) -> F
         return replace(check, annotations=notes, log_note=why or "no log was found")
 
 
-__all__ = ["Repo", "follow", "on_checks_completed"]
+async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: float) -> str | None:
+    """A resting job whose pull request is open: once its head has rested `wait_s` with no
+    check suite that runs (Actions', or one with check runs), say on the tracking comment
+    that no CI ran on it and why that may be. What this look found (None: nothing to do)."""
+    found = await ctx.office.rounds.pull(job_id)
+    subject = await ctx.office.records.subject(job_id, "github")
+    if found is None or found.state != "open" or subject is None:
+        return None
+    if not (await ctx.office.round_settings(job_id)).on_failed_checks:
+        return None
+    sha = await ctx.office.branch_head(job_id)
+    if sha is None:
+        return None
+    step = await ctx.office.ci.watch(job_id, sha, now=now, wait_s=wait_s)
+    if step != "look":
+        return step
+    where = Subject.from_json(subject)
+    reader = CiReader(await ctx.github.installation(where.installation_id), where.owner, where.repo)
+    try:
+        suites = await reader.suites(sha)
+    except GitHubError as exc:
+        if exc.status != 403:
+            raise
+        await ctx.office.ci.ran(job_id, sha, note=refused("checks: read"))
+        await ctx.driver.sync(job_id)
+        return "refused"
+    started = [
+        s
+        for s in suites
+        if _app(s).get("slug") == ACTIONS or int(s.get("latest_check_runs_count") or 0) > 0
+    ]
+    if started:
+        await ctx.office.ci.ran(job_id, sha)
+        return "ran"
+    await ctx.office.ci.ran(job_id, sha, note=no_ci_note(sha, minutes=wait_s / 60))
+    await ctx.driver.sync(job_id)
+    return "no ci"
+
+
+__all__ = ["Repo", "follow", "on_checks_completed", "watch_started"]

@@ -104,6 +104,30 @@ class CiDesk:
             self._bus.on_wake(taken.woken)
         return taken
 
+    async def watch(self, job_id: int, sha: str, *, now: float, wait_s: float) -> str | None:
+        """Whether to look for CI on the resting head `sha` now (`ci_rounds.watch`); its
+        first sight is kept."""
+
+        def write(tx: Tx) -> str | None:
+            seen_at, ran = ci_rounds.seen(tx, job_id, sha)
+            step = ci_rounds.watch(seen_at=seen_at, ran=ran, now=now, wait_s=wait_s)
+            if step == "seen":
+                ci_rounds.record(tx, job_id, sha, "seen")
+            return step
+
+        return await self._store.write(write)
+
+    async def ran(self, job_id: int, sha: str, *, note: str | None = None) -> None:
+        """CI ran on `sha`, or (with `note`, said on the tracking comment) it did not and
+        that is said: either way it is looked for no more."""
+
+        def write(tx: Tx) -> None:
+            ci_rounds.record(tx, job_id, sha, "ran")
+            if note is not None:
+                ci_rounds.record(tx, job_id, sha, "note", name="no ci", note=note)
+
+        await self._store.write(write)
+
     async def notes(self, job_id: int) -> tuple[str, ...]:
         """What the tracking comment says of CI, newest first."""
         return await self._store.read(lambda tx: ci_rounds.notes(tx, job_id))

@@ -23,7 +23,7 @@ from orchestrator.jobs import rounds
 from orchestrator.jobs.rounds import Feedback, Point, Taken
 from orchestrator.store.sqlite import Tx, now
 
-Fact = Literal["round", "rerun", "flaky", "held", "note"]
+Fact = Literal["round", "rerun", "flaky", "held", "note", "seen", "ran"]
 Rerun = Literal["job", "check-run"]  # an Actions job re-run, another app's check rerequested
 SOURCE = "ci:"  # the source prefix of a CI round's points
 FAILED = frozenset({"failure", "timed_out", "startup_failure"})
@@ -230,6 +230,26 @@ def points(checks: Sequence[FailedCheck], *, sha: str, scanner: Scanner) -> list
     return made
 
 
+def no_ci_note(sha: str, *, minutes: float) -> str:
+    """What the tracking comment says when no CI started on a resting head."""
+    return (
+        f"⚠️ No CI ran on {sha[:12]} in the {minutes:g} minutes since the App saw it: no "
+        "workflow or CI app made a check of it. The repository may have no CI for pull "
+        "requests, its workflows' `on:` filters may leave out this branch, or its Actions may "
+        "be turned off; failing checks cannot start a round until CI runs."
+    )
+
+
+def watch(*, seen_at: float | None, ran: bool, now: float, wait_s: float) -> str | None:
+    """Whether to look for CI on a resting head now: `seen` (first sight, note the time),
+    `look` (the wait is over and no CI was seen), or None; no I/O."""
+    if ran:
+        return None
+    if seen_at is None:
+        return "seen"
+    return "look" if now - seen_at >= wait_s else None
+
+
 # --- the store ----------------------------------------------------------------------------
 
 
@@ -246,6 +266,19 @@ def facts(tx: Tx, job_id: int, sha: str) -> CiFacts:
         flaky=frozenset(name for kind, name in kinds if kind == "flaky"),
         held=("held", "") in kinds,
     )
+
+
+def seen(tx: Tx, job_id: int, sha: str) -> tuple[float | None, bool]:
+    """When the App first saw head `sha` resting (None: not yet), and whether CI ran on it."""
+    rows = dict(
+        tx.execute(
+            "SELECT kind, at FROM ci_facts WHERE job_id = ? AND head_sha = ?"
+            " AND kind IN ('seen', 'ran', 'round', 'rerun', 'flaky', 'held')",
+            (job_id, sha),
+        ).fetchall()
+    )
+    ran = any(kind in rows for kind in ("ran", "round", "rerun", "flaky", "held"))
+    return rows.get("seen"), ran
 
 
 def in_a_row(tx: Tx, job_id: int) -> int:

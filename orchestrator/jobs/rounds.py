@@ -154,6 +154,15 @@ def job_of_pull(tx: Tx, repo: str, number: int) -> int | None:
     return None if row is None else int(row[0])
 
 
+def resting_with_open_pull(tx: Tx) -> list[int]:
+    """The jobs that rest (complete) with their change request open, oldest first."""
+    rows = tx.execute(
+        "SELECT p.job_id FROM job_pulls p JOIN jobs j USING (job_id)"
+        " WHERE p.state = 'open' AND j.state = 'complete' ORDER BY p.job_id"
+    ).fetchall()
+    return [int(job_id) for (job_id,) in rows]
+
+
 def set_pull_state(tx: Tx, job_id: int, state: PullState, *, max_rounds: int) -> tuple[str, ...]:
     """The change request is now `state`; opened again, a waiting round may start. Who woke."""
     tx.execute(

@@ -693,13 +693,15 @@ CREATE INDEX IF NOT EXISTS network_refusals_by_job ON network_refusals (job_id, 
 """
 
 # CI on a job's change request (jobs/ci_rounds.py): per head commit, the automatic round it
-# started, each check re-run, each found flaky, a failure held for a person, and the notes
-# the tracking comment shows; a restarted process neither repeats nor forgets one.
+# started, each check re-run, each found flaky, a failure held for a person, when the App
+# first saw it resting and whether CI ran on it, and the notes the tracking comment shows; a
+# restarted process neither repeats nor forgets one.
 CI_FACTS = """
 CREATE TABLE IF NOT EXISTS ci_facts (
     job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
     head_sha    TEXT NOT NULL,
-    kind        TEXT NOT NULL CHECK (kind IN ('round', 'rerun', 'flaky', 'held', 'note')),
+    kind        TEXT NOT NULL
+                CHECK (kind IN ('round', 'rerun', 'flaky', 'held', 'note', 'seen', 'ran')),
     name        TEXT NOT NULL DEFAULT '',
     note        TEXT,
     at          REAL NOT NULL,
