@@ -38,7 +38,12 @@ DEFAULT_PERMISSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "pull_requests": "write",  # open and update the job's pull request
         "contents": "write",  # push job branches; read .teaparty/project.yaml
         "metadata": "read",  # mandatory for every App; collaborator permission checks
-        "checks": "read",  # check_suite: failed checks on a job's pull request (opt-in rounds)
+        # CI on a job's pull request (bot/handlers/ci.py): read suites, runs and annotations,
+        # and rerequest another app's failed check run once to tell a flaky one apart.
+        "checks": "write",
+        # Actions on it: read a failed job's log (GET .../actions/jobs/{id}/logs), and re-run
+        # a failed job once (POST .../actions/jobs/{id}/rerun needs write; write covers read).
+        "actions": "write",
     }
 )
 # The deliveries bot.handlers.payloads acts on; installation events reach every App unasked.
@@ -48,7 +53,7 @@ DEFAULT_EVENTS: Final[tuple[str, ...]] = (
     "pull_request",  # the job's pull request merged, closed, made a draft, ready, reopened
     "pull_request_review",  # a review of the job's pull request: a review round
     "pull_request_review_comment",  # its inline comments, part of their review's round
-    "check_suite",  # failed checks on the job's pull request, where a project opts in
+    "check_suite",  # a completed check suite on the job's pull request: CI rounds
 )
 
 

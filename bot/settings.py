@@ -41,6 +41,7 @@ class Settings:
     insecure_no_signature: bool = False
     write_interval_s: float = 1.0
     status_interval_s: float = 10.0  # how often the App looks at its active jobs
+    ci_start_s: float = 900.0  # a resting job's head with no CI this long is said to have none
     progress_interval_s: float = 60.0  # the least time between edits for progress alone
     body_timeout_s: float = 10.0
     max_connections: int = 128  # about 0.55 MB each while a body streams in: RSS stays < 200 MB
@@ -70,6 +71,7 @@ class Settings:
             insecure_no_signature=insecure,
             write_interval_s=check(partial(_seconds, "TEAPARTY_GITHUB_WRITE_INTERVAL", 1.0), 0.0),
             status_interval_s=check(partial(_seconds, "TEAPARTY_STATUS_INTERVAL", 10.0), 0.0),
+            ci_start_s=check(partial(_seconds, "TEAPARTY_CI_START", 900.0), 0.0),
             progress_interval_s=check(partial(_seconds, "TEAPARTY_PROGRESS_INTERVAL", 60.0), 0.0),
             body_timeout_s=check(partial(_seconds, "TEAPARTY_BODY_TIMEOUT", 10.0, low=0.1), 0.0),
             max_connections=check(partial(_count, "TEAPARTY_MAX_CONNECTIONS", 128), 0),

@@ -68,6 +68,20 @@ from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
 from orchestrator.jobs.checks import JobCheck
+from orchestrator.jobs.ci_rounds import FAILED as FAILED_CHECKS
+from orchestrator.jobs.ci_rounds import (
+    CiDecision,
+    CiFacts,
+    CiIgnore,
+    CiRerun,
+    CiRound,
+    CiSay,
+    CiSuites,
+    CiWait,
+    FailedCheck,
+    decide_ci,
+    no_ci_note,
+)
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
 from orchestrator.jobs.commands import JobCancelledError, JobCommand
 from orchestrator.jobs.commands import serve as serve_commands
@@ -199,6 +213,18 @@ __all__ = [
     "JobStateError",
     "JobStatus",
     "JobCheck",
+    "FAILED_CHECKS",
+    "CiDecision",
+    "CiFacts",
+    "CiIgnore",
+    "CiRerun",
+    "CiRound",
+    "CiSay",
+    "CiSuites",
+    "CiWait",
+    "FailedCheck",
+    "decide_ci",
+    "no_ci_note",
     "Checked",
     "CommandRun",
     "JobSummary",

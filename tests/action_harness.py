@@ -23,6 +23,7 @@ TOKEN_PERMISSIONS = {
     "contents": "write",
     "pull_requests": "write",
     "actions": "write",
+    "checks": "write",
     "metadata": "read",
 }
 

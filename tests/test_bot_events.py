@@ -53,6 +53,7 @@ def test_handled_events_are_the_ones_the_app_subscribes_to() -> None:
         "pull_request",
         "pull_request_review",
         "pull_request_review_comment",
+        "workflow_run",
     ]
 
 
@@ -182,8 +183,8 @@ def test_an_unknown_action_is_ignored(payload: Load) -> None:
 
 
 def test_an_unhandled_event_is_ignored(payload: Load) -> None:
-    command = parse("workflow_run", payload("workflow_run.completed"))
-    assert command == Ignored("workflow_run is ignored: the app does not handle this event.")
+    command = parse("deployment", payload("workflow_run.completed"))
+    assert command == Ignored("deployment is ignored: the app does not handle this event.")
 
 
 # Loop guard and bots

@@ -55,9 +55,10 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 
 
 async def test_a_ping_and_an_ignored_event_ask_github_nothing(world: World) -> None:
+    # (workflow_run is read now: runner mode follows CI with it; test_ci_decisions.py)
     assert await world.handle("ping", b'{"zen": "Keep it logically awesome."}') == ("pong", None)
-    outcome, job_id = await world.handle("workflow_run", b'{"action": "completed"}')
-    assert outcome.startswith("ignored: workflow_run is ignored")
+    outcome, job_id = await world.handle("deployment", b'{"action": "created"}')
+    assert outcome.startswith("ignored: deployment is ignored")
     assert job_id is None
     assert world.asked() == []
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.fakehub.checks import CHECK_ROUTES
+from bot.fakehub.routes import grants
 from bot.manifest import (
     DEFAULT_EVENTS,
     DEFAULT_PERMISSIONS,
@@ -62,7 +64,8 @@ def test_prints_the_manifest_with_exactly_the_permissions_and_events(
             "pull_requests": "write",
             "contents": "write",
             "metadata": "read",
-            "checks": "read",
+            "checks": "write",
+            "actions": "write",
         },
         "default_events": [
             "issues",
@@ -86,6 +89,20 @@ def test_name_homepage_public_and_redirect_url_are_options(
     assert manifest["url"] == "https://acme.example"
     assert manifest["public"] is True
     assert manifest["redirect_url"] == "https://tea.example.com/registered"
+
+
+def test_the_manifest_grants_every_call_ci_rounds_make_and_no_more_than_they_need() -> None:
+    """Each CI call (bot/github/ci.py), with the permission the stand-in holds it to: logs
+    need actions: read, a job re-run actions: write, suites and annotations checks: read, a
+    rerequest checks: write; the manifest's level is the highest one needed."""
+    needed: dict[str, str] = {}
+    for operation, (names, level) in CHECK_ROUTES.needs.items():
+        assert any(grants(DEFAULT_PERMISSIONS.get(name), level) for name in names), operation
+        for name in names:
+            if grants(level, needed.get(name, "read")):
+                needed[name] = level
+    assert needed == {"checks": "write", "actions": "write"}
+    assert {k: DEFAULT_PERMISSIONS[k] for k in needed} == needed
 
 
 def test_the_constants_are_what_the_manifest_asks_for() -> None:

@@ -13,7 +13,6 @@ import pytest
 from bot.github.reviews import ReviewThread, ThreadComment
 from bot.handlers.actions import Ignore, Later
 from bot.handlers.payloads import (
-    ChecksFailed,
     CommentAdded,
     Ignored,
     ReviewSubmitted,
@@ -21,7 +20,6 @@ from bot.handlers.payloads import (
 )
 from bot.handlers.review import (
     ReviewFacts,
-    decide_checks,
     decide_pull_comment,
     decide_review,
     gather,
@@ -207,37 +205,3 @@ def test_a_pull_request_comment_waits_out_the_window_and_needs_write_access(
     )
     assert isinstance(reader, Ignore)
     assert "no write access" in reader.reason
-
-
-def test_a_failed_check_suite_on_a_pull_request_is_read_and_a_passing_one_ignored(
-    payload: Load,
-) -> None:
-    data = payload("check_suite.completed")
-    assert isinstance(parse_command("check_suite", data, app_login=APP), Ignored)  # success
-    data["check_suite"]["conclusion"] = "failure"
-    data["sender"].update(login=APP, type="Bot")  # the App's push ran the checks: still read
-    command = parse_command("check_suite", data, app_login=APP)
-    assert isinstance(command, ChecksFailed)
-    assert (command.suite_id, command.app_name, command.pull_numbers) == (
-        118578147,
-        "octocoders-linter",
-        (2,),
-    )
-    assert command.head_sha.startswith("ec26c3e5")
-
-
-def test_failed_checks_start_a_round_only_where_the_project_opted_in_and_on_the_head(
-    payload: Load,
-) -> None:
-    data = payload("check_suite.completed")
-    data["check_suite"]["conclusion"] = "timed_out"
-    command = parse_command("check_suite", data, app_login=APP)
-    assert isinstance(command, ChecksFailed)
-    head = command.head_sha
-    assert decide_checks(command, on=True, head=head, job_id=7) is None
-    off = decide_checks(command, on=False, head=head, job_id=7)
-    assert isinstance(off, Ignore)
-    assert "did not opt in" in off.reason
-    stale = decide_checks(command, on=True, head="0" * 40, job_id=7)
-    assert isinstance(stale, Ignore)
-    assert "older commit" in stale.reason

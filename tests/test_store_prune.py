@@ -34,7 +34,7 @@ BY_JOB_ID = (
     *("forge_objects", "failures", "job_sources", "waits", "job_steering", "job_commands"),
     *("proxy_decisions", "proxy_jobs", "issue_revisions", "job_pulls", "review_rounds"),
     *("review_points", "review_threads", "checks", "network_refusals"),
-    *("job_learned", "job_learning_files"),
+    *("job_learned", "job_learning_files", "ci_facts"),
 )
 OWNED = {
     **dict.fromkeys(BY_JOB_ID, "job_id = :job"),
@@ -77,6 +77,8 @@ FILL = {
     "review_threads": "INSERT INTO review_threads VALUES (:job, 'thread-1', 3)",
     "job_learned": "INSERT INTO job_learned VALUES (:job, '0123456789', 'run make', 'x', 0)",
     "job_learning_files": "INSERT INTO job_learning_files VALUES (:job, '.teaparty/l.md', NULL)",
+    "ci_facts": "INSERT INTO ci_facts (job_id, head_sha, kind, name, note, at)"
+    " VALUES (:job, 'abc', 'round', '', 'round 1', :at)",
     "network_refusals": "INSERT INTO network_refusals (job_id, task, agent, host, port, why,"
     " command, count, first_at, last_at) VALUES (:job, 1, 'worker', 'crates.test', 443,"
     " 'host', 'cargo build', 1, :at, :at)",

@@ -42,6 +42,7 @@ class Case:
     body: str | None = None  # the comment's text
     action: str | None = None
     changes: dict[str, Any] = field(default_factory=dict)
+    run_branch: str | None = None  # the branch a workflow run ran on
 
     @property
     def event(self) -> str:
@@ -111,6 +112,13 @@ CASES = {
     "the App's reply in a review thread": Case(
         "pull_request_review_comment.created", False, branch="teaparty/job-2-y", author=APP_BOT
     ),
+    "CI completed on TeaParty's pull request, pushed by the App": Case(
+        "workflow_run.completed.with-pull-requests",
+        True,
+        author=APP_BOT,
+        run_branch="teaparty/job-2-y",
+    ),
+    "CI completed on another branch": Case("workflow_run.completed.with-pull-requests", False),
 }
 
 
@@ -132,11 +140,18 @@ def build(case: Case, payload: Load) -> Payload:
                 holder[key] = holder[key] | {"login": login, "id": user_id, "type": "Bot"}
     if case.body is not None:
         data["comment"]["body"] = case.body
-    pull = data.get("pull_request")
-    if case.branch is not None:
-        pull["head"]["ref"] = case.branch
     if case.action is not None:
         data["action"] = case.action
+    if case.run_branch is not None:
+        data["workflow_run"]["head_branch"] = case.run_branch
+    return _pull(case, data)
+
+
+def _pull(case: Case, data: Payload) -> Payload:
+    """The case's changes to the delivery's pull request."""
+    pull: Any = data.get("pull_request")
+    if case.branch is not None:
+        pull["head"]["ref"] = case.branch
     if case.changes:
         pull |= case.changes
     return data

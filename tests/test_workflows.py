@@ -36,7 +36,13 @@ ACTION_ENV = {
     "TEAPARTY_SETUP_CACHE_MB",
 }
 RUN_TEAPARTY = '"$RUNNER_TEMP/teaparty-venv/bin/teaparty" action'  # its own virtualenv's
-PERMISSIONS = {"contents": "write", "issues": "write", "pull-requests": "write", "actions": "write"}
+PERMISSIONS = {
+    "contents": "write",
+    "issues": "write",
+    "pull-requests": "write",
+    "actions": "write",
+    "checks": "write",
+}
 TIMEOUT = "${{ inputs.timeout-minutes }}"
 
 
@@ -101,10 +107,11 @@ def test_the_reusable_workflow_asks_for_least_permissions_and_never_cancels() ->
     assert list(workflow["on"]) == ["workflow_call"]
     assert workflow["permissions"] == {}
     assert job["permissions"] == PERMISSIONS
-    # one group per issue or pull request; a continuation (no number) gets its own
+    # one group per issue or pull request (a CI run's too); a continuation (no number) gets its own
     assert job["concurrency"] == {
         "group": "teaparty-${{ github.event.issue.number"
-        " || github.event.pull_request.number || github.run_id }}",
+        " || github.event.pull_request.number"
+        " || github.event.workflow_run.pull_requests[0].number || github.run_id }}",
         "queue": "max",
     }
     assert "cancel-in-progress" not in REUSABLE.read_text(encoding="utf-8").replace(

@@ -36,6 +36,8 @@ EVENTS = (
     "pull_request$synchronize",
     "pull_request_review$submitted",
     "pull_request_review_comment$created",
+    "check_suite$completed",
+    "workflow_run$completed",
 )
 
 

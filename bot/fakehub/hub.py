@@ -11,7 +11,8 @@ request's parameters), git (bare remotes), shapes (response objects), routes / p
 / catchup / branches (one handler per operationId; catchup: the delivery log and listings an
 App reads to catch up after downtime), graphql (the App's known GraphQL documents), webhooks,
 people and issue_people (helpers that act as people do); review_state, review_actions,
-review_shapes, anchors and diffs hold pull request reviews.
+review_shapes, anchors and diffs hold pull request reviews; ci_state, checks and ci_people hold
+CI (check suites and runs, Actions jobs with logs, re-runs).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from bot.fakehub import graphql, webhooks
 from bot.fakehub.auth import AuthKind, authenticate, credential
 from bot.fakehub.branches import BRANCH_ROUTES
 from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
+from bot.fakehub.checks import CHECK_ROUTES, LOG_PATH, read_log
+from bot.fakehub.ci_people import CiPeople
 from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
 from bot.fakehub.git import create_bare, refuse_non_fast_forward
 from bot.fakehub.issue_people import IssuePeople
@@ -67,7 +70,7 @@ from bot.fakehub.workflows import WORKFLOW_ROUTES
 _METHODS = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
 
 
-class FakeGitHub(PullRequestPeople, IssuePeople):
+class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
     """GitHub for one App: serve `asgi` (or `serve()`), arrange state, inspect what happened."""
 
     def __init__(
@@ -111,9 +114,14 @@ class FakeGitHub(PullRequestPeople, IssuePeople):
         self._used = {"core": 0, "graphql": 0}  # rate-limit points spent, per resource
         routes = (
             ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES | BRANCH_ROUTES | WORKFLOW_ROUTES
-        )
+        ) | CHECK_ROUTES
         self._routes = routes | DeliveryLog(self.deliveries).routes()
-        self.asgi = Starlette(routes=[Route("/{path:path}", self._endpoint, methods=_METHODS)])
+        self.asgi = Starlette(
+            routes=[
+                Route(LOG_PATH + "/{job_id:int}/{key}", self._log, methods=["GET"]),
+                Route("/{path:path}", self._endpoint, methods=_METHODS),
+            ]
+        )
 
     @property
     def server_url(self) -> str:
@@ -375,6 +383,19 @@ class FakeGitHub(PullRequestPeople, IssuePeople):
             if operation is None:
                 self.unexpected.append(record)
         return self._response(reply)
+
+    async def _log(self, request: Request) -> Response:
+        """A job's log at its download URL (where `download-job-logs` redirects): plain text,
+        no token needed; the stand-in notes whether one came anyway."""
+        found = read_log(
+            self.state,
+            request.path_params["job_id"],
+            request.path_params["key"],
+            authorization=request.headers.get("authorization", ""),
+        )
+        if found is None:
+            return Response(b"Not Found", 404)
+        return Response(found, 200, media_type="text/plain; charset=utf-8")
 
     async def _graphql(
         self, request: Request, raw: bytes, fault: Fault | None, kind: AuthKind, value: str

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.fakehub.ci_state import HubCi
 from bot.fakehub.review_state import PullReviews
 
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
@@ -210,6 +211,7 @@ class HubState:
         self.workflow_dispatches: list[
             Mapping[str, object]
         ] = []  # actions/create-workflow-dispatch
+        self.ci = HubCi()  # check suites, check runs, Actions jobs and their logs
         self._ids = itertools.count(1001)
         self.app_owner = self.user(app_owner, kind="Organization")
         self.bot = self.user(f"{app_slug}[bot]", kind="Bot")

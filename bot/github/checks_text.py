@@ -33,6 +33,14 @@ def tracking_lines(status: JobStatus) -> list[str]:
     return lines
 
 
+def ci_lines(status: JobStatus) -> list[str]:
+    """The comment's **CI** section: what the pull request's CI did to the job, newest first
+    (the engine's words around check names CI's apps gave)."""
+    if not status.ci:
+        return []
+    return ["**CI on the pull request**", *(f"- {sanitize(note)}" for note in status.ci)]
+
+
 def pull_lines(status: JobStatus) -> list[str]:
     """The pull request's **Checks**: how the commit it carries fared, never silently."""
     head = next((c for c in reversed(status.checks) if c.task is None), None)

@@ -143,6 +143,9 @@ class GitHubApp:
             cache_strategy=MemCacheStrategy(),  # githubkit's default cache is process-wide
             auto_retry=False,
             timeout=30.0,
+            # A job's log answers 302 to blob storage: followed by this client, and httpx
+            # drops the Authorization header when a redirect leaves the API's origin.
+            follow_redirects=True,
         )
 
     async def identity(self) -> Identity:
@@ -225,8 +228,10 @@ class GitHubApp:
         write: bool = False,
         effect: Effect | None = None,
         headers: dict[str, str] | None = None,
+        text: bool = False,
     ) -> Json:
-        """Run one request with retries; its JSON body (None for an empty one).
+        """Run one request with retries; its JSON body (None for an empty one), or with
+        `text` its body as text (a job's log, where GitHub redirected to it).
 
         `effect` finds what a non-idempotent write made: after a 5xx or a lost connection it
         is looked for before the write is tried again, and returned if found. `headers`, if
@@ -238,7 +243,7 @@ class GitHubApp:
                 return found
             maybe_applied = False
             try:
-                return await self._send(gh, call, write=write, headers=headers)
+                return await self._send(gh, call, write=write, headers=headers, text=text)
             except RateLimitExceeded as exc:
                 wait = exc.retry_after.total_seconds()
                 if wait > MAX_WAIT_S or attempt == RETRIES:
@@ -265,7 +270,13 @@ class GitHubApp:
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     async def _send(
-        self, gh: GitHub[Any], call: Call, *, write: bool, headers: dict[str, str] | None
+        self,
+        gh: GitHub[Any],
+        call: Call,
+        *,
+        write: bool,
+        headers: dict[str, str] | None,
+        text: bool = False,
     ) -> Json:
         if write:
             await self._pace()
@@ -274,6 +285,8 @@ class GitHubApp:
         self._note_quota(response.headers)
         if headers is not None:
             headers.update({k.lower(): v for k, v in response.headers.items()})
+        if text:
+            return response.text
         return response.json() if response.content else None
 
     def _note_quota(self, headers: Mapping[str, str]) -> None:

@@ -340,6 +340,8 @@ def _headline(status: JobStatus) -> tuple[str, str]:
             "paused" if status.paused_by else "",
             f"rounds:{len(status.rounds)}",
             status.pull or "",
+            # what CI did (a round, a flaky check, a failure held for a person) is shown at once
+            f"ci:{_digest(json.dumps(status.ci))[:8]}" if status.ci else "",
         ]
     )
     rest = json.dumps(

@@ -67,6 +67,7 @@ def tracking_body(
     lines += _spend(status)
     lines += _where(status, agent)
     lines += checks_text.tracking_lines(status)
+    lines += checks_text.ci_lines(status)
     if status.result and status.state in ("delivering", "done"):
         lines += ["", "**Result**", "", quote_block(agent.block(status.result[:RESULT_LIMIT]))]
     if status.error:

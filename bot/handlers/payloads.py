@@ -28,10 +28,12 @@ from bot.handlers.payload_fields import (
     _repo,
     _req,
 )
+from orchestrator.api import FAILED_CHECKS
 
 HANDLED_EVENTS: frozenset[str] = frozenset(
     "ping issues issue_comment installation installation_repositories"
-    " pull_request pull_request_review pull_request_review_comment check_suite".split()
+    " pull_request pull_request_review pull_request_review_comment check_suite"
+    " workflow_run".split()
 )
 
 # Who did what a handled delivery is about, by "event.action"; the rest are ignored.
@@ -52,6 +54,8 @@ _IGNORED: dict[str, str] = {
     "installation_repositories": "only repositories taken out of the installation are acted on",
     "pull_request": "only a pull request closed, made a draft, made ready or reopened is acted on",
     "pull_request_review": "only submitted reviews are acted on",
+    "check_suite": "only a completed check suite is acted on",
+    "workflow_run": "only a completed workflow run is acted on (runner mode follows CI with it)",
     "pull_request_review_comment": "a review comment is acted on with its review, as one round"
     " (pull_request_review.submitted)",
 }
@@ -115,8 +119,9 @@ class ReviewSubmitted:
 
 
 @dataclass(frozen=True)
-class ChecksFailed:
-    """A check suite on a pull request's head failed (`failure` or `timed_out`)."""
+class ChecksCompleted:
+    """A check suite on a pull request's head completed (any conclusion: a passing one may
+    be a flaky check's re-run); `app_slug` and `app_id` name the app whose suite it is."""
 
     repo: Repo
     suite_id: int
@@ -126,9 +131,18 @@ class ChecksFailed:
     head_branch: str
     pull_numbers: tuple[int, ...]
     runs_url: str
+    app_slug: str = ""
+    app_id: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the suite failed (`failure`, `timed_out`, `startup_failure`)."""
+        return self.conclusion in FAILED_CHECKS
 
 
-Command = Ping | LabelAdded | CommentAdded | IssueEdited | ReviewSubmitted | ChecksFailed | Ignored
+Command = (
+    Ping | LabelAdded | CommentAdded | IssueEdited | ReviewSubmitted | ChecksCompleted | Ignored
+)
 
 
 def parse_command(
@@ -178,12 +192,14 @@ def parse_command(
 
 def _elsewhere(
     name: str, payload: dict[str, object], *, app_login: str | None, allowed_bots: frozenset[str]
-) -> ChecksFailed | LifecycleCommand | Ignored | None:
+) -> ChecksCompleted | LifecycleCommand | Ignored | None:
     """Deliveries not read by who did them: failed checks (whoever pushed: the App, often,
     whose CI it is), and what follows a job's label (a pull request closed, an issue closed,
     ...), parsed in lifecycle_payloads. None for any other."""
     if name == "check_suite.completed":
         return _checks(payload)
+    if name == "workflow_run.completed":  # runner mode's trigger: check_suite starts no workflow
+        return _workflow_run(payload)
     if name in lifecycle_payloads.ACTIONS:
         return lifecycle_payloads.parse_lifecycle(
             name, payload, app_login=app_login, allowed_bots=allowed_bots
@@ -191,15 +207,13 @@ def _elsewhere(
     return None
 
 
-FAILED_CHECKS = ("failure", "timed_out")
-
-
-def _checks(payload: dict[str, object]) -> ChecksFailed | Ignored:
+def _checks(payload: dict[str, object]) -> ChecksCompleted | Ignored:
     conclusion = _opt(payload, "check_suite.conclusion", str) or ""
-    if conclusion not in FAILED_CHECKS:
-        return Ignored(f"check_suite.completed is ignored: it concluded {conclusion or 'nothing'}.")
     pulls = _opt(payload, "check_suite.pull_requests", list) or []
-    return ChecksFailed(
+    if not pulls:
+        why = "it is on no pull request of this repository"
+        return Ignored(f"check_suite.completed is ignored: {why} (concluded {conclusion}).")
+    return ChecksCompleted(
         _repo(payload),
         _req(payload, "check_suite.id", int),
         sanitize(_opt(payload, "check_suite.app.name", str) or "a check"),
@@ -210,6 +224,31 @@ def _checks(payload: dict[str, object]) -> ChecksFailed | Ignored:
             _req(payload, f"check_suite.pull_requests.{n}.number", int) for n in range(len(pulls))
         ),
         _opt(payload, "check_suite.check_runs_url", str) or "",
+        sanitize(_opt(payload, "check_suite.app.slug", str) or ""),
+        _opt(payload, "check_suite.app.id", int),
+    )
+
+
+def _workflow_run(payload: dict[str, object]) -> ChecksCompleted | Ignored:
+    """A workflow run of the project's CI completed: its check suite, as `_checks` reads one."""
+    conclusion = _opt(payload, "workflow_run.conclusion", str) or ""
+    pulls = _opt(payload, "workflow_run.pull_requests", list) or []
+    if not pulls:
+        why = "it ran on no pull request of this repository"
+        return Ignored(f"workflow_run.completed is ignored: {why} (concluded {conclusion}).")
+    return ChecksCompleted(
+        _repo(payload),
+        _req(payload, "workflow_run.check_suite_id", int),
+        sanitize(_opt(payload, "workflow_run.name", str) or "a workflow"),
+        conclusion,
+        _req(payload, "workflow_run.head_sha", str),
+        _opt(payload, "workflow_run.head_branch", str) or "",
+        tuple(
+            _req(payload, f"workflow_run.pull_requests.{n}.number", int) for n in range(len(pulls))
+        ),
+        _opt(payload, "workflow_run.html_url", str) or "",
+        "github-actions",
+        None,
     )
 
 

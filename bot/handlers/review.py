@@ -32,7 +32,7 @@ from bot.github.sanitizer import sanitize
 from bot.handlers.actions import Ignore, Later, Outcome, Report
 from bot.handlers.app_context import AppContext
 from bot.handlers.issues import WRITERS
-from bot.handlers.payloads import ChecksFailed, CommentAdded, Repo, ReviewSubmitted
+from bot.handlers.payloads import CommentAdded, Repo, ReviewSubmitted
 from orchestrator.api import Feedback, Point
 
 log = logging.getLogger(__name__)
@@ -309,48 +309,3 @@ async def on_pull_comment(command: CommentAdded, ctx: AppContext) -> Outcome:
 
 def _asks(body: str) -> bool:
     return _COMMAND.search(body) is not None
-
-
-async def on_checks_failed(command: ChecksFailed, ctx: AppContext) -> Outcome:
-    """A failed check suite on a job's pull request head is a round, where the project opted
-    in (`rounds.on_failed_checks`); checks of an older commit, or of no job, start nothing."""
-    repo = command.repo
-    outcome: Outcome = (
-        f"ignored: check suite {command.suite_id} is on no job's pull request",
-        None,
-    )
-    for number in command.pull_numbers:
-        job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", number)
-        if job_id is None:
-            continue
-        settings = await ctx.office.round_settings(job_id)
-        head = await ctx.office.branch_head(job_id)
-        decided = decide_checks(command, on=settings.on_failed_checks, head=head, job_id=job_id)
-        if decided is not None:
-            outcome = decided.outcome
-            continue
-        said = Point(
-            f"checks:{command.suite_id}",
-            command.app_name,
-            f"The check suite {command.app_name!r} concluded {command.conclusion} on "
-            f"{command.head_sha[:12]}, the pull request's head. Reproduce the failure with the "
-            f"project's own tests and checks, and fix it. (Its runs: {command.runs_url})",
-        )
-        taken = await ctx.office.rounds.feedback(job_id, Feedback((), (said,)))
-        what = f"checks {command.suite_id}"
-        if taken.round_number is None or not taken.added:
-            return Report(f"{what}: nothing new", job_id).outcome
-        said_text = f"round {taken.round_number}: {taken.added} point(s), {taken.state}"
-        return Report(said_text, job_id).outcome
-    return outcome
-
-
-def decide_checks(
-    command: ChecksFailed, *, on: bool, head: str | None, job_id: int
-) -> Ignore | None:
-    """Whether a failed check suite on a job's pull request starts a round; no I/O."""
-    if not on:
-        return Ignore("failed checks start no round: the project did not opt in", job_id)
-    if head is not None and head != command.head_sha:
-        return Ignore(f"check suite {command.suite_id} ran on an older commit", job_id)
-    return None

@@ -2,8 +2,9 @@
 
 `parse_command` names each (event, action) the App acts on by a command type, so the
 routes are kept by that type: issues.labeled (`LabelAdded`), issues.edited (`IssueEdited`),
-issue_comment.created (`CommentAdded`), pull_request_review.submitted (`ReviewSubmitted`)
-and check_suite.completed (`ChecksFailed`); what follows a job's label (lifecycle_payloads):
+issue_comment.created (`CommentAdded`), pull_request_review.submitted (`ReviewSubmitted`),
+check_suite.completed and workflow_run.completed (`ChecksCompleted`); what follows a job's
+label (lifecycle_payloads):
 a pull request closed, drafted, ready or reopened (`PullChanged`), an issue closed
 (`IssueClosed`) or unlabelled (`LabelRemoved`), repositories the App lost (`ReposRemoved`).
 A ping is answered here, and a delivery the parser ignored is not routed.
@@ -15,6 +16,7 @@ from typing import assert_never
 
 from bot.handlers.actions import Outcome
 from bot.handlers.app_context import AppContext
+from bot.handlers.ci import on_checks_completed
 from bot.handlers.installation import on_repos_removed
 from bot.handlers.issue_comment import on_issue_comment_created
 from bot.handlers.issue_withdrawal import on_issues_closed, on_issues_unlabeled
@@ -27,7 +29,7 @@ from bot.handlers.lifecycle_payloads import (
     ReposRemoved,
 )
 from bot.handlers.payloads import (
-    ChecksFailed,
+    ChecksCompleted,
     Command,
     CommentAdded,
     Ignored,
@@ -37,7 +39,7 @@ from bot.handlers.payloads import (
     ReviewSubmitted,
 )
 from bot.handlers.pull_request import on_pull_request
-from bot.handlers.review import on_checks_failed, on_review_submitted
+from bot.handlers.review import on_review_submitted
 
 
 async def dispatch(command: Command | LifecycleCommand, ctx: AppContext) -> Outcome:
@@ -55,8 +57,8 @@ async def dispatch(command: Command | LifecycleCommand, ctx: AppContext) -> Outc
             return await on_issues_edited(command, ctx)
         case ReviewSubmitted():
             return await on_review_submitted(command, ctx)
-        case ChecksFailed():
-            return await on_checks_failed(command, ctx)
+        case ChecksCompleted():
+            return await on_checks_completed(command, ctx)
         case PullChanged() | IssueClosed() | LabelRemoved() | ReposRemoved():
             return await _after_label(command, ctx)
         case _:

@@ -178,6 +178,8 @@ async def run_action(
             MARGIN_S,
         )
         outcome, jobs, timed_out = await _work(runtime, arrival, fresh, deadline)
+        if not env.app_mode:
+            await _say_no_ci(runtime, jobs)
         if preserve is not None:
             await runtime.office.preserve_all(preserve[0], auth=preserve[1])
         continued = None
@@ -306,6 +308,24 @@ async def drive(
         await office.run_until_idle(deadline=deadline)
     statuses = tuple([await driver.status(job_id) for job_id in jobs])
     return statuses, deadline.passed()
+
+
+NO_CI = (
+    "⚠️ CI does not run on this job's pushes: they are made with GITHUB_TOKEN, and GitHub "
+    "starts no workflow for a push or pull request made with it (its guard against loops), "
+    "so no failing check can start a round. To have CI run, let TeaParty act as a GitHub App "
+    "of yours (the TEAPARTY_APP_ID and TEAPARTY_APP_PRIVATE_KEY secrets) or with a personal "
+    "access token."
+)
+
+
+async def _say_no_ci(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> None:
+    """With GITHUB_TOKEN, say once on each job with a pull request that CI cannot run on it."""
+    for status in jobs:
+        if await runtime.office.rounds.pull(status.job_id) is None:
+            continue
+        if await runtime.office.ci.note(status.job_id, "", "token", NO_CI):
+            await runtime.service.driver.sync(status.job_id)
 
 
 async def _work_left(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> bool:

@@ -22,7 +22,9 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from bot.errors import BotError
 from bot.github.client import Clock, GitHubApp, Sleep
+from bot.handlers.ci import watch_started
 from bot.handlers.payloads import HANDLED_EVENTS
 from bot.handlers.service import GitHubService
 from bot.server.backfill import Backfill
@@ -223,6 +225,20 @@ class Runtime:
             await asyncio.sleep(self.settings.status_interval_s)
             for job_id in await self._active():
                 self.kick(job_id)
+            await self._watch_ci()
+
+    async def _watch_ci(self) -> None:
+        """Resting jobs with an open pull request: say where no CI started on the head."""
+        for job_id in await self.office.rounds.resting_with_open_pull():
+            try:
+                await watch_started(
+                    self.service.context,
+                    job_id,
+                    now=self.service.clock(),
+                    wait_s=self.settings.ci_start_s,
+                )
+            except BotError as exc:  # GitHub answered otherwise: the next sweep looks again
+                log.warning("job %d: CI not looked for: %s", job_id, exc)
 
     async def _active(self) -> list[int]:
         return [job.job_id for job in await self.office.records.linked("github")]

@@ -190,14 +190,16 @@ class Rounds(_Model):
     asked; lone review comments gathered for `window_s` seconds into one round; a round
     that makes no progress for `stall_minutes` (no model turn, tool result or answer, and
     nothing it waits on) is stopped by the watchdog; a round may spend `max_usd` (None: only
-    the job's budget applies); failing checks on the pull request start a round only with
-    `on_failed_checks`."""
+    the job's budget applies); failing checks on the pull request's head start a round
+    (`on_failed_checks`, on by default: read per job, so it applies to existing projects),
+    at most one per head commit and `ci_rounds` in a row before a person must ask for one."""
 
     max_rounds: Annotated[int, Field(strict=True, ge=1, le=100)] = 5
     window_s: Annotated[float, Field(strict=True, ge=0, le=3600)] = 90.0
     stall_minutes: Annotated[float, Field(strict=True, gt=0, le=1440)] = 30.0
     max_usd: Annotated[float, Field(strict=True, gt=0)] | None = None
-    on_failed_checks: bool = False
+    on_failed_checks: bool = True
+    ci_rounds: Annotated[int, Field(strict=True, ge=0, le=20)] = 2
 
 
 _HOST = re.compile(

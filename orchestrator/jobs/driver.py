@@ -34,7 +34,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
-from orchestrator.jobs.rounds import ReviewRound
+from orchestrator.jobs.rounds import CI_AUTHOR, ReviewRound
 from orchestrator.jobs.secret_gate import Stopped
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
@@ -104,6 +104,7 @@ class JobDriver:
             *await self._checks(job_id, project),
             refused=await self.office.egress.of_job(job_id),
             learned=await self.office.learned.of(job_id),
+            ci=await self.office.ci.notes(job_id),
         )
 
     async def _checks(self, job_id: int, project: str) -> tuple[tuple[JobCheck, ...], str | None]:
@@ -341,7 +342,8 @@ def budget_note(spent: Spent, limits: Limits) -> str | None:
 
 def round_line(review: ReviewRound) -> str:
     """One review round as the requester reads it: who asked, how much, what came of it."""
-    who = ", ".join(f"@{login}" for login in review.reviewers) or "a reviewer"
+    ci = any(p.point.author == CI_AUTHOR for p in review.points)
+    who = ", ".join(f"@{login}" for login in review.reviewers) or ("CI" if ci else "a reviewer")
     said = {
         "queued": "waiting for the round before it",
         "asked": "waiting for the decider (past the rounds limit)",

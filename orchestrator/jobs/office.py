@@ -38,6 +38,7 @@ from orchestrator.core.tools import ToolSpec
 from orchestrator.jobs import review_tools, wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.checks import JobChecks
+from orchestrator.jobs.ci_desk import CiDesk
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.features import FEATURES, Register, extensions
 from orchestrator.jobs.flat_manager import FlatManager
@@ -163,6 +164,7 @@ class Office:
         self.control = JobControl(engine.store, engine.scheduler)
         self.issue_edits = IssueEdits(engine.store, engine.events)
         self.rounds = ReviewDesk(engine.store, engine.bus, projects)
+        self.ci = CiDesk(engine.store, engine.bus, projects, self.secrets)  # CI on its PR
         self.round_work = RoundWork(engine.store, workspace, self.rounds, board.workgroups)
         self.preserved = PreservedWork(engine.store, workspace)
         self.proxy = Proxy(engine.store, engine.bus, agent=org.proxy, models=agents.models)

@@ -51,6 +51,7 @@ class JobStatus:
     checks_missing: str | None = None  # why no check can run (the project names no command)
     refused: tuple[Refused, ...] = ()  # what the sandbox refused its agents (jobs/refusals.py)
     learned: tuple[Learning, ...] = ()  # what it learned, proposed in its branch (jobs/learned.py)
+    ci: tuple[str, ...] = ()  # what CI on its change request did, newest first (ci_rounds.py)
 
 
 class Forge(Protocol):

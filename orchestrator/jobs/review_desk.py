@@ -39,6 +39,10 @@ class ReviewDesk:
         """The job's change request, if it has one."""
         return await self._store.read(lambda tx: rounds.pull(tx, job_id))
 
+    async def resting_with_open_pull(self) -> list[int]:
+        """The jobs that rest with their change request open (CI on it is watched)."""
+        return await self._store.read(rounds.resting_with_open_pull)
+
     async def job_of_pull(self, repo: str, number: int) -> int | None:
         """The job whose change request is `number` of `repo` (its source's name)."""
         return await self._store.read(lambda tx: rounds.job_of_pull(tx, repo, number))

@@ -737,6 +737,23 @@ CREATE TABLE IF NOT EXISTS learnings_forgotten (
 );
 """
 
+# CI on a job's change request (jobs/ci_rounds.py): per head commit, the automatic round it
+# started, each check re-run, each found flaky, a failure held for a person, when the App
+# first saw it resting and whether CI ran on it, and the notes the tracking comment shows; a
+# restarted process neither repeats nor forgets one.
+CI_FACTS = """
+CREATE TABLE IF NOT EXISTS ci_facts (
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    head_sha    TEXT NOT NULL,
+    kind        TEXT NOT NULL
+                CHECK (kind IN ('round', 'rerun', 'flaky', 'held', 'note', 'seen', 'ran')),
+    name        TEXT NOT NULL DEFAULT '',
+    note        TEXT,
+    at          REAL NOT NULL,
+    PRIMARY KEY (job_id, head_sha, kind, name)
+);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -763,6 +780,7 @@ MIGRATIONS: tuple[str, ...] = (
     ENGINE_CHECKS,
     NETWORK_REFUSALS,
     TASK_LEARNINGS,
+    CI_FACTS,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version
