@@ -46,11 +46,14 @@ class WatchedForge(LocalForge):
 
 @dataclass
 class Ran:
-    """What one job showed (`statuses`), delivered with (`delivered`) and printed."""
+    """What one job showed (`statuses`), delivered with (`delivered`) and printed; its id
+    and branch."""
 
     statuses: list[JobStatus]
     delivered: list[JobStatus]
     lines: list[str] = field(default_factory=list)
+    job_id: int = 0
+    branch: str = ""
 
 
 async def run_job(
@@ -63,9 +66,11 @@ async def run_job(
     env: Mapping[str, str] = ENV,
     setup_secrets: tuple[str, ...] = (),
     scripted: bool = False,
+    repo_id: str = "local/calc",
 ) -> Ran:
     """One local job of `repo`'s project file (project `calc`), played by `model`
-    (`scripted`: whose agents run no shell, so no sandbox is needed)."""
+    (`scripted`: whose agents run no shell, so no sandbox is needed), as the repository
+    `repo_id` (where the store keeps what is per repository, such as forgotten learnings)."""
     org = load_organisation(shipped_org_dir())
     text = git(repo, "show", "HEAD:.teaparty/project.yaml")
     project = load_project(
@@ -90,7 +95,7 @@ async def run_job(
             brief=f"Job for repository calc (project {project.name}): {title}\n\n<issue>\n"
             f"{title}, as the tests say.\n</issue>\nHand it to the project's lead.",
             source=JobSource(
-                repo="local/calc",
+                repo=repo_id,
                 source=str(repo),
                 start=git(repo, "rev-parse", "HEAD").strip(),
                 branch=lambda job_id: f"teaparty/job-{job_id}-calc",
@@ -99,7 +104,7 @@ async def run_job(
             project_text=text,
         )
         job_id = started.job_id
-        await office.prepare(job_id)
+        branch = (await office.prepare(job_id)).branch
         forge = WatchedForge(
             office, repo, decider="dev", approve=None, say=lines.append, auto="yes"
         )
@@ -116,6 +121,6 @@ async def run_job(
             await office.run_until_idle(job_id)
         else:
             pytest.fail("the job did not end:\n" + "\n".join(lines))
-        return Ran(forge.statuses, forge.delivered, lines)
+        return Ran(forge.statuses, forge.delivered, lines, job_id, branch)
     finally:
         await office.close()

@@ -16,22 +16,18 @@ import json
 import sqlite3
 from pathlib import Path
 
+import local_job
 import pytest
-from local_repo import ENV, git, make_repo
+from local_repo import git, make_repo
 
 from bot.cli import main
-from orchestrator.config import load_organisation, load_project, shipped_org_dir
+from orchestrator.config import shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.admin import managing
-from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.learned import file_of
-from orchestrator.jobs.local_forge import LocalForge
-from orchestrator.jobs.local_run import AGENT_IDENTITY, local_repository
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.local_run import local_repository
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge
 from orchestrator.memory.entries import LEARNINGS_DIR, learning_id
 from orchestrator.sandbox.confine import Sandbox
 
@@ -68,55 +64,13 @@ SAID: dict[int, list[str]] = {}  # what each job's run printed, by job id
 
 
 async def run_job(repo: Path, home: Path, *, title: str, model: DemoModel) -> tuple[int, str]:
-    """One local job of `repo` from its HEAD, driven to its end; its id and branch (what
-    it printed, as `teaparty run` does, in SAID)."""
-    org = load_organisation(shipped_org_dir())
-    text = git(repo, "show", "HEAD:.teaparty/project.yaml")
-    project = load_project(text, org=org, source="p", default_name="calc", kinds=GATE_KINDS)
-    office = await Office.open(
-        home,
-        sandbox=NOWHERE,
-        scripted=True,
-        org=org,
-        projects=[project],
-        models=lambda _: model,
-        env={**ENV, **AGENT_IDENTITY},
+    """One local job of `repo` from its HEAD, driven to its end (tests/local_job.py); its id
+    and branch (what it printed, as `teaparty run` does, in SAID)."""
+    ran = await local_job.run_job(
+        repo, home, NOWHERE, title=title, model=model, scripted=True, repo_id=local_repository(repo)
     )
-    try:
-        started = await office.start_job(
-            project=project.name,
-            key=f"local:{repo}:{title}",
-            title=title,
-            brief=f"Job for repository calc (project {project.name}): {title}\n\n<issue>\n"
-            f"{title}.\n</issue>\nHand it to the project's lead.",
-            source=JobSource(
-                repo=local_repository(repo),
-                source=str(repo),
-                start=git(repo, "rev-parse", "HEAD").strip(),
-                branch=lambda job_id: f"teaparty/job-{job_id}-calc",
-                slug="calc",
-            ),
-            project_text=text,
-        )
-        job_id = started.job_id
-        branch = (await office.prepare(job_id)).branch
-        lines: list[str] = []
-        SAID[job_id] = lines
-        forge = LocalForge(office, repo, decider="dev", approve=None, say=lines.append, auto="yes")
-
-        async def forges(_: int) -> Forge:
-            return forge
-
-        driver = JobDriver(office, forges)
-        for _ in range(20):  # a bound on syncs, not on time: each runs the job until idle
-            if await driver.sync(job_id) == "done":
-                break
-            await office.run_until_idle(job_id)
-        else:
-            raise AssertionError("the job did not end:\n" + "\n".join(lines))
-        return job_id, branch
-    finally:
-        await office.close()
+    SAID[ran.job_id] = ran.lines
+    return ran.job_id, ran.branch
 
 
 def worker_brief(home: Path, job_id: int) -> str:
