@@ -43,9 +43,10 @@ def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = N
     `environ` is the environment the commands read (default: os.environ); `entry` passes
     one whose secrets are no longer in the process's own.
     """
-    parser = build_parser()
+    given = sys.argv[1:] if argv is None else argv
+    parser = build_parser(only=given[0] if given else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(given)
     except SystemExit as exc:  # argparse exits on --help and on usage errors; we return instead
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     args.environ = os.environ if environ is None else environ
@@ -53,8 +54,10 @@ def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = N
     return command(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: every subcommand, option and help text."""
+def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line: every subcommand, option and help text; with `only` naming
+    a command, that command alone, so that a command does not pay for loading what every
+    other one needs (`teaparty action` on an event it ignores must not load the engine)."""
     parser = argparse.ArgumentParser(
         prog="teaparty", description="Hand GitHub issues to an organisation of AI agents."
     )
@@ -65,16 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the version and exit",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    _add_config(commands)
-    _add_run(commands)
-    _add_jobs(commands)
-    _add_serve(commands)
-    _add_action(commands)
-    _add_demo(commands)
-    _add_app_manifest(commands)
-    _add_doctor(commands)
-    _add_proxy(commands)
-    _add_learnings(commands)
+    adders = {
+        "config": _add_config,
+        "run": _add_run,
+        "jobs": _add_jobs,
+        "serve": _add_serve,
+        "action": _add_action,
+        "demo": _add_demo,
+        "app-manifest": _add_app_manifest,
+        "doctor": _add_doctor,
+        "proxy": _add_proxy,
+        "learnings": _add_learnings,
+    }
+    for add in [adders[only]] if only in adders else adders.values():
+        add(commands)
     return parser
 
 
@@ -255,7 +262,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from bot.local import EXIT_CODES
+    from bot.errors import RUN_EXIT_CODES as EXIT_CODES  # the engine is loaded to run, not here
 
     run = commands.add_parser(
         "run",

@@ -67,3 +67,13 @@ class GraphQLError(GitHubError):
     def __init__(self, message: str, *, errors: list[dict[str, object]]) -> None:
         super().__init__(message, status=200)
         self.errors = errors
+
+
+# `teaparty run`'s exit codes, here so that the command line's parser says them without
+# loading the engine (bot/local.py runs the command).
+RUN_EXIT_CODES = (
+    "exit codes: 0 delivered (a branch with the work), 1 failed or ended without delivering "
+    "(e.g. a rejected plan), 2 usage or configuration error (a refused model key too), "
+    "3 environment (the store is in use, the model's API unreachable), 4 waiting at a "
+    "question nobody can answer here (no terminal, --no-input), 130 interrupted"
+)

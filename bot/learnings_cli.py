@@ -17,16 +17,10 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.local import state_home
-from orchestrator.api import (
-    KeptLearning,
-    StoreError,
-    forget_learning,
-    is_learning_id,
-    kept_learnings,
-)
-from orchestrator.api import git as run_git
+if TYPE_CHECKING:
+    from orchestrator.api import KeptLearning
 
 EXIT_OK, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 2, 3, 130
 EXIT_CODES = "exit codes: 0 done, 2 usage, 3 environment (the store is of another version)"
@@ -70,6 +64,10 @@ def add_learnings(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _run(args: argparse.Namespace) -> int:
+    # The engine only for a learnings command: building the parser loads none of it.
+    from bot.local import state_home
+    from orchestrator.api import StoreError, is_learning_id, kept_learnings
+
     env: Mapping[str, str] = args.environ
     home = state_home(args.home, env)
     try:
@@ -89,6 +87,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _top_level(path: Path) -> Path | None:
+    from orchestrator.api import git as run_git
+
     code, top = await run_git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
     return Path(top.strip()) if code == 0 else None
 
@@ -118,6 +118,8 @@ def _json(item: KeptLearning) -> dict[str, object]:
 
 
 def _forget(args: argparse.Namespace, repo: Path, home: Path) -> int:
+    from orchestrator.api import forget_learning, kept_learnings
+
     entry_id = args.entry_id
     by = f"{getpass.getuser()} (teaparty learnings forget)"
     newly = asyncio.run(forget_learning(repo, home, entry_id, by=by))

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bot.errors import SettingsError
+from bot.errors import RUN_EXIT_CODES, SettingsError
 from bot.pipes import ClosableOutput
 from bot.progress import View, view_for
 from bot.settings import setup_secret_names
@@ -42,12 +42,7 @@ from orchestrator.api import git as run_git
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_PARKED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
-EXIT_CODES = (
-    "exit codes: 0 delivered (a branch with the work), 1 failed or ended without delivering "
-    "(e.g. a rejected plan), 2 usage or configuration error (a refused model key too), "
-    "3 environment (the store is in use, the model's API unreachable), 4 waiting at a "
-    "question nobody can answer here (no terminal, --no-input), 130 interrupted"
-)
+EXIT_CODES = RUN_EXIT_CODES
 
 
 class UsageError(Exception):

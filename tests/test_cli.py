@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,20 @@ def test_check_an_organisation_whose_prices_miss_an_agents_model(
     assert main(["config", "check", str(org)]) == 1
     err = capsys.readouterr().err
     assert f"no price for model 'claude-sonnet-4-6' in {org / 'models.yaml'}; add it there" in err
+
+
+def test_an_ignored_runner_event_loads_no_engine() -> None:
+    """`teaparty action` on an event it ignores exits before the engine is imported: its
+    command line builds the one command's parser, and reading a payload imports no engine
+    (an import of `orchestrator.api` in payloads.py once tripled the run's CPU time)."""
+    probe = (
+        "import sys\n"
+        "import bot.cli, bot.runner.env\n"
+        "bot.cli.build_parser(only='action')\n"
+        "heavy = ('orchestrator.api', 'orchestrator.jobs', 'orchestrator.store', 'fastapi')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -28,7 +28,6 @@ from bot.handlers.payload_fields import (
     _repo,
     _req,
 )
-from orchestrator.api import FAILED_CHECKS
 
 HANDLED_EVENTS: frozenset[str] = frozenset(
     "ping issues issue_comment installation installation_repositories"
@@ -137,6 +136,10 @@ class ChecksCompleted:
     @property
     def failed(self) -> bool:
         """Whether the suite failed (`failure`, `timed_out`, `startup_failure`)."""
+        # Imported here: parsing a payload loads no engine (a runner ignoring an event
+        # exits before anything is loaded: bot/runner/command.py).
+        from orchestrator.api import FAILED_CHECKS
+
         return self.conclusion in FAILED_CHECKS
 
 
