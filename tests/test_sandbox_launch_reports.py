@@ -157,6 +157,7 @@ def test_launcher_failures_are_one_line_and_a_shell_like_code(
         ),
         ({}, 125, f"teaparty-sandbox: cannot switch to uid {UID}: Operation not permitted"),
     ],
+    ids=["as-itself", "bad-rlimit", "as-another"],  # stable names: UID differs per process
 )
 def test_an_engine_without_root_runs_commands_as_itself(
     box: Box, overrides: dict[str, Any], code: int, output: str
