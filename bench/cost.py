@@ -65,6 +65,8 @@ CHARS_PER_TOKEN = 4
 LOOKBACK = 20  # block boundaries before a breakpoint the API checks for a stored prefix
 MIN_CACHE = 1024  # tokens: the smallest cacheable prefix of Sonnet 4.x
 GOALS = {20: 1.0, 50: 0.5}
+SLOW = 0.25  # seconds a model call takes where calls in series are counted
+SERIES_OVER_FLAT = 4  # goal (issue 31): a one-task job's calls in series <= the flat agent's + 4
 
 
 def tokens(chars: int) -> int:
@@ -155,16 +157,33 @@ class BilledModel:
     reply: Callable[[ModelRequest], AssistantTurn]
     cache: PromptCache
     billed: list[Usage] = field(default_factory=list)
+    delay: float = 0.0  # seconds each call takes, to see which calls overlap
+    spans: list[tuple[float, float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.inner = FunctionModel(self.reply)
 
     async def complete(self, request: ModelRequest) -> AssistantTurn:
         """The function's reply, with its usage."""
+        started = time.monotonic()
+        if self.delay:
+            await asyncio.sleep(self.delay)
         answer = await self.inner.complete(request)
         usage = self.cache.bill(blocks_of(request)) + Usage(output_tokens=output_tokens(answer))
         self.billed.append(usage)
+        self.spans.append((started, time.monotonic()))
         return replace(answer, usage=usage)
+
+
+def in_series(spans: Sequence[tuple[float, float]]) -> int:
+    """The longest chain of calls each started after the one before it ended: the model
+    calls a job waits for one after another (calls that overlap ran side by side)."""
+    ordered = sorted(spans, key=lambda span: span[1])
+    longest: list[int] = []
+    for start, _ in ordered:
+        before = [n for (_, end), n in zip(ordered, longest, strict=False) if end <= start]
+        longest.append(1 + max(before, default=0))
+    return max(longest, default=0)
 
 
 # --- the two sides -------------------------------------------------------------------------
@@ -189,10 +208,24 @@ def role_of(agent: str) -> str:
     return short.removesuffix("-reviewer") + (" review" if short.endswith("-reviewer") else "")
 
 
-def task_brief(text: str) -> str:
-    """The worker's brief without what only a mini-team needs (its worktree, its review)."""
-    kept = ("Task #", "Spec:", "From your lead")
-    return "\n\n".join(p for p in text.split("\n\n") if p.startswith(kept))
+def task_brief(brief: Message) -> str:
+    """The worker's brief without what only a mini-team needs (its worktree, its review):
+    the task all its members share, and what the lead added."""
+    lead = [p for p in brief.text.split("\n\n") if p.startswith("From your lead")]
+    return "\n\n".join([str(brief.content.get("shared", "")), *lead])
+
+
+WORKER = "implementer"
+WORKER_TOOLS = frozenset(load_organisation(shipped_org_dir()).agents[WORKER].tools)
+
+
+def alone(system: str, member: str) -> str:
+    """A mini-team's system prompt as `member` alone would have it (roster.team_prompt):
+    its own rules and what the project gives every agent."""
+    sections = system.split("\n\n## ")[1:]
+    kept = [s for s in sections if "'s rules (tools:" not in s.split("\n", 1)[0]]
+    own = [s for s in sections if s.startswith(f"The {member}'s rules")]
+    return "\n\n".join([own[0].split("\n", 1)[1], *("## " + s for s in kept)])
 
 
 def flat_requests(log: Log) -> Iterator[tuple[ModelRequest, AssistantTurn]]:
@@ -200,7 +233,9 @@ def flat_requests(log: Log) -> Iterator[tuple[ModelRequest, AssistantTurn]]:
 
     It starts from the job brief; then per task in order the task's brief, the worker's
     calls and their results, the review feedback, and, after its last reply, each
-    reviewer's last verdict. Its system prompt and tools are the worker's.
+    reviewer's last verdict. Its system prompt and tools are the worker's own: the
+    mini-team's shared prompt without its opening and the reviewers' rules, and only the
+    tools the worker may call.
     """
     workers: dict[int, list[tuple[ModelRequest, AssistantTurn]]] = {}
     verdicts: dict[int, dict[str, str]] = {}  # the last verdict of each reviewer
@@ -209,14 +244,16 @@ def flat_requests(log: Log) -> Iterator[tuple[ModelRequest, AssistantTurn]]:
         if role == "implementer" and (found := TASK.search(first)):
             workers.setdefault(int(found.group(1)), []).append((request, answer))
         elif role in ("spec review", "quality review") and not answer.tool_calls:
-            task = int(first.split("#", 1)[1].split(":", 1)[0])  # "Review task #N: ..."
+            task = int(first.split("#", 1)[1].split(" ", 1)[0])  # "Review task #N (round..."
             verdicts.setdefault(task, {})[role] = f"{role} of task #{task}: {answer.text}"
-    system, tools = workers[1][0][0].system, workers[1][0][0].tools
+    first_call = workers[1][0][0]
+    system, tools = alone(first_call.system, WORKER), first_call.tools
+    tools = tuple(t for t in tools if t.name in WORKER_TOOLS)
     given: list[Message] = [user(job_brief(len(workers)))]
     for task in sorted(workers):
         for request, answer in workers[task]:
             brief, *rest = request.messages
-            seen = (*given, user(task_brief(brief.text)), *rest)
+            seen = (*given, user(task_brief(brief)), *rest)
             yield ModelRequest("flat", system, seen, tools), answer
         reply = Message("flat", 0, "flat", "assistant", assistant_content(answer))
         given += [*seen[len(given) :], reply]
@@ -237,6 +274,7 @@ class Measured:
     log: Log = field(default_factory=list, repr=False)  # the hierarchy's calls and replies
     checks: int = 0  # the project's checks the engine ran, and their seconds
     check_seconds: float = 0.0
+    series: int = 0  # the hierarchy's model calls in series (with a delay: see in_series)
 
     @property
     def ratio(self) -> float:
@@ -244,15 +282,22 @@ class Measured:
 
 
 async def measure(
-    tasks: int, tmp: Path, *, price: ModelPrice, min_cache: int, checks: bool = True
+    tasks: int,
+    tmp: Path,
+    *,
+    price: ModelPrice,
+    min_cache: int,
+    checks: bool = True,
+    delay: float = 0.0,
 ) -> Measured:
     """Run the job of `tasks` tasks through the engine, replay it flat, bill both. With
     `checks` the engine runs the project's tests (the quality reviewer reads the result),
-    without, the quality reviewer runs them."""
+    without, the quality reviewer runs them. With `delay`, each model call takes that long,
+    so that the calls in series can be counted."""
     started = time.perf_counter()
     script = Script(tasks)
-    model = BilledModel(script.reply, PromptCache(min_cache))
-    name = f"{tasks}{'' if checks else '-unchecked'}"
+    model = BilledModel(script.reply, PromptCache(min_cache), delay=delay)
+    name = f"{tasks}{'' if checks else '-unchecked'}{'-slow' if delay else ''}"
     home = tmp / f"home-{name}"
     repo = make_repo(tmp / f"repo-{name}", tasks)
     job_id = await run_job(home, repo, tasks=tasks, model=model, checks=checks)
@@ -284,6 +329,7 @@ async def measure(
         time.perf_counter() - started,
         script.log,
         *ran,
+        in_series(model.spans),
     )
 
 
@@ -417,10 +463,24 @@ async def main(options: argparse.Namespace) -> bool:
         unchecked = await measure(
             smallest, tmp, price=price, min_cache=options.min_cache, checks=False
         )
+        slow = await measure(1, tmp, price=price, min_cache=options.min_cache, delay=SLOW)
     report(found)
     checks_report(found[smallest], unchecked)
     print(f"\ncrossover (smallest task count where the hierarchy is cheaper): {where}")
-    return verdicts(found)
+    return verdicts(found) & series_verdict(slow)
+
+
+def series_verdict(slow: Measured) -> bool:
+    """Latency: the model calls a one-task job waits for in turn, from label to pull
+    request, beside the flat agent's (each of its calls waits for the one before)."""
+    goal = slow.flat.calls + SERIES_OVER_FLAT
+    met = slow.series <= goal
+    print(
+        f"model calls in series, one task (each call {SLOW:g} s): hierarchy {slow.series} "
+        f"of {slow.hierarchy.calls}, flat {slow.flat.calls}; goal <= flat + "
+        f"{SERIES_OVER_FLAT}: {'met' if met else 'NOT met'}"
+    )
+    return met
 
 
 def sizes(text: str) -> list[int]:

@@ -287,11 +287,15 @@ class Script:
         n, round_number = int(found.group(1)), int(found.group(2))
         quality = request.agent.endswith("quality-reviewer")
         if request.messages[-1].role == "user":
+            # What the reviewer still has to read: the diff, unless its brief holds it; the
+            # tests, unless the engine ran them on this commit (the brief says how they fared).
             diff = call(f"diff-{n}-{round_number}", "shell", command=f"git diff {span.group(1)}")
             tests = call(f"run-{n}-{round_number}", "shell", command=test_command(n))
-            # The engine ran the project's tests on this commit: the brief says how they fared.
-            checked = "Do not run these commands again" in briefs[-1].text
-            return turn(diff, tests) if quality and not checked else turn(diff)
+            wanted = () if "<diff>" in briefs[-1].text else (diff,)
+            if quality and "Do not run these commands again" not in briefs[-1].text:
+                wanted += (tests,)
+            if wanted:
+                return turn(*wanted)
         if quality and round_number == 1 and n % FLAWED_EVERY == 0:
             return turn(
                 text=(

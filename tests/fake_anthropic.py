@@ -22,6 +22,7 @@ from orchestrator.api import AssistantTurn, DemoModel, ModelRequest
 from orchestrator.core.messages import Message
 from orchestrator.core.tools import ToolSpec
 from orchestrator.proxy.brief import BRIEF_OPENING
+from orchestrator.teams.briefs import PHASE_OPENING, REVIEW_OPENING
 
 KEY = "sk-ant-stand-in"
 
@@ -47,6 +48,8 @@ def role(request: ModelRequest) -> str:
     first = request.messages[0].text if request.messages else ""
     if first.startswith(BRIEF_OPENING):
         return "proxy"
+    if first.startswith((REVIEW_OPENING, PHASE_OPENING)):
+        return "reviewer"  # a mini-team's members are sent the same tools
     roles = {"dispatch": "lead", "send": "office manager", "write_file": "worker"}
     return next((name for tool, name in roles.items() if tool in tools), "reviewer")
 
@@ -144,9 +147,15 @@ def _contents(sent: dict[str, Any]) -> Iterator[tuple[Any, dict[str, Any]]]:
         ]
         yield "assistant", {"text": text, "tool_calls": calls}
         return
-    for block in blocks:
+    shared: str | None = None
+    for n, block in enumerate(blocks):
         if block["type"] == "tool_result":
             yield "tool", {"call_id": block["tool_use_id"], "text": block["content"]}
+        elif n == 0 and "cache_control" in block and len(blocks) > 1:
+            shared = block["text"]  # what a mini-team's members share, then the member's own
+        elif shared is not None:
+            yield "user", {"shared": shared, "text": block["text"]}
+            shared = None
         else:
             yield "user", {"text": block["text"]}
 

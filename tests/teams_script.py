@@ -162,11 +162,7 @@ def reviewer(request: ModelRequest) -> AssistantTurn:
     span = re.search(r"`git diff (\S+)`", text)
     if after == 0 and span:
         return turn(call("diff", "shell", command=f"git diff --stat {span.group(1)}"))
-    if (
-        "task #1:" in text.lower()
-        and "(round 1 of" in text
-        and request.agent.endswith("spec-reviewer")
-    ):
+    if "task #1 (round 1 of" in text.lower() and request.agent.endswith("spec-reviewer"):
         return AssistantTurn(text="request changes\n1. fix-1.txt must exist")
     return AssistantTurn(text="approve\nMeets the spec.")
 

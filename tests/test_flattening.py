@@ -7,6 +7,7 @@ back. Local jobs on a real repository, played by a scripted organisation.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from bot.github.outbound import Outbound
 from bot.github.tracking import tracking_body
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
+from orchestrator.models.anthropic import request_params
 from orchestrator.sandbox.confine import Sandbox
+from orchestrator.teams.briefs import REVIEW_OPENING
 
 NOWHERE = Sandbox("unavailable", "not needed: the scripted agents run no shell")
 
@@ -44,7 +47,7 @@ class Planned:
             if not done:
                 return _call("job", "send", member="project-lead", message="Do the job.")
             return AssistantTurn(text=list(done.values())[-1])
-        if "write_file" in tools:
+        if "write_file" in tools and not request.messages[0].text.startswith(REVIEW_OPENING):
             number = request.messages[0].text.split(":", 1)[0].removeprefix("Task #")
             if "write" not in done:
                 content = f"task {number}\n"
@@ -161,3 +164,52 @@ async def test_the_phase_review_reads_a_job_no_task_review_read_whole(
     said = {"full": "review: spec and quality", "spec-only": "review: spec", "none": "no review"}
     for number, level in enumerate(levels, 1):
         assert f"#{number} Write notes/{number}.md (done; {said[level]})" in comment, comment
+
+
+class Trespassing(Planned):
+    """Planned, with reviewers that first try to write a file (a tool only the worker has)."""
+
+    async def complete(self, request: ModelRequest) -> AssistantTurn:
+        if not request.messages[0].text.startswith(REVIEW_OPENING):
+            return await super().complete(request)
+        self.requests.append(request)
+        done = [m for m in request.messages if m.role == "tool"]
+        if not done:
+            return _call("w", "write_file", path="notes/reviewer.md", content="mine\n")
+        return AssistantTurn(text=f"approve\n{done[-1].text}")
+
+
+async def test_a_mini_team_shares_one_cached_prefix_and_each_member_calls_only_its_tools(
+    tmp_path: Path,
+) -> None:
+    model = Trespassing([("Write notes/1.md", "full")])
+
+    await _run(tmp_path, model)
+
+    firsts = {}
+    for request in model.requests:
+        role = request.agent.rsplit("/", 1)[-1]
+        if role in ("implementer", "spec-reviewer", "quality-reviewer"):
+            firsts.setdefault(role, request_params(request))
+    worker, *reviewers = firsts.values()
+    assert len(reviewers) == 2
+    for body in reviewers:  # the prefix a reviewer reads from the worker's cache entry
+        assert body["tools"] == worker["tools"]
+        assert body["system"] == worker["system"]
+        assert body["messages"][0]["content"][0] == worker["messages"][0]["content"][0]
+        assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+        assert body["messages"][0]["content"][0]["text"].startswith("Task #1: Write notes/1.md")
+    for body in firsts.values():
+        marks = json.dumps(body).count('"cache_control"')
+        assert marks == 4, "the API takes at most four breakpoints"
+    # The reviewers' briefs hold the change, so that they need no call to read it.
+    role_text = reviewers[0]["messages"][0]["content"][1]["text"]
+    assert "<diff>" in role_text
+    assert "+task 1" in role_text
+    # write_file was defined for them, but not theirs: refused, nothing written.
+    refused = [m.text for r in model.requests for m in r.messages if m.call_id == "w"]
+    assert refused
+    assert all(t.startswith("write_file: not one of your tools") for t in refused)
+    tree = git(tmp_path / "calc", "ls-tree", "-r", "--name-only", "teaparty/job-1-calc")
+    assert "notes/1.md" in tree.split()
+    assert "notes/reviewer.md" not in tree.split()

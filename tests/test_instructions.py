@@ -25,6 +25,7 @@ from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.sandbox.confine import Sandbox
+from orchestrator.teams.briefs import REVIEW_OPENING
 from orchestrator.workspace.instructions import (
     FILE_BYTES,
     Instructions,
@@ -196,7 +197,7 @@ class TwoTasks:
                 return _call("job", "send", member="project-lead", message=first)
             return AssistantTurn(text=done[-1].text)
         brief = request.messages[0].text
-        if "write_file" in tools:
+        if "write_file" in tools and not request.messages[0].text.startswith(REVIEW_OPENING):
             return self._worker(brief, {m.call_id for m in done})
         return AssistantTurn(text="approve\nRead the change.")
 
@@ -276,18 +277,18 @@ async def test_a_job_gives_each_agent_the_instructions_of_its_scope(tmp_path: Pa
     assert all(ROOT_RULES not in r.system for r in managers), "the office manager is not of it"
 
     workers = [r for r in model.requests if r.agent.endswith("/implementer")]
-    first = [r for r in workers if r.messages[0].text.startswith("Task #1")][0]
-    second = [r for r in workers if r.messages[0].text.startswith("Task #2")][-1]
-    assert PKG_RULES in first.messages[0].text
-    assert PY_RULES in first.messages[0].text
-    assert PKG_RULES not in second.messages[0].text
-    assert PY_RULES not in second.messages[0].text
+    first = [r for r in workers if r.messages[0].whole_text.startswith("Task #1")][0]
+    second = [r for r in workers if r.messages[0].whole_text.startswith("Task #2")][-1]
+    assert PKG_RULES in first.messages[0].whole_text
+    assert PY_RULES in first.messages[0].whole_text
+    assert PKG_RULES not in second.messages[0].whole_text
+    assert PY_RULES not in second.messages[0].whole_text
     assert ROOT_RULES in first.system
     assert ROOT_RULES in second.system
 
     assert git(repo, "show", "teaparty/job-1-calc:AGENTS.md") == EVIL, "task 1's change merged"
     assert all(EVIL not in r.system for r in model.requests), "nobody reads the changed file"
-    assert EVIL not in second.messages[0].text
+    assert EVIL not in second.messages[0].whole_text
     task_two = _tool_results(tmp_path / "home", 2)
     assert all(EVIL not in text for text in task_two.values()), "nor any file tool adds it"
 
@@ -299,4 +300,4 @@ async def test_a_job_gives_each_agent_the_instructions_of_its_scope(tmp_path: Pa
     assert PY_RULES not in results["read-y"]
     reviewer = [r for r in model.requests if r.agent.endswith("/spec-reviewer")]
     one = [r for r in reviewer if r.messages[0].text.startswith("Review task #1")][0]
-    assert PKG_RULES in one.messages[0].text, "the task's reviewers read its scoped files too"
+    assert PKG_RULES in one.messages[0].whole_text, "the task's reviewers read its scoped files too"

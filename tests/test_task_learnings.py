@@ -82,7 +82,8 @@ def worker_brief(home: Path, job_id: int) -> str:
             " ORDER BY m.message_id LIMIT 1",
             (job_id,),
         ).fetchone()
-    return str(json.loads(content)["text"])
+    given = json.loads(content)  # what the mini-team shares (the task), then the worker's part
+    return f"{given.get('shared', '')}\n\n{given['text']}"
 
 
 def gate_kinds(home: Path, job_id: int) -> list[str]:

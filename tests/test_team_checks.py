@@ -6,6 +6,7 @@ merge become the one task that makes them pass (within the phase rounds)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from orchestrator.agents.tools import SEND
@@ -166,3 +167,39 @@ def test_without_check_commands_the_steps_are_as_before() -> None:
     calls = play(engine([]), plain)
     assert CHECK not in names(calls)
     assert names(calls)[:4] == [PREPARE, "send:implementer", REVIEW, "send:spec-reviewer"]
+
+
+def test_every_member_is_sent_the_task_first_and_a_reviewer_its_diff() -> None:
+    diff = "diff --git a/calc.py b/calc.py\n+def mul(a, b):\n"
+
+    def respond(call: ToolCall) -> Mapping[str, Any]:
+        if call.name == REVIEW:
+            return {"text": encode(Reviewed("b" * 40, "h" * 40, 1, diff=diff))}
+        return engine([])(call)
+
+    calls = play(respond, replace(PREPARED, checks=()))
+    worker, reviewer = (c for c in calls if c.name == SEND and "phase" not in c.args["member"])
+    assert worker.args["shared"] == "Task #1: Add mul\n\nSpec:\ncalc.mul multiplies."
+    assert reviewer.args["shared"] == worker.args["shared"], "one prefix for the mini-team"
+    assert reviewer.args["message"].startswith("Review task #1 (round 1 of 2): your role is its")
+    assert f"<diff>\n{diff.rstrip()}\n</diff>" in reviewer.args["message"]
+
+
+def test_a_diff_too_long_for_the_brief_is_read_with_git() -> None:
+    reviewed: list[ToolCall] = []
+
+    def respond(call: ToolCall) -> Mapping[str, Any]:
+        if call.name == SEND and "review" in call.args["member"]:
+            reviewed.append(call)
+            verdict = "request changes\n1. More." if len(reviewed) == 1 else "approve"
+            return {"text": verdict, "conversation_id": "r"}
+        return engine([])(call)
+
+    calls = play(respond, replace(PREPARED, checks=()))
+    reviews = [c for c in calls if c.name == SEND and c.args["member"] == "spec-reviewer"]
+    assert len(reviews) == 2
+    assert "Read it with `git diff " in reviews[0].args["message"]
+    assert "<diff>" not in reviews[0].args["message"]
+    assert "shared" in reviews[0].args
+    assert reviews[1].args["context_id"] == "r"
+    assert "shared" not in reviews[1].args, "a continued conversation has the task already"

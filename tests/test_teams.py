@@ -102,5 +102,9 @@ def test_worker_and_reviewer_contexts_hold_one_task(finished: dict[str, object])
     assert isinstance(requests, dict)
     for agent in ("implementer", "spec-reviewer", "quality-reviewer"):
         for request in requests[f"widgets/coding/{agent}"]:
-            seen = {m.text.split(":")[0] for m in request.messages if "ask #" in m.text[:20]}
+            seen = {
+                m.text.split("#", 1)[1].split(" ")[0].rstrip(":")
+                for m in request.messages
+                if "ask #" in m.text[:20]
+            }
             assert len(seen) == 1, seen  # its own task's brief, never another task's

@@ -159,6 +159,18 @@ def _given_up(transcript: Sequence[Message], *, max_turns: int) -> Stop | None:
     return None
 
 
+def not_yours(spec: AgentSpec, call: ToolCall) -> ToolResult:
+    """The refusal of a call of a tool the agent may not call (one it was not given, or one
+    defined in its shared prefix for another member of its mini-team)."""
+    mine = sorted(spec.allowed or ())
+    return ToolResult(
+        call.call_id,
+        f"{call.name}: not one of your tools; the engine ran nothing. "
+        f"Yours: {', '.join(mine) or 'none'}.",
+        is_error=True,
+    )
+
+
 def past(deadline: Deadline | None) -> bool:
     """Whether there is a deadline and it has come."""
     return deadline is not None and deadline.passed()
@@ -312,6 +324,9 @@ class Runner:
         """Run one tool call within the turn's wall time (it ends at `until` on the runner's
         clock): past it, the call is stopped (a shell's processes are killed with it), or
         not started, and the model reads why."""
+        spec = self.agents.spec(agent)
+        if not spec.may_call(call.name):
+            return not_yours(spec, call)
         left = until - self.clock()
         try:
             if left <= 0:
@@ -339,8 +354,10 @@ class Runner:
         if not turn.tool_calls:
             return await self.bus.finish(conversation_id, turn)
         turn_tools = self.bus.extensions.tools
-        bus_calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS or c.name in turn_tools]
+        calls = [c for c in turn.tool_calls if c.name in BUS_TOOLS or c.name in turn_tools]
+        bus_calls = [c for c in calls if spec.may_call(c.name)]
         resolved = resolve_bus_calls(bus_calls, sender=agent, router=self.router, tools=turn_tools)
+        resolved.refusals += [not_yours(spec, c) for c in calls if not spec.may_call(c.name)]
         return await self.bus.record_turn(conversation_id, turn, resolved)
 
     async def _compact(

@@ -30,6 +30,14 @@ class AgentSpec:
     max_turns: int = 40
     context_tokens: int = 100_000
     wall_time_s: float = 3600.0
+    # The tools it may call: the configuration's list for the agent (a mini-team's members
+    # are sent the same definitions, so that they share one cached prefix, and each calls
+    # only its own); None lets it call whatever the engine runs (stand-ins in tests).
+    allowed: frozenset[str] | None = None
+
+    def may_call(self, name: str) -> bool:
+        """Whether the engine runs a call of the tool `name` for this agent."""
+        return self.allowed is None or name in self.allowed
 
 
 class Agents(Protocol):

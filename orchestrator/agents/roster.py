@@ -9,6 +9,7 @@ the brief its sender composed; it never sees the sender's history.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from orchestrator.agents.ports import AgentSpec
 from orchestrator.bus.routing import Router
@@ -46,6 +47,7 @@ class ConfigAgents:
             org.proxy.name: (org.proxy, "the human proxy of the management team"),
         }
         self._specs: dict[str, AgentSpec] = {}
+        self._teams: dict[str, Team] = {}  # a mini-team member's address: its team
         self.preferences: dict[str, list[str]] = {}
         for project in projects:
             self.add_project(project)
@@ -73,6 +75,9 @@ class ConfigAgents:
                 member,
                 f"a member of workgroup {workgroup.name} in project {project.name}",
             )
+        team = Team.of(workgroup, project.name)
+        if len(team.members) > 1:  # a worker and its reviewers
+            self._teams |= {f"{base}/{member.name}": team for member in team.members}
 
     def definition(self, address: str) -> AgentDef | None:
         """The configured agent at `address`, or None."""
@@ -107,19 +112,44 @@ class ConfigAgents:
             agent, position = self._agents[address]
         except KeyError:
             raise UnknownAgentError(f"no agent at {address!r} in this configuration") from None
-        missing = [t for t in agent.tools if t not in self.tool_specs]
+        team = self._teams.get(address)
+        names = team.tools if team is not None else agent.tools
+        missing = [t for t in names if t not in self.tool_specs]
         if missing:
             raise OrchestratorError(f"agent {agent.name!r}: no implementation of tools {missing}")
-        tools = tuple(self.tool_specs[t] for t in agent.tools)
-        system = self.system_prompt(address, agent, position)
+        if team is not None:
+            system = self.team_prompt(address, team)
+        else:
+            system = self.system_prompt(address, agent, position)
         return AgentSpec(
             address,
             system,
-            tools,
+            tuple(self.tool_specs[t] for t in names),
             self.models(agent),
             agent.max_turns,
             context_tokens=agent.context_tokens,
+            allowed=frozenset(agent.tools),
         )
+
+    def team_prompt(self, address: str, team: Team) -> str:
+        """One system prompt for every member of a mini-team (with the same tool definitions,
+        the prefix its reviewers read from the cache after its worker wrote it): each role's
+        rules, then what the project gives every agent. The member's brief names its role."""
+        parts = [
+            f"You are a member of a mini-team of workgroup {team.workgroup} in project "
+            f"{team.project}. The engine gives each task a fresh worker and the reviewers its "
+            "review level asks for, each in a conversation of its own. Your first message "
+            "gives the task, then your role in it: follow that role's rules below and no "
+            "other's. Every member is sent the same tool definitions; call only your role's "
+            "tools (the engine refuses any other).",
+        ]
+        for member in team.members:
+            tools = ", ".join(member.tools) or "none"
+            parts.append(f"## The {member.name}'s rules (tools: {tools})\n{member.prompt.strip()}")
+        project = team.project
+        if self.shells.get(project) and any("shell" in m.tools for m in team.members):
+            parts.append("## Your shell\n" + self.shells[project])
+        return "\n\n".join([*parts, *self._project_parts(project)])
 
     def system_prompt(self, address: str, agent: AgentDef, position: str) -> str:
         """Role prompt, position, reachable members, what its shell has, the repository's
@@ -131,11 +161,40 @@ class ConfigAgents:
         project = address.split("/", 1)[0] if "/" in address else None
         if project and "shell" in agent.tools and self.shells.get(project):
             parts.append("## Your shell\n" + self.shells[project])
-        if project and self.instructions.get(project):
+        return "\n\n".join([*parts, *(self._project_parts(project) if project else [])])
+
+    def _project_parts(self, project: str) -> list[str]:
+        """The repository's instructions for agents, the project's standing learnings and
+        what its decider asked to be remembered."""
+        parts = []
+        if self.instructions.get(project):
             parts.append(self.instructions[project])
-        if project and self.learnings.get(project):
+        if self.learnings.get(project):
             parts.append("## Standing learnings of this project\n" + self.learnings[project])
-        if project and self.preferences.get(project):
+        if self.preferences.get(project):
             kept = "\n".join(f"- {text}" for text in self.preferences[project])
             parts.append(f"## What this project's decider asked you to remember\n{kept}")
-        return "\n\n".join(parts)
+        return parts
+
+
+@dataclass(frozen=True)
+class Team:
+    """The members of a workgroup's mini-teams (its worker and task reviewers), who share
+    one system prompt and one list of tool definitions."""
+
+    project: str
+    workgroup: str
+    members: tuple[AgentDef, ...]
+
+    @classmethod
+    def of(cls, workgroup: Workgroup, project: str) -> Team:
+        # Not the phase reviewer: once a job, it would cost every task's worker its rules.
+        roles = (workgroup.worker_name(), workgroup.spec_reviewer, workgroup.quality_reviewer)
+        by_name = {m.name: m for m in workgroup.members}
+        named = dict.fromkeys(r for r in roles if r is not None and r in by_name)
+        return cls(project, workgroup.name, tuple(by_name[name] for name in named))
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """Every member's tools, each once, in the order the members name them."""
+        return tuple(dict.fromkeys(t for m in self.members for t in m.tools))

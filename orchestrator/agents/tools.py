@@ -122,11 +122,14 @@ def _send_intent(call: ToolCall, *, sender: str, router: Router) -> SendIntent:
     context_id = call.args.get("context_id")
     if context_id is not None and not isinstance(context_id, str):
         raise ToolError("send: context_id must be a string")
+    shared = call.args.get("shared")  # the engine's mini-teams only: not in send's schema
+    if shared is not None and not isinstance(shared, str):
+        raise ToolError("send: shared must be a string")
     try:
         recipient = router.resolve(sender, member)
     except RoutingError as exc:
         raise ToolError(str(exc)) from exc
-    return SendIntent(call.call_id, recipient, brief, context_id or None)
+    return SendIntent(call.call_id, recipient, brief, context_id or None, shared or None)
 
 
 def _message_intent(call: ToolCall) -> MessageIntent:

@@ -28,6 +28,8 @@ class SendIntent:
     recipient: str
     brief: str
     context_id: str | None = None
+    # What every member of a mini-team is sent first (the task): one cached prefix for all.
+    shared: str | None = None
 
 
 def send(tx: Tx, row: ConversationRow, intent: SendIntent, outcome: Outcome) -> ToolResult | None:
@@ -35,6 +37,8 @@ def send(tx: Tx, row: ConversationRow, intent: SendIntent, outcome: Outcome) -> 
     the brief into the one it continues; an error result when it cannot be continued."""
     brief = {"text": intent.brief}
     if intent.context_id is None:
+        if intent.shared:
+            brief = {"shared": intent.shared, **brief}
         child = dispatch_id(row.agent, intent.recipient)
         create_conversation(
             tx,

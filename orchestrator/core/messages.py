@@ -131,6 +131,13 @@ class Message:
         return str(self.content.get("text", ""))
 
     @property
+    def whole_text(self) -> str:
+        """Its text as the model reads it: after what a mini-team's members are all sent
+        first (`shared`, the task), where the message has that."""
+        shared = str(self.content.get("shared") or "")
+        return f"{shared}\n\n{self.text}" if shared else self.text
+
+    @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         """Tool calls of an assistant message."""
         return tuple(

@@ -18,6 +18,7 @@ import re
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
 from orchestrator.proxy.brief import BRIEF_OPENING
+from orchestrator.teams.briefs import PHASE_OPENING, REVIEW_OPENING
 from orchestrator.workspace.git import slug
 
 SCRIPTED_NOTE = "Written by TeaParty's scripted worker (no ANTHROPIC_API_KEY was set)."
@@ -63,7 +64,9 @@ class DemoModel:
             return self._lead(request)
         if "send" in tools:
             return self._office_manager(request)
-        if "write_file" in tools:
+        # A mini-team's members are sent the same tools: a reviewer's brief says its role.
+        role = request.messages[0].text if request.messages else ""
+        if "write_file" in tools and not role.startswith((REVIEW_OPENING, PHASE_OPENING)):
             return self._worker(request)
         return self._reviewer(request)
 
@@ -163,7 +166,7 @@ class DemoModel:
 
     def _worker(self, request: ModelRequest) -> AssistantTurn:
         done = {m.call_id for m in request.messages if m.role == "tool"}
-        spec = request.messages[0].text if request.messages else ""
+        spec = request.messages[0].whole_text if request.messages else ""
         if "This task merges the base branch" in spec:
             return AssistantTurn(
                 text="blocked: the scripted worker cannot resolve merge conflicts; a person "
@@ -181,7 +184,7 @@ class DemoModel:
         return AssistantTurn(text=f"Record: {title}\n\nWrote {path}. ({SCRIPTED_NOTE})")
 
     def _reviewer(self, request: ModelRequest) -> AssistantTurn:
-        found = _SPEC.search(request.messages[0].text if request.messages else "")
+        found = _SPEC.search(request.messages[0].whole_text if request.messages else "")
         if "read" not in {m.call_id for m in request.messages} and found:
             return _call("read", "read_file", path=found.group(1))
         return AssistantTurn(text="approve\nThe scripted reviewer read the file.")

@@ -79,10 +79,27 @@ def api_messages(transcript: Sequence[Message]) -> list[Block]:
             out.extend({"role": "assistant", "content": _assistant_blocks(m)} for m in batch)
             continue
         results = [_tool_result(m.content) for m in batch if m.role == "tool"]
-        texts = _text_blocks(_user_text(m.content) for m in batch if m.role == "user")
+        texts: list[Block] = []
+        for m in batch:
+            if m.role == "user":
+                texts += _shared_block(m.content, first=not out and not texts)
+                texts += _text_blocks([_user_text(m.content)])
         if results or texts:
             out.append({"role": "user", "content": results + texts})
     return out
+
+
+def _shared_block(content: JSONObject, *, first: bool) -> list[Block]:
+    """What a mini-team's members are all sent first, as a block of its own and, opening
+    the conversation, a cache breakpoint: the prefix a reviewer reads from the cache after
+    its worker wrote it (tools, system and this block; the fourth and last breakpoint)."""
+    shared = str(content.get("shared") or "")
+    if not shared.strip():
+        return []
+    block: Block = {"type": "text", "text": shared}
+    if first:
+        block["cache_control"] = _EPHEMERAL
+    return [block]
 
 
 def _assistant_blocks(message: Message) -> list[Block]:

@@ -132,7 +132,10 @@ def next_turn(messages: Sequence[Message]) -> AssistantTurn:
         return AssistantTurn(text=_final_reply(info, turns))
     if name == PREPARE:
         brief = briefs.worker_brief(info, request)
-        return AssistantTurn(tool_calls=(call(SEND, member=info.worker, message=brief),))
+        shared = briefs.task_brief(info)
+        return AssistantTurn(
+            tool_calls=(call(SEND, member=info.worker, message=brief, shared=shared),)
+        )
     if name == REVIEW:
         return _to_reviewers(info, turns, call)
     if name == CHECK:
@@ -164,11 +167,18 @@ def _review_sends(
     call: Call,
 ) -> AssistantTurn:
     rounds = _review_rounds(turns)
-    brief = briefs.review_brief(info, review, rounds, checked)
     reviewers = _reviewers(info, turns)
     if not reviewers:
         return AssistantTurn(tool_calls=(call(MERGE, result=_worker_reply(info, turns)),))
-    sends = [call(SEND, member=r, message=brief, **_context(turns, r)) for r in reviewers]
+    sends = [
+        call(
+            SEND,
+            member=r,
+            message=briefs.review_brief(info, review, rounds, checked, r),
+            **(_context(turns, r) or {"shared": briefs.task_brief(info)}),
+        )
+        for r in reviewers
+    ]
     return AssistantTurn(tool_calls=tuple(sends))
 
 

@@ -56,6 +56,12 @@ class Reviewed:
     head: str | None
     commits: int
     stripped: tuple[str, ...] = ()
+    # `git diff base..head` where it is at most DIFF_MAX characters, so that a reviewer
+    # reads it in its brief instead of asking for it ("" when longer, or before this field).
+    diff: str = ""
+
+
+DIFF_MAX = 24_000  # characters of a change a reviewer's brief holds
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_eve
 from orchestrator.teams.instructions import TeamInstructions
 from orchestrator.teams.protocol import (
     CHECK,
+    DIFF_MAX,
     FINISH,
     MERGE,
     PHASE,
@@ -231,7 +232,14 @@ class TeamTools:
         _, count = await git(job.repo, "rev-list", "--count", f"{base.strip()}..{head}")
         await self.board.update(ref.job_id, ref.number, state="in_review")
         await self._log(ref, "review", f"{base.strip()[:12]}..{(head or '')[:12]}")
-        return Reviewed(base.strip(), head, int(count.strip() or 0), tuple(stripped))
+        # The worker's change, for the reviewers' brief: no diff driver or textconv runs.
+        shown = ""
+        if head is not None:
+            span = f"{base.strip()}..{head}"
+            plain = ("--no-color", "--no-ext-diff", "--no-textconv")
+            _, diff = await git(job.repo, "diff", *plain, span)
+            shown = diff if len(diff) <= DIFF_MAX else ""
+        return Reviewed(base.strip(), head, int(count.strip() or 0), tuple(stripped), shown)
 
     async def _merge(self, ref: TeamRef, job: JobSpace, result: str) -> Merged:
         await self._commit(ref, job, result)
