@@ -30,8 +30,12 @@ same for both sides; the engine's own price of the job (each agent at its config
 model, with the same tokens) is printed beside it. Printed per task count: tokens (input,
 cache read, cache write, output) and dollars of both, hierarchy/flat, and the crossover:
 the smallest task count at which the hierarchy is cheaper, searched by running jobs
-between the measured sizes (interpolated with --no-search or --quick). Goal (issue 15,
-reviews included): hierarchy <= flat at 20 tasks and <= 0.5x at 50.
+between the measured sizes (interpolated with --no-search or --quick). Goals (issue 31,
+reviews included): hierarchy/flat <= 1.3 at 1 task, <= 1.15 at 2-5, <= 0.9 at 20 and
+<= 0.45 at 50; the exit code is 1 when the goal at 20 or 50, or the one on calls in series,
+is missed. Also printed: a one-task job's model calls in series (each call made to take
+0.25 s; calls that overlap ran side by side), and each role at the model the organisation
+gives it (a prompt cache per model, at that model's minimum) beside all at --model.
 """
 
 from __future__ import annotations
@@ -64,7 +68,10 @@ from orchestrator.models.scripted import FunctionModel
 CHARS_PER_TOKEN = 4
 LOOKBACK = 20  # block boundaries before a breakpoint the API checks for a stored prefix
 MIN_CACHE = 1024  # tokens: the smallest cacheable prefix of Sonnet 4.x
-GOALS = {20: 1.0, 50: 0.5}
+# hierarchy/flat at 1,024 (issue 31); CI fails on a miss of ENFORCED ones only, the others
+# being goals the engine does not meet yet (a one-task job still pays its project lead).
+GOALS = {1: 1.3, 2: 1.15, 3: 1.15, 5: 1.15, 20: 0.9, 50: 0.45}
+ENFORCED = frozenset({20, 50})
 SLOW = 0.25  # seconds a model call takes where calls in series are counted
 SERIES_OVER_FLAT = 4  # goal (issue 31): a one-task job's calls in series <= the flat agent's + 4
 
@@ -159,6 +166,7 @@ class BilledModel:
     billed: list[Usage] = field(default_factory=list)
     delay: float = 0.0  # seconds each call takes, to see which calls overlap
     spans: list[tuple[float, float]] = field(default_factory=list)
+    route: Callable[[str], PromptCache] | None = None  # the cache of an agent's model
 
     def __post_init__(self) -> None:
         self.inner = FunctionModel(self.reply)
@@ -169,10 +177,34 @@ class BilledModel:
         if self.delay:
             await asyncio.sleep(self.delay)
         answer = await self.inner.complete(request)
-        usage = self.cache.bill(blocks_of(request)) + Usage(output_tokens=output_tokens(answer))
+        cache = self.cache if self.route is None else self.route(request.agent)
+        usage = cache.bill(blocks_of(request)) + Usage(output_tokens=output_tokens(answer))
         self.billed.append(usage)
         self.spans.append((started, time.monotonic()))
         return replace(answer, usage=usage)
+
+
+ORG = load_organisation(shipped_org_dir())
+
+
+def model_of(agent: str) -> str:
+    """The model the organisation gives the agent at `agent` (an address)."""
+    found = ORG.agents.get(agent.rsplit("/", 1)[-1])
+    return (found.model if found is not None else None) or ORG.defaults.model
+
+
+@dataclass
+class PerModel:
+    """The prompt caches of an organisation's models: a request reads only what requests to
+    the same model stored, and each keeps only prefixes of its model's minimum length."""
+
+    caches: dict[str, PromptCache] = field(default_factory=dict)
+
+    def __call__(self, agent: str) -> PromptCache:
+        model = model_of(agent)
+        if model not in self.caches:
+            self.caches[model] = PromptCache(shipped_prices().price(model).min_cache)
+        return self.caches[model]
 
 
 def in_series(spans: Sequence[tuple[float, float]]) -> int:
@@ -289,15 +321,19 @@ async def measure(
     min_cache: int,
     checks: bool = True,
     delay: float = 0.0,
+    configured: bool = False,
 ) -> Measured:
     """Run the job of `tasks` tasks through the engine, replay it flat, bill both. With
     `checks` the engine runs the project's tests (the quality reviewer reads the result),
     without, the quality reviewer runs them. With `delay`, each model call takes that long,
-    so that the calls in series can be counted."""
+    so that the calls in series can be counted. With `configured`, each agent's calls are
+    billed at the model the organisation gives it (PerModel), the roles priced so."""
     started = time.perf_counter()
     script = Script(tasks)
-    model = BilledModel(script.reply, PromptCache(min_cache), delay=delay)
+    route = PerModel() if configured else None
+    model = BilledModel(script.reply, PromptCache(min_cache), delay=delay, route=route)
     name = f"{tasks}{'' if checks else '-unchecked'}{'-slow' if delay else ''}"
+    name += "-configured" if configured else ""
     home = tmp / f"home-{name}"
     repo = make_repo(tmp / f"repo-{name}", tasks)
     job_id = await run_job(home, repo, tasks=tasks, model=model, checks=checks)
@@ -323,7 +359,7 @@ async def measure(
         tasks,
         bill(stored, price),
         bill(flat.billed, price),
-        {role: bill(used, price) for role, used in by_role.items()},
+        {role: bill(used, role_price(role, price, configured)) for role, used in by_role.items()},
         engine_usd,
         sum(b.tokens for b in blocks_of(calls[-1][0])),
         time.perf_counter() - started,
@@ -331,6 +367,14 @@ async def measure(
         *ran,
         in_series(model.spans),
     )
+
+
+def role_price(role: str, price: ModelPrice, configured: bool) -> ModelPrice:
+    """The price a role is billed at: the bench's model's, or the one it is configured with."""
+    if not configured:
+        return price
+    agent = role.replace(" review", "-reviewer") if role.endswith(" review") else role
+    return shipped_prices().price(model_of(agent))
 
 
 def engine_checks(home: Path) -> tuple[int, float]:
@@ -428,15 +472,38 @@ def checks_report(checked: Measured, unchecked: Measured) -> None:
     print(f"{'':>7}hierarchy with checks / without: {ratio:.3f} (${saved:.3f} saved)")
 
 
+def models_report(same: Measured, configured: Measured, model: str) -> None:
+    """Whether each role's own model earns it: the role at the model the organisation gives
+    it (a cache of that model's own, at its minimum) beside the role at the bench's model."""
+    print(
+        f"\neach role at its configured model, {same.tasks} tasks (own cache per model, "
+        f"each model's minimum), beside all at {model}:"
+    )
+    for role, spent in sorted(configured.roles.items(), key=lambda kv: -kv[1].usd):
+        at_one = same.roles.get(role)
+        agent = role.replace(" review", "-reviewer") if role.endswith(" review") else role
+        ratio = f"{spent.usd / at_one.usd:.2f}" if at_one is not None and at_one.usd else ""
+        row("", f"{role}"[:15], spent, ratio)
+        print(f"{'':>9}{model_of(agent)}; at {model}: ${at_one.usd if at_one else 0:.3f}")
+    total = sum(spent.usd for spent in configured.roles.values())
+    print(
+        f"{'':>7}hierarchy at configured models ${total:.3f} / all at {model} "
+        f"${same.hierarchy.usd:.3f}: {total / same.hierarchy.usd:.2f}"
+    )
+
+
 def verdicts(found: dict[int, Measured]) -> bool:
+    """Each goal at the sizes measured; False when an enforced one is missed."""
     met = True
     for tasks, goal in GOALS.items():
         if tasks not in found:
-            print(f"goal at {tasks} tasks (hierarchy/flat <= {goal}): not measured")
             continue
         ratio = found[tasks].ratio
-        met &= ratio <= goal
         said = "met" if ratio <= goal else "NOT met"
+        if tasks in ENFORCED:
+            met &= ratio <= goal
+        else:
+            said += " (not enforced yet)"
         print(f"goal at {tasks} tasks (hierarchy/flat <= {goal}): {said}, {ratio:.2f}")
     return met
 
@@ -464,8 +531,12 @@ async def main(options: argparse.Namespace) -> bool:
             smallest, tmp, price=price, min_cache=options.min_cache, checks=False
         )
         slow = await measure(1, tmp, price=price, min_cache=options.min_cache, delay=SLOW)
+        configured = await measure(
+            smallest, tmp, price=price, min_cache=options.min_cache, configured=True
+        )
     report(found)
     checks_report(found[smallest], unchecked)
+    models_report(found[smallest], configured, options.model)
     print(f"\ncrossover (smallest task count where the hierarchy is cheaper): {where}")
     return verdicts(found) & series_verdict(slow)
 
