@@ -50,7 +50,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import astuple, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.config.prices import ModelPrice, shipped_prices
 from orchestrator.core.messages import AssistantTurn, Message, Usage, assistant_content
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.flat_lead import WHOLE_JOB
 from orchestrator.jobs.views import JobViews
 from orchestrator.models.anthropic import request_params
 from orchestrator.models.scripted import FunctionModel
@@ -164,6 +165,7 @@ class BilledModel:
     reply: Callable[[ModelRequest], AssistantTurn]
     cache: PromptCache
     billed: list[Usage] = field(default_factory=list)
+    agents: list[str] = field(default_factory=list)  # who made each call billed
     delay: float = 0.0  # seconds each call takes, to see which calls overlap
     spans: list[tuple[float, float]] = field(default_factory=list)
     route: Callable[[str], PromptCache] | None = None  # the cache of an agent's model
@@ -180,6 +182,7 @@ class BilledModel:
         cache = self.cache if self.route is None else self.route(request.agent)
         usage = cache.bill(blocks_of(request)) + Usage(output_tokens=output_tokens(answer))
         self.billed.append(usage)
+        self.agents.append(request.agent)
         self.spans.append((started, time.monotonic()))
         return replace(answer, usage=usage)
 
@@ -242,7 +245,10 @@ def role_of(agent: str) -> str:
 
 def task_brief(brief: Message) -> str:
     """The worker's brief without what only a mini-team needs (its worktree, its review):
-    the task all its members share, and what the lead added."""
+    the task all its members share, and what the lead added; nothing for a task that is
+    the whole job (jobs/flat_lead.py), whose brief the flat agent was given already."""
+    if WHOLE_JOB in brief.text:
+        return ""
     lead = [p for p in brief.text.split("\n\n") if p.startswith("From your lead")]
     return "\n\n".join([str(brief.content.get("shared", "")), *lead])
 
@@ -285,7 +291,8 @@ def flat_requests(log: Log) -> Iterator[tuple[ModelRequest, AssistantTurn]]:
     for task in sorted(workers):
         for request, answer in workers[task]:
             brief, *rest = request.messages
-            seen = (*given, user(task_brief(brief)), *rest)
+            told = task_brief(brief)
+            seen = (*given, *([user(told)] if told else []), *rest)
             yield ModelRequest("flat", system, seen, tools), answer
         reply = Message("flat", 0, "flat", "assistant", assistant_content(answer))
         given += [*seen[len(given) :], reply]
@@ -338,18 +345,23 @@ async def measure(
     repo = make_repo(tmp / f"repo-{name}", tasks)
     job_id = await run_job(home, repo, tasks=tasks, model=model, checks=checks)
     ran = engine_checks(home)
-    by_role: dict[str, list[Usage]] = {}
+    stored: dict[str, Usage] = {}
     async with JobViews.open(home, org_dir=shipped_org_dir()) as views:
         for entry in await views.log(job_id):
             # The mini-team's coordinator and the office manager's flat turns are the
             # engine's code (jobs/flat_manager.py): they record no tokens.
             used = entry.message.usage
-            if used is not None and used != Usage() and not entry.agent.endswith("/mini-team"):
-                by_role.setdefault(role_of(entry.agent), []).append(used)
+            if used is not None and not entry.agent.endswith("/mini-team"):
+                role = role_of(entry.agent)
+                stored[role] = stored.get(role, Usage()) + used
         engine_usd = (await views.job(job_id)).summary.cost_usd
-    stored = [u for used in by_role.values() for u in used]
-    # The engine recorded exactly what the model billed, call by call.
-    assert sorted(map(astuple, stored)) == sorted(map(astuple, model.billed)), "usage lost"
+    by_role: dict[str, list[Usage]] = {}
+    for agent, used in zip(model.agents, model.billed, strict=True):
+        by_role.setdefault(role_of(agent), []).append(used)
+    # The engine recorded every token the model billed, agent by agent (a lead's triage is
+    # recorded with the turn it decided: jobs/flat_lead.py).
+    billed = {role: sum(used, Usage()) for role, used in by_role.items()}
+    assert {r: u for r, u in stored.items() if u != Usage()} == billed, "usage lost"
     calls = list(flat_requests(script.log))
     answers = deque(answer for _, answer in calls)
     flat = BilledModel(lambda _: answers.popleft(), PromptCache(min_cache))
@@ -357,7 +369,7 @@ async def measure(
         await flat.complete(request)
     return Measured(
         tasks,
-        bill(stored, price),
+        bill(model.billed, price),
         bill(flat.billed, price),
         {role: bill(used, role_price(role, price, configured)) for role, used in by_role.items()},
         engine_usd,

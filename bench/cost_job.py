@@ -22,6 +22,7 @@ from orchestrator.api import load_project
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
+from orchestrator.jobs.flat_lead import TRIAGE
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.sandbox.probe import probe
 from orchestrator.teams.board import list_tasks
@@ -231,6 +232,8 @@ class Script:
         return turn(text=f"Job done. The project lead reported: {done[-1][:500]}")
 
     def project_lead(self, request: ModelRequest) -> AssistantTurn:
+        if request.system == TRIAGE:  # is the job one change? (jobs/flat_lead.py)
+            return turn(text="one" if self.tasks == 1 else "plan")
         done, numbers = results(request), range(1, self.tasks + 1)
         if not done:
             return turn(

@@ -17,8 +17,9 @@ from local_repo import git, make_repo
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import tracking_body
-from orchestrator.core.messages import AssistantTurn, ToolCall
+from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.flat_lead import CREATE, DISPATCH, TRIAGE, WHOLE_JOB, _flat_turn
 from orchestrator.models.anthropic import request_params
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.teams.briefs import REVIEW_OPENING
@@ -213,3 +214,118 @@ async def test_a_mini_team_shares_one_cached_prefix_and_each_member_calls_only_i
     tree = git(tmp_path / "calc", "ls-tree", "-r", "--name-only", "teaparty/job-1-calc")
     assert "notes/1.md" in tree.split()
     assert "notes/reviewer.md" not in tree.split()
+
+
+class OneChange(Planned):
+    """Planned, with a lead whose model judges the job one change when asked (the triage);
+    with `hand_back`, the worker of the whole job hands it back and the lead plans
+    `plan` after cancelling the whole-job task."""
+
+    def __init__(self, plan: list[tuple[str, str]], *, hand_back: bool = False) -> None:
+        super().__init__(plan)
+        self.hand_back = hand_back
+
+    async def complete(self, request: ModelRequest) -> AssistantTurn:
+        if request.system == TRIAGE:
+            self.requests.append(request)
+            return AssistantTurn(text="one")
+        first = request.messages[0].text if request.messages else ""
+        if self.hand_back and WHOLE_JOB in first:
+            self.requests.append(request)
+            return AssistantTurn(text="blocked: more than one task:\n- notes 2\n- notes 3")
+        return await super().complete(request)
+
+    def _lead(self, done: dict[str, str]) -> AssistantTurn:
+        steps: list[tuple[str, str, dict[str, object]]] = [
+            ("cancel", "task_update", {"number": 1, "state": "cancelled"})
+        ]
+        for n, (title, review) in enumerate(self.plan, 2):
+            steps.append(_task(n, title, review))
+        for n in range(2, len(self.plan) + 2):
+            steps.append((f"d{n}", "dispatch", {"task": n, "brief": "As the spec says."}))
+        for call_id, name, args in steps:
+            if call_id not in done:
+                return _call(call_id, name, **args)
+        return AssistantTurn(text="Done.")
+
+
+def _lead_log(tmp_path: Path) -> list[str]:
+    with sqlite3.connect(tmp_path / "home" / "teaparty.db") as db:
+        rows = db.execute(
+            "SELECT detail FROM task_log WHERE event = 'project lead' ORDER BY rowid"
+        ).fetchall()
+    return [detail for (detail,) in rows]
+
+
+async def test_a_job_of_one_change_goes_straight_to_one_mini_team(tmp_path: Path) -> None:
+    model = OneChange([])
+
+    comment = await _run(tmp_path, model)
+
+    lead = [r for r in model.requests if r.agent.endswith("/project-lead")]
+    assert [r.system for r in lead] == [TRIAGE], "the lead's model: only the triage"
+    assert lead[0].tools == ()
+    assert _asked(model, "spec-reviewer") == 1, "the whole job is still reviewed in full"
+    assert _asked(model, "quality-reviewer") == 1
+    assert _asked(model, "phase-reviewer") == 0
+    assert _lead_log(tmp_path) == [
+        "one change (triage): the job is one task, for one mini-team",
+        "dispatched task #1, the whole job",
+        "passed the mini-team's report on as the lead's",
+    ]
+    assert "#1 Notes (done; review: spec and quality)" in comment, comment
+    worker = next(r for r in model.requests if r.agent.endswith("/implementer"))
+    assert (
+        worker.messages[0]
+        .content["shared"]
+        .startswith("Task #1: Notes\n\nSpec:\nJob for repository calc (project calc): Notes")
+    )
+    tree = git(tmp_path / "calc", "ls-tree", "-r", "--name-only", "teaparty/job-1-calc")
+    assert "notes/1.md" in tree.split()
+
+
+async def test_a_whole_job_handed_back_is_planned_by_the_lead(tmp_path: Path) -> None:
+    model = OneChange([("Write notes/2.md", "spec-only"), ("Write notes/3.md", "none")])
+    model.hand_back = True
+
+    comment = await _run(tmp_path, model)
+
+    heard = " ".join(model.lead_heard)
+    assert "Task #1 blocked: blocked: more than one task:" in heard, "the lead read the worker"
+    log = _lead_log(tmp_path)
+    assert log[:2] == [
+        "one change (triage): the job is one task, for one mini-team",
+        "dispatched task #1, the whole job",
+    ]
+    assert log[2].startswith("asked: the task came back: Task #1 blocked:")
+    assert len(log) == 3, "once the model has the job, the engine makes no more of its turns"
+    tree = git(tmp_path / "calc", "ls-tree", "-r", "--name-only", "teaparty/job-1-calc")
+    assert {"notes/2.md", "notes/3.md"} <= set(tree.split())
+    assert "notes/1.md" not in tree.split(), "the worker changed nothing before handing back"
+    assert "#1 Notes (cancelled" in comment, comment
+
+
+def test_the_engines_turns_are_a_function_of_the_transcript() -> None:
+    def message(seq: int, role: str, **content: object) -> Message:
+        return Message("c", seq, "x", role, dict(content))
+
+    brief = message(1, "user", text="Do the job.", kind="request")
+    create = message(2, "assistant", tool_calls=[{"id": CREATE, "name": "task_create", "args": {}}])
+    made = message(3, "tool", call_id=CREATE, text="created #1 [pending] Notes")
+    turn, _ = _flat_turn([brief, create, made], "Notes", 1)
+    assert turn is not None
+    assert turn.tool_calls[0].name == "dispatch"
+    assert turn.tool_calls[0].args == {"task": 1, "brief": WHOLE_JOB}
+    assert _flat_turn([brief, create, made], "Notes", 1) == (turn, _)
+    dispatch = message(
+        4, "assistant", tool_calls=[{"id": DISPATCH, "name": "dispatch", "args": {}}]
+    )
+    merged = message(5, "tool", call_id=DISPATCH, text="Task #1 merged into b (abc). Done.")
+    assert _flat_turn([brief, create, made, dispatch, merged], "Notes", 0)[0] == AssistantTurn(
+        text="Task #1 merged into b (abc). Done."
+    )
+    assert _flat_turn([brief, create, made, dispatch, merged], "Notes", 1)[0] is None
+    refused = message(3, "tool", call_id=CREATE, text="task_create: bad", is_error=True)
+    assert _flat_turn([brief, create, refused], "Notes", 0)[0] is None
+    round_brief = message(1, "user", text="Review round 2 on the job's pull request: ...")
+    assert _flat_turn([round_brief], "Notes", 0) == (None, "a review round on the pull request")

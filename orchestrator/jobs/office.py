@@ -41,6 +41,7 @@ from orchestrator.jobs.checks import JobChecks
 from orchestrator.jobs.ci_desk import CiDesk
 from orchestrator.jobs.control import JobControl
 from orchestrator.jobs.features import FEATURES, Register, extensions
+from orchestrator.jobs.flat_lead import FlatLead
 from orchestrator.jobs.flat_manager import FlatManager
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
@@ -202,9 +203,13 @@ class Office:
         router = Router(organisation_teams(org, projects, added=mini_teams))
         store = await Store.open(home / "teaparty.db")
 
-        def model_of(agent: AgentDef) -> Model:  # the office manager's idle turns: the engine's
+        leads = {org.project_lead, *(p.lead.name for p in projects)}
+
+        def model_of(agent: AgentDef) -> Model:  # turns that add nothing: the engine's
             model = models(agent)
-            return FlatManager(model, store) if agent == org.office_manager else model
+            if agent == org.office_manager:
+                return FlatManager(model, store)
+            return FlatLead(model, store) if agent.name in leads else model
 
         configured = ConfigAgents(
             org, projects, router=router, models=model_of, tool_specs=ALL_SPECS, learnings=learnings
