@@ -516,7 +516,7 @@ def verdicts(found: dict[int, Measured]) -> bool:
             met &= ratio <= goal
         else:
             said += " (not enforced yet)"
-        print(f"goal at {tasks} tasks (hierarchy/flat <= {goal}): {said}, {ratio:.2f}")
+        print(f"goal at {tasks} tasks (hierarchy/flat <= {goal} at 1,024): {said}, {ratio:.2f}")
     return met
 
 

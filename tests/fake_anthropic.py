@@ -21,6 +21,7 @@ from typing import Any
 from orchestrator.api import AssistantTurn, DemoModel, ModelRequest
 from orchestrator.core.messages import Message
 from orchestrator.core.tools import ToolSpec
+from orchestrator.jobs.flat_lead import TRIAGE
 from orchestrator.proxy.brief import BRIEF_OPENING
 from orchestrator.teams.briefs import PHASE_OPENING, REVIEW_OPENING
 
@@ -48,6 +49,8 @@ def role(request: ModelRequest) -> str:
     first = request.messages[0].text if request.messages else ""
     if first.startswith(BRIEF_OPENING):
         return "proxy"
+    if request.system == TRIAGE:
+        return "triage"  # the project lead's model, asked whether the job is one change
     if first.startswith((REVIEW_OPENING, PHASE_OPENING)):
         return "reviewer"  # a mini-team's members are sent the same tools
     roles = {"dispatch": "lead", "send": "office manager", "write_file": "worker"}

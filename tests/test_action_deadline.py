@@ -24,6 +24,7 @@ WRAP_UP_S = 10.0  # after its deadline a run syncs, preserves and saves its stat
 # manager's hand-over and reply are the engine's (jobs/flat_manager.py), and the one task's
 # reviewers read the whole change (no phase review).
 JOB_CALLS = [
+    "triage",
     "lead",
     "lead",
     "worker",

@@ -110,7 +110,7 @@ class Watch:
         store = self.office.engine.store
         self.lead = await store.read(lambda tx: conversation(tx, gate.conversation_id))
         self.lead_inbox = await store.read(lambda tx: inbox(tx, gate.conversation_id))
-        self.lead_calls = len(self.model.requests_of(LEAD))
+        self.lead_calls = len(lead_turns(self.model))
         return self.reply
 
 
@@ -140,6 +140,11 @@ async def facts_of(office: Office, job: JobHandle) -> dict[str, Any]:
     )
     readme = script.git(job.space.repo, "show", f"{job.space.branch}:README.md")
     return {"tasks": tasks, "gates": gates, "readme": readme, "space": job.space}
+
+
+def lead_turns(model: FunctionModel) -> list[ModelRequest]:
+    """The lead's requests for its turns (not the triage: jobs/flat_lead.py)."""
+    return [r for r in model.requests_of(LEAD) if r.tools]
 
 
 def dispatch_results(model: FunctionModel, call_id: str) -> list[str]:
@@ -176,7 +181,7 @@ async def test_approve_the_lead_hears_once_and_resolves(tmp_path: Path) -> None:
     assert 'The decider (alice) answered "yes". They want it resolved' in result
     assert HELD_ADVICE not in result
     # woken once for both replies: plan, dispatch, resolve, dispatch, report
-    assert len(out["model"].requests_of(LEAD)) == 5
+    assert len(lead_turns(out["model"])) == 5
     assert [t.state for t in out["tasks"]] == ["done"] * 3
     assert out["tasks"][2].resolves == number
     assert out["readme"] == README[3]
@@ -192,7 +197,7 @@ async def test_reject_drops_the_task_and_says_so(tmp_path: Path) -> None:
     assert "beta's title is wrong anyway" in result
     states = {t.number: t.state for t in out["tasks"]}
     assert states == {number: "cancelled", 3 - number: "done"}
-    assert len(out["model"].requests_of(LEAD)) == 3  # plan, dispatch, report
+    assert len(lead_turns(out["model"])) == 3  # plan, dispatch, report
     assert out["readme"] == README[3 - number]
 
 
@@ -205,7 +210,7 @@ async def test_words_reach_the_lead_as_direction(tmp_path: Path) -> None:
     assert "answered \"revise: keep alpha's title and put beta's in the body\"." in result
     assert "That is their direction" in result
     assert {t.number: t.state for t in out["tasks"]}[number] == "blocked"
-    assert len(out["model"].requests_of(LEAD)) == 3
+    assert len(lead_turns(out["model"])) == 3
 
 
 async def test_mode_never_tells_the_lead_at_once_as_before(tmp_path: Path) -> None:
@@ -230,7 +235,7 @@ async def test_the_gate_and_its_held_reply_survive_a_restart(tmp_path: Path) -> 
     finally:
         await office.close()
     number = int(gate.payload["task"])
-    assert len(first.requests_of(LEAD)) == 2
+    assert len(lead_turns(first)) == 2
     assert not dispatch_results(first, f"d{number}")
 
     second = the_model()

@@ -267,7 +267,7 @@ async def test_a_job_gives_each_agent_the_instructions_of_its_scope(tmp_path: Pa
     )
 
     assert ran.delivered, "\n".join(ran.lines)
-    lead = next(r for r in model.requests if r.agent.endswith("/project-lead"))
+    lead = next(r for r in model.requests if r.agent.endswith("/project-lead") and r.tools)
     for rules in (ROOT_RULES, CLAUDE_RULES, COPILOT_RULES):
         assert rules in lead.system, f"the lead reads {rules!r}"
     assert PKG_RULES not in lead.system

@@ -110,7 +110,7 @@ async def test_the_default_branchs_learnings_reach_the_first_turn(tmp_path: Path
         (space.path / LEARNINGS_FILE).write_text("AGENT-WRITTEN\n")  # the worktree: never read
         assert await stored(office, job_id) == LEARNINGS
         await office.run_until_idle()
-        (first,) = model.requests_of(LEAD)
+        (first,) = [r for r in model.requests_of(LEAD) if r.tools]  # not the triage
         assert "## Standing learnings of this project\n" + LEARNINGS in first.system
 
         await start(office, repo)  # the issue labelled again: the job keeps what it read
@@ -129,7 +129,7 @@ async def test_a_repository_without_learnings_gives_none_and_no_error(tmp_path: 
         await office.prepare(job_id)
         assert await stored(office, job_id) is None
         await office.run_until_idle()
-        (first,) = model.requests_of(LEAD)
+        (first,) = [r for r in model.requests_of(LEAD) if r.tools]  # not the triage
         assert "Standing learnings" not in first.system
     finally:
         await office.close()

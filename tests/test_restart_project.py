@@ -20,6 +20,7 @@ from bot.demo import free_port, private_key_pem
 from bot.handlers.repos import project_name
 from orchestrator.core.messages import AssistantTurn, ToolCall, Usage
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.flat_lead import TRIAGE
 from orchestrator.sandbox.confine import Sandbox
 
 PROJECT_YAML = """\
@@ -80,11 +81,16 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
 
     async def before(request: ModelRequest) -> AssistantTurn:
         # (the office manager's hand-over is the engine's turn: jobs/flat_manager.py)
+        if request.system == TRIAGE:  # jobs/flat_lead.py: the job needs the lead's plan
+            return AssistantTurn(text="plan")
         await stuck.wait()
         raise AssertionError("unreachable")
 
     def after(request: ModelRequest) -> AssistantTurn:
-        if short(request) == "project-lead" and len(model.requests_of(request.agent)) == 1:
+        if request.system == TRIAGE:
+            return AssistantTurn(text="plan")
+        turns = [r for r in model.requests_of(request.agent) if r.tools]
+        if short(request) == "project-lead" and len(turns) == 1:
             turn = calls(ToolCall("t1", "task_list", {}))
             return AssistantTurn(tool_calls=turn.tool_calls, usage=Usage(input_tokens=200))
         raise AssertionError(f"no call expected once the budget is spent: {request.agent}")
@@ -98,10 +104,10 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
             )
             await hub.label_issue(OWNER, "gadgets", number, "teaparty", sender="alice")
             await until(
-                lambda: [r for r in first.requests if short(r) == "project-lead"],
+                lambda: [r for r in first.requests if short(r) == "project-lead" and r.tools],
                 what="the project lead's first turn",
             )
-        (lead_request,) = [r for r in first.requests if short(r) == "project-lead"]
+        (lead_request,) = [r for r in first.requests if short(r) == "project-lead" and r.tools]
         assert "WIDGETS-LEARNING" in lead_request.system, "read from the job's clone"
         assert not [r for r in hub.requests if r.path.endswith("learnings.md")], "not the API"
         lead = lead_request.agent
@@ -109,8 +115,12 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
 
         model = FunctionModel(after)
         async with in_process(settings, lambda _: model, port=port, sandbox=NOWHERE) as runtime:
-            await until(lambda: model.requests_of(lead), what="the lead's turn after the restart")
-            system = model.requests_of(lead)[0].system
+
+            def turns() -> list[ModelRequest]:  # the lead's, not its triage's
+                return [r for r in model.requests_of(lead) if r.tools]
+
+            await until(turns, what="the lead's turn after the restart")
+            system = turns()[0].system
             assert "WIDGETS-OWN-LEAD-PROMPT" in system, (
                 "the project's own lead, not the shipped one"
             )
@@ -125,4 +135,4 @@ async def test_a_restart_keeps_the_project_file_agents_workgroups_budget_and_lea
             await until(stopped, what="the lead to stop on the budget")
             assert "budget: the job used 200 of its 150 tokens" in await stopped()
     assert project_name(OWNER, "gadgets") in lead
-    assert len(model.requests_of(lead)) == 1
+    assert len([r for r in model.requests_of(lead) if r.tools]) == 1
