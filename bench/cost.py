@@ -1,6 +1,7 @@
 """Benchmark of what a job costs: the hierarchy against one flat agent, billed as the API bills.
 
     python bench/cost.py [--quick] [--sizes 5,20,50] [--model M] [--min-cache N] [--no-search]
+                          [--review full|spec-only|none]
 
 (a) The hierarchy: the real engine (office manager -> project lead -> a mini-team of worker,
 spec reviewer and quality reviewer per task, then the phase reviewer) runs the scripted job
@@ -296,7 +297,7 @@ def flat_requests(log: Log) -> Iterator[tuple[ModelRequest, AssistantTurn]]:
             yield ModelRequest("flat", system, seen, tools), answer
         reply = Message("flat", 0, "flat", "assistant", assistant_content(answer))
         given += [*seen[len(given) :], reply]
-        given += [user(text) for _, text in sorted(verdicts[task].items())]
+        given += [user(text) for _, text in sorted(verdicts.get(task, {}).items())]
 
 
 @dataclass(frozen=True)
@@ -329,6 +330,7 @@ async def measure(
     checks: bool = True,
     delay: float = 0.0,
     configured: bool = False,
+    review: str = "full",
 ) -> Measured:
     """Run the job of `tasks` tasks through the engine, replay it flat, bill both. With
     `checks` the engine runs the project's tests (the quality reviewer reads the result),
@@ -336,11 +338,11 @@ async def measure(
     so that the calls in series can be counted. With `configured`, each agent's calls are
     billed at the model the organisation gives it (PerModel), the roles priced so."""
     started = time.perf_counter()
-    script = Script(tasks)
+    script = Script(tasks, review=review)
     route = PerModel() if configured else None
     model = BilledModel(script.reply, PromptCache(min_cache), delay=delay, route=route)
     name = f"{tasks}{'' if checks else '-unchecked'}{'-slow' if delay else ''}"
-    name += "-configured" if configured else ""
+    name += ("-configured" if configured else "") + ("" if review == "full" else f"-{review}")
     home = tmp / f"home-{name}"
     repo = make_repo(tmp / f"repo-{name}", tasks)
     job_id = await run_job(home, repo, tasks=tasks, model=model, checks=checks)
@@ -525,7 +527,8 @@ async def main(options: argparse.Namespace) -> bool:
     if options.min_cache is None:  # the model's own (config/models.yaml)
         options.min_cache = price.min_cache
     print(
-        f"one job of T tasks (review full; every {FLAWED_EVERY}th task takes two review rounds), "
+        f"one job of T tasks (review {options.review} as the lead plans them, a job of one change "
+        f"full; every {FLAWED_EVERY}th task's first version misses its spec), "
         f"billed at {options.model}\n(per M tokens: input ${price.input}, cache read "
         f"${price.cache_read}, cache write ${price.cache_write}, output ${price.output}); "
         f"smallest cacheable prefix {options.min_cache:,} tokens; tokens = characters / 4\n"
@@ -534,7 +537,9 @@ async def main(options: argparse.Namespace) -> bool:
         tmp = Path(name)
 
         async def run(tasks: int) -> Measured:
-            return await measure(tasks, tmp, price=price, min_cache=options.min_cache)
+            return await measure(
+                tasks, tmp, price=price, min_cache=options.min_cache, review=options.review
+            )
 
         found = {tasks: await run(tasks) for tasks in options.sizes}
         where = await crossover(found, run, search=options.search)
@@ -579,6 +584,12 @@ if __name__ == "__main__":
         "--min-cache", type=int, default=None, help="tokens (default: the model's, models.yaml)"
     )
     parser.add_argument("--no-search", dest="search", action="store_false")
+    parser.add_argument(
+        "--review",
+        choices=("full", "spec-only", "none"),
+        default="full",
+        help="the review level the scripted lead gives every task it plans",
+    )
     options = parser.parse_args()
     if options.quick:
         options.sizes, options.search = [5, 20], False

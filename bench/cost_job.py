@@ -209,6 +209,7 @@ class Script:
 
     tasks: int
     log: Log = field(default_factory=list)
+    review: str = "full"  # the level the lead gives each task it plans
 
     def reply(self, request: ModelRequest) -> AssistantTurn:
         """The reply of the agent's role (its short name)."""
@@ -243,7 +244,7 @@ class Script:
                         "task_create",
                         title=f"Add clamp_{n}",
                         spec=spec_of(n),
-                        review="full",
+                        review=self.review,
                     )
                     for n in numbers
                 )
