@@ -23,10 +23,12 @@ from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.identities import Identities
 from orchestrator.teams.board import create_task
+from orchestrator.workspace.owners import chown_paths
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="users are given out by a root engine")
 ORG = load_organisation(shipped_org_dir())
 PROJECT = load_project("humans: {decider: alice}\n", org=ORG, source="p", default_name="w")
+OWNER = (5300, 5300)
 
 
 @pytest.fixture
@@ -117,3 +119,50 @@ async def test_a_restarted_engine_hands_a_slot_to_the_user_it_gives_it(
         assert owners(again.path) == {(6000, 6000)}
     finally:
         await office.close()
+
+
+async def test_a_recycled_slot_is_all_its_users_after_the_engine_switches_it(
+    tmp_path: Path, origin: Path
+) -> None:
+    """The engine hands over only what its git wrote when it recycles a slot: the files of the
+    new branch (in directories it made) and the tracked files the last worker left changed."""
+    office = await office_with(tmp_path / "home", 5000)
+    try:
+        job = await start(office, origin, 1)
+        await office.engine.store.write(
+            partial(create_task, job_id=job.job_id, title="three", spec="s", created_by="l")
+        )
+        one = await office.workspace.lease(job.space, 1)
+        two = await office.workspace.lease(job.space, 2)
+        (two.path / "new" / "deep").mkdir(parents=True)
+        (two.path / "new" / "deep" / "file.txt").write_text("from task two\n")
+        await office.workspace.commit_task(two, "two", author=("w", "w@x"))
+        assert (await office.workspace.merge_task(job.space, 2, "two")).commit
+        (one.path / "README.md").write_text("left changed by task one's worker\n")
+        (one.path / "gone").mkdir()  # and a directory of its own, which clean removes
+        os.chown(one.path / "gone", 5000, 5000)
+        await office.workspace.release(job.space, 1)
+        three = await office.workspace.lease(job.space, 3)
+        assert three.path == one.path, "the free slot is recycled"
+        assert (three.path / "new" / "deep" / "file.txt").is_file()
+        assert (three.path / "README.md").read_text() == "widgets\n"
+        assert owners(three.path) == {(5000, 5000)}
+    finally:
+        await office.close()
+
+
+def test_handing_over_named_paths_never_follows_a_symlink(tmp_path: Path) -> None:
+    """A path git names may lead through a symlink an agent put in place of a directory."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text("root's\n")
+    root = tmp_path / "slot"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "file.txt").write_text("x\n")
+    (root / "link").symlink_to(outside)
+    chown_paths(root, ["link/passwd", "real/file.txt", "link", "missing/x", "../outside"], OWNER)
+    assert os.stat(outside / "passwd").st_uid == 0
+    assert os.stat(outside).st_uid == 0
+    assert os.lstat(root / "link").st_uid == OWNER[0], "the symlink itself is the agent's"
+    assert os.lstat(root / "real").st_uid == OWNER[0]
+    assert os.lstat(root / "real" / "file.txt").st_uid == OWNER[0]

@@ -261,6 +261,7 @@ class TeamTools:
         space = await self.workspace.task(job, ref.number)
         if space is not None:  # the phase reviewer reads the whole job in this slot
             await space.checkout.git("checkout", "--quiet", "--detach", job.branch)
+            self.workspace.wrote(space.path)
         return Merged(
             merged=merged.commit,
             last=True,

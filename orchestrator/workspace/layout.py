@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 import re
 import shutil
 from collections.abc import Mapping
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from orchestrator.sandbox.identities import Identities
 from orchestrator.store.sqlite import Store, Tx, now
-from orchestrator.workspace import engine_files, suggestions
+from orchestrator.workspace import engine_files, owners, suggestions
 from orchestrator.workspace.git import (
     IDENTITY,
     NETWORK_TIMEOUT_S,
@@ -140,6 +139,9 @@ class Workspace:
         # Per repository: git's worktree bookkeeping is not safe under concurrent add, and
         # two merges into one job branch must not race on its ref.
         self._locks: dict[Path, asyncio.Lock] = {}
+        # The worktrees whose files this process gave, whole, to the user (uid, gid) named,
+        # and has handed over everything it wrote there since (see `lease`).
+        self._handed: dict[Path, tuple[int, int]] = {}
 
     def _lock(self, repo: Path) -> asyncio.Lock:
         return self._locks.setdefault(repo, asyncio.Lock())
@@ -276,16 +278,33 @@ class Workspace:
         space = TaskSpace(job, number, branch, path)
         checkout = space.checkout
         reset_config(job.repo)
+        owner = self.owner_of(path)
+        # Whether the slot's files were all its user's: then only what git writes now is handed
+        # over. Forgotten first, so a lease that fails half-way hands the whole slot over next.
+        known = owner is not None and self._handed.pop(path, None) == owner
         if not checkout.exists():
+            known = False
             async with self._lock(job.repo):
                 await add_worktree(job.repo, path, f"refs/heads/{job.branch}")
-        if checkout.restore_gitfile():  # whoever next runs git there runs the real one
+        written: list[str] | None = [".git"] if checkout.restore_gitfile() else []
+        if written:  # whoever next runs git there runs the real one
             log.warning("job %d: the .git of %s was not git's; restored", job.job_id, path)
-        if await checkout.branch() == branch:
-            await self.hand_over(path)  # a restarted engine may give the slot another user
-            return space
+        if await checkout.branch() != branch:
+            switched = await self._switch(job, checkout, branch, tell=known)
+            written = None if switched is None or written is None else [*written, *switched]
+        await self._hand_over(path, owner, written if known else None)
+        return space
+
+    async def _switch(
+        self, job: JobSpace, checkout: Checkout, branch: str, *, tell: bool
+    ) -> list[str] | None:
+        """Check task branch `branch` out in a slot (made from the job branch when new),
+        discarding what is there; with `tell`, the paths git wrote (None: not known)."""
         if (checkout.admin / "MERGE_HEAD").exists():  # a resolution left unfinished
             await checkout.git("merge", "--abort")
+            tell = False
+        old = await rev(checkout.admin, "HEAD") if tell else None
+        restored = await owners.differing(checkout) if old is not None else None
         await checkout.git("clean", "-q", "-ffdx")  # checkout -f below discards tracked changes
         if await rev(job.repo, f"refs/heads/{branch}") is None:
             # From the commit, not the branch name: `checkout -b` reads the name twice (for
@@ -295,18 +314,39 @@ class Workspace:
             await checkout.git("checkout", "--quiet", "-f", "-b", branch, start or job.branch)
         else:
             await checkout.git("checkout", "--quiet", "-f", branch)
-        await self.hand_over(path)
-        return space
+        new = await rev(checkout.admin, "HEAD")
+        if old is None or new is None or restored is None:
+            return None
+        return [*restored, *await owners.between(checkout, old, new)]
 
     def owner_of(self, path: Path) -> tuple[int, int] | None:
         """The uid and gid agents' processes in the worktree at `path` run as (None: the
         engine's own)."""
         return self.owner if self.uids is None else self.uids.of(path)
 
+    def wrote(self, path: Path) -> None:
+        """The engine wrote in the worktree at `path` (what, it does not say): the next
+        hand-over there gives its user the whole tree."""
+        self._handed.pop(path, None)
+
     async def hand_over(self, path: Path) -> None:
-        """Give a worktree's files to its agents' user after the engine wrote them."""
-        if (owner := self.owner_of(path)) is not None:
-            await asyncio.to_thread(_chown_tree, path, owner)
+        """Give a worktree's files to its agents' user after the engine wrote them (all of
+        them: what it wrote is not known here)."""
+        self.wrote(path)
+        await self._hand_over(path, self.owner_of(path), None)
+
+    async def _hand_over(
+        self, path: Path, owner: tuple[int, int] | None, written: list[str] | None
+    ) -> None:
+        """Give `owner` the paths the engine `written` in the worktree at `path` (None: the
+        whole tree), and remember that its files are all `owner`'s."""
+        if owner is None:
+            return
+        if written is None:
+            await asyncio.to_thread(owners.chown_tree, path, owner)
+        elif written:
+            await asyncio.to_thread(owners.chown_paths, path, written, owner)
+        self._handed[path] = owner
 
     async def task(self, job: JobSpace, number: int) -> TaskSpace | None:
         """Task `number`'s slot while it is leased, else None."""
@@ -474,8 +514,9 @@ class Workspace:
         async with self._lock(job.repo):
             slots = sorted((job.path.parent / "slots").glob("slot-*"))
             await remove_worktrees(job.repo, [job.path, *slots])
-        if self.uids is not None:
-            for path in [job.path, *slots]:
+        for path in [job.path, *slots]:
+            self._handed.pop(path, None)
+            if self.uids is not None:
                 self.uids.forget(path)
         await self.store.write(lambda tx: _closed(tx, job))
 
@@ -531,17 +572,6 @@ def _borrow_objects(repo: Path, mirror: Path) -> None:
     info = repo / "objects" / "info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "alternates").write_text(f"{mirror / 'objects'}\n")
-
-
-def _chown_tree(root: Path, owner: tuple[int, int]) -> None:
-    """lchown everything under `root` that is not yet `owner`'s; never follows a symlink."""
-    uid, gid = owner
-    for folder, dirs, files in os.walk(root):
-        for name in [*dirs, *files, ""]:
-            path = os.path.join(folder, name) if name else folder
-            status = os.lstat(path)
-            if (status.st_uid, status.st_gid) != owner:
-                os.lchown(path, uid, gid)
 
 
 def _upgraded(tx: Tx, job_id: int, repo: Path) -> None:

@@ -86,7 +86,9 @@ async def _lease_again(
     slot = await workspace.lease(space, number)
     if merged:
         await slot.checkout.git("checkout", "--quiet", "--detach", space.branch)
+        workspace.wrote(slot.path)
     elif (snapshot := fetched.snapshots.get(number)) is not None:
+        workspace.wrote(slot.path)
         if await preserve.restore(slot.checkout, snapshot):
             log.info("job %d task #%d: its uncommitted work is back", space.job_id, number)
 
