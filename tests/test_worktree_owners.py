@@ -166,3 +166,18 @@ def test_handing_over_named_paths_never_follows_a_symlink(tmp_path: Path) -> Non
     assert os.lstat(root / "link").st_uid == OWNER[0], "the symlink itself is the agent's"
     assert os.lstat(root / "real").st_uid == OWNER[0]
     assert os.lstat(root / "real" / "file.txt").st_uid == OWNER[0]
+
+
+async def test_an_engine_write_that_names_no_paths_hands_the_whole_slot_over_next(
+    tmp_path: Path, origin: Path
+) -> None:
+    office = await office_with(tmp_path / "home", 5000)
+    try:
+        job = await start(office, origin, 1)
+        slot = await office.workspace.lease(job.space, 1)
+        (slot.path / "engine.txt").write_text("written by the engine, as root\n")
+        office.workspace.wrote(slot.path)
+        await office.workspace.ensure_handed(slot.path)
+        assert owners(slot.path) == {(5000, 5000)}
+    finally:
+        await office.close()

@@ -335,6 +335,13 @@ class Workspace:
         self.wrote(path)
         await self._hand_over(path, self.owner_of(path), None)
 
+    async def ensure_handed(self, path: Path) -> None:
+        """Give a worktree's files to its agents' user unless this process already did (and
+        has handed over everything it wrote there since)."""
+        owner = self.owner_of(path)
+        if owner is not None and self._handed.get(path) != owner:
+            await self._hand_over(path, owner, None)
+
     async def _hand_over(
         self, path: Path, owner: tuple[int, int] | None, written: list[str] | None
     ) -> None:

@@ -112,7 +112,7 @@ class WorkspaceTools:
                 key[:3] == (root, writable, self.workspace.owner_of(root)) for key in self._tools
             ):
                 # first use under this user (after a restart, ids are handed out afresh)
-                await self.workspace.hand_over(root)
+                await self.workspace.ensure_handed(root)
         project = str(row[2])
         prepared = None if self.prepared is None else await self.prepared(job, project)
         tools = self.tools_for(job, root, writable=writable, project=project, prepared=prepared)
