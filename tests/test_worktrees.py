@@ -191,3 +191,30 @@ async def test_the_engines_git_sees_none_of_the_process_environment(
     _, env = await git(None, "-c", "alias.show-env=!env", "show-env")
     assert "canary" not in env
     assert "GIT_CONFIG_GLOBAL=/dev/null" in env
+
+
+async def test_a_nested_repository_is_stripped_wherever_an_agent_put_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Deep in a new directory, inside another nested one, in an ignored directory, in a
+    tracked directory (which git then lists nothing of) and at a gitlink's path: git reports
+    a new directory holding a repository as one entry (`dir/`) and never what is inside, so
+    the engine looks for itself."""
+    checkout = await work(repo, tmp_path / "slot-1", "t1", "main")
+    await checkout.git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},link")
+    (checkout.path / ".gitignore").write_text("build/\n")
+    (checkout.path / "src").mkdir()
+    (checkout.path / "src" / "kept.txt").write_text("tracked\n")
+    assert await change(checkout, "src/kept.txt", "tracked\n", "a tracked directory, a gitlink")
+    places = ["new/deep/repo", "outer", "outer/inner", "build/tool", "src", "link"]
+    for place in places:
+        (checkout.path / place).mkdir(parents=True, exist_ok=True)
+        sh(checkout.path / place, "git", "init", "-q")
+        (checkout.path / place / "x.txt").write_text(f"{place}\n")
+    committed = await commit_all(checkout, "m", author=WHO, committer=WHO)
+    assert committed.stripped == tuple(sorted(f"{place}/.git" for place in places))
+    _, tree = await git(repo, "ls-tree", "-r", "t1")
+    assert "outer/inner/x.txt" in tree, "files, not a gitlink, once the outer one is gone"
+    assert "new/deep/repo/x.txt" in tree
+    assert "link/x.txt" in tree
+    assert "160000" not in tree
