@@ -303,21 +303,26 @@ class Workspace:
         if (checkout.admin / "MERGE_HEAD").exists():  # a resolution left unfinished
             await checkout.git("merge", "--abort")
             tell = False
-        old = await rev(checkout.admin, "HEAD") if tell else None
-        restored = await owners.differing(checkout) if old is not None else None
+        target = await rev(job.repo, f"refs/heads/{branch}")
+        # A new branch starts from the commit, not the branch name: `checkout -b` reads the
+        # name twice (for the files, then for the new branch), so a merge between the two
+        # reads would leave the task's files a commit behind its branch, and its commit
+        # reverting it.
+        start = None if target else await rev(job.repo, f"refs/heads/{job.branch}")
+        written: list[str] | None = None
+        if tell and (commit := target or start) is not None:
+            # what checkout -f writes: the tracked files that differ from HEAD, and the files
+            # that differ between HEAD and the branch's commit
+            restored, switched = await asyncio.gather(
+                owners.differing(checkout), owners.between(checkout, "HEAD", commit)
+            )
+            written = [*restored, *switched]
         await checkout.git("clean", "-q", "-ffdx")  # checkout -f below discards tracked changes
-        if await rev(job.repo, f"refs/heads/{branch}") is None:
-            # From the commit, not the branch name: `checkout -b` reads the name twice (for
-            # the files, then for the new branch), so a merge between the two reads would
-            # leave the task's files a commit behind its branch, and its commit reverting it.
-            start = await rev(job.repo, f"refs/heads/{job.branch}")
+        if target is None:
             await checkout.git("checkout", "--quiet", "-f", "-b", branch, start or job.branch)
         else:
             await checkout.git("checkout", "--quiet", "-f", branch)
-        new = await rev(checkout.admin, "HEAD")
-        if old is None or new is None or restored is None:
-            return None
-        return [*restored, *await owners.between(checkout, old, new)]
+        return written
 
     def owner_of(self, path: Path) -> tuple[int, int] | None:
         """The uid and gid agents' processes in the worktree at `path` run as (None: the
