@@ -128,6 +128,13 @@ def orchestration(raw: RawRun) -> float:
     return statistics.mean(raw.totals) - statistics.mean(raw.works)
 
 
+def committing(ours: Split) -> float:
+    """Seconds a task of the engine's `add` + `commit` of the worker's change: the part the
+    raw baselines count as the worker's (their write + add + commit), since agents here
+    cannot write git data and the engine commits for them."""
+    return ours.by_command.get("add@slot", 0.0) + ours.by_command.get("commit@slot", 0.0)
+
+
 def row(label: str, ours: float, raw: float | None = None, *, ratio: bool = True) -> None:
     cells = "".join(f"{s * 1e3:>10.1f}" for s in (ours, raw) if s is not None)
     shown = f"{ours / raw:>8.2f}" if raw and ratio else ""
@@ -152,6 +159,11 @@ def print_overhead(ours: Split, raw: RawRun, recycled: RawRun, *, tasks: int) ->
     spread = ", ".join(f"{s * 1e3:.0f}" for s in raw.totals)
     print(f"    raw git, ms each task: {spread} (each a full checkout)")
     row("orchestration vs raw git recycling one worktree", mine, orchestration(recycled))
+    row(
+        "  without the worker's commit (engine's add + commit)",
+        mine - committing(ours),
+        orchestration(recycled),
+    )
     print_once(ours, raw, tasks=tasks)
     print(
         "  engine git: every git subprocess of orchestrator.workspace.git, .workspace and"
@@ -186,7 +198,7 @@ async def overhead(tmp: Path, repo: Path, options: argparse.Namespace) -> tuple[
     recycled = raw_recycled(tmp / "raw" / "job", tasks)
     ours = split(run)
     ratio = print_overhead(ours, raw, recycled, tasks=tasks)
-    return ratio, (ours.total - ours.worker) / orchestration(recycled)
+    return ratio, (ours.total - ours.worker - committing(ours)) / orchestration(recycled)
 
 
 # --- 2. context ----------------------------------------------------------------------------
@@ -309,7 +321,10 @@ async def main(options: argparse.Namespace) -> None:
     met = "met" if ratio <= 1.3 else "NOT met"
     print(f"  orchestration per task <= 1.3x raw git's (steady state): {met}, {ratio:.2f}x")
     met = "met" if recycled <= 1.3 else "NOT met"
-    print(f"  the same against raw git recycling one worktree: {met}, {recycled:.2f}x")
+    print(
+        "  the same against raw git recycling one worktree (the commit apart on both sides):"
+        f" {met}, {recycled:.2f}x"
+    )
     for line in verdicts:
         print(f"  {line}")
 

@@ -142,6 +142,9 @@ class Workspace:
         # The worktrees whose files this process gave, whole, to the user (uid, gid) named,
         # and has handed over everything it wrote there since (see `lease`).
         self._handed: dict[Path, tuple[int, int]] = {}
+        # The job worktrees whose files this process brought to their branch since it last
+        # moved; the others are brought there when an agent next reads them (`current`).
+        self._current: set[Path] = set()
 
     def _lock(self, repo: Path) -> asyncio.Lock:
         return self._locks.setdefault(repo, asyncio.Lock())
@@ -408,13 +411,24 @@ class Workspace:
                 identity=IDENTITY,
             )
             if merged.commit is not None:
-                await self.sync(job)
+                # The job worktree is brought to the branch when the lead next reads it (one
+                # checkout for the merges of a whole round, and none for the last).
+                self._current.discard(job.path)
         return merged
 
     async def sync(self, job: JobSpace) -> None:
         """Bring the job worktree's files to the job branch after the engine moved it."""
+        self._current.discard(job.path)
         if job.checkout.exists():
             await job.checkout.git("reset", "--quiet", "--hard", f"refs/heads/{job.branch}")
+            self._current.add(job.path)
+
+    async def current(self, job: JobSpace) -> None:
+        """Bring the job worktree's files to the job branch unless this process already did
+        since the branch last moved (after a restart, it does once)."""
+        if job.path not in self._current:
+            async with self._lock(job.repo):
+                await self.sync(job)
 
     async def catch_up(self, job: JobSpace, *, message: str) -> Merge | None:
         """Take into the job branch what people pushed to it on the source (its mirror
@@ -528,6 +542,7 @@ class Workspace:
             await remove_worktrees(job.repo, [job.path, *slots])
         for path in [job.path, *slots]:
             self._handed.pop(path, None)
+            self._current.discard(path)
             if self.uids is not None:
                 self.uids.forget(path)
         await self.store.write(lambda tx: _closed(tx, job))

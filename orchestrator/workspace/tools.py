@@ -103,7 +103,9 @@ class WorkspaceTools:
         if job is None:
             return f"job {row[0]} has no workspace yet"
         root, writable = job.path, False
-        if row[1] is not None:
+        if row[1] is None:
+            await self.workspace.current(job)  # the merges since its last read
+        else:
             task = await self.workspace.task(job, row[1])
             if task is None:
                 return f"task #{row[1]} has ended; its worktree is gone"
