@@ -309,10 +309,37 @@ def private_key_pem() -> str:
 
 
 def free_port() -> int:
-    """A port on 127.0.0.1 nobody listens on now."""
-    with socket.socket() as sock:
+    """A port on 127.0.0.1 nobody listens on now, below the kernel's ephemeral range.
+
+    The port is used a moment later (the stand-in's webhook URL names it before the server
+    binds it). One the kernel hands out for port 0 could meanwhile go to any socket bound to
+    port 0 (the stand-in's own server, a client's connection) and the server would fail with
+    "address already in use"; a port below that range is only ever taken by name.
+    """
+    low = _ephemeral_low()
+    for _ in range(64):
+        port = secrets.randbelow(low - _LOWEST) + _LOWEST
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # someone listens there: another
+                continue
+        return port
+    with socket.socket() as sock:  # every one tried is taken: what the kernel gives
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+_LOWEST = 20_000  # above the ports services are usually configured on
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives for port 0 (Linux's setting; else IANA's 49152)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49_152
+    return low if low > _LOWEST + 1_000 else 49_152
 
 
 def _sample_repo(path: Path) -> Path:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 
 import pytest
 
-from bot.demo import run_demo
+from bot.demo import free_port, run_demo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,3 +68,14 @@ async def test_the_demo_shows_the_jobs_progress_while_it_works(
     assert {p.status.state for p in view.seen} >= {"working"}
     members = {m.agent for p in view.seen for t in p.teams if t.task == 1 for m in t.members}
     assert "octo-demo/coding/implementer" in members
+
+
+def test_the_demos_port_is_one_no_socket_bound_to_port_0_can_take_meanwhile() -> None:
+    """The webhook URL names the port before the server binds it; the stand-in's own server
+    binds port 0 in between, and the kernel could give it that very port."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(20_000 <= port < low for port in ports)
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # nobody listens there
