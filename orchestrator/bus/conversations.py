@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bus import answers, dispatch, failures, gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import transactions as txn
 from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.dispatch import BusCalls
@@ -36,7 +37,7 @@ from orchestrator.core.messages import (
     Usage,
     job_conversation_id,
 )
-from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.store.sqlite import Store, Tx
 
 
 @dataclass(frozen=True)
@@ -119,30 +120,20 @@ class ConversationBus:
             return started
 
         def create(tx: Tx) -> JobStart:
-            found = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
+            found = job_rows.find(tx, job_key)
             if found is not None:
-                tx.execute(
-                    "UPDATE jobs SET project_text = ?, learnings = ? WHERE job_id = ?",
-                    (project_text, learnings, found[0]),
-                )
-                return JobStart(found[0], job_conversation_id(found[0]), created=False)
-            stamp = now()
-            (job_id,) = tx.execute(
-                "INSERT INTO jobs (job_key, project, title, created_at, updated_at, max_parallel,"
-                " project_text, learnings, ready) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " RETURNING job_id",
-                (
-                    job_key,
-                    project,
-                    title,
-                    stamp,
-                    stamp,
-                    max_parallel,
-                    project_text,
-                    learnings,
-                    wake,
-                ),
-            ).fetchone()
+                job_rows.keep_project(tx, found, project_text, learnings, replace=True)
+                return JobStart(found, job_conversation_id(found), created=False)
+            job_id = job_rows.create(
+                tx,
+                job_key=job_key,
+                project=project,
+                title=title,
+                max_parallel=max_parallel,
+                project_text=project_text,
+                learnings=learnings,
+                ready=wake,
+            )
             root = job_conversation_id(job_id)
             txn.create_conversation(
                 tx,
@@ -165,9 +156,7 @@ class ConversationBus:
 
     async def ready(self, job_id: int) -> None:
         """The job's workspace exists: its first turn may run."""
-        await self.store.write(
-            lambda tx: tx.execute("UPDATE jobs SET ready = 1 WHERE job_id = ?", (job_id,))
-        )
+        await self.store.write(lambda tx: job_rows.set_ready(tx, job_id))
         self.on_wake([job_conversation_id(job_id)])
 
     async def record_failure(self, conversation_id: str, reason: str) -> None:

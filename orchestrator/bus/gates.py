@@ -336,6 +336,27 @@ def close(tx: Tx, gate_id: int, *, why: str) -> bool:
     return True
 
 
+def close_every(tx: Tx, job_id: int, *, at: float) -> list[int]:
+    """Close the job's open gates unanswered (the job ended); their ids."""
+    rows = tx.execute(
+        "UPDATE gates SET closed_at = ? WHERE job_id = ? AND answer IS NULL"
+        " AND closed_at IS NULL RETURNING gate_id",
+        (at, job_id),
+    ).fetchall()
+    return [int(gate_id) for (gate_id,) in rows]
+
+
+def close_idle(tx: Tx, job_id: int, gate_id: int) -> bool:
+    """Mark the job's open gate `gate_id` as the one waiting on which closed the job idle;
+    False when it is not open, or was marked already."""
+    cursor = tx.execute(
+        "UPDATE gates SET closed_idle_at = ? WHERE gate_id = ? AND job_id = ?"
+        " AND closed_idle_at IS NULL AND answer IS NULL",
+        (now(), gate_id, job_id),
+    )
+    return cursor.rowcount == 1
+
+
 def rehash_job(tx: Tx, job_id: int) -> list[int]:
     """Hash every open gate of the job again (the issue text it pins changed); the gates
     whose hash changed, which have that hash from now (`hashed_at`)."""
@@ -407,17 +428,33 @@ def answered_from(tx: Tx, ref: str) -> int | None:
     return None if row is None else int(row[0])
 
 
+_COLUMNS = (
+    "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
+    " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at,"
+    " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider, answered_at,"
+    " closed_at, closed_idle_at, payload FROM gates"
+)
+
+
 def get(tx: Tx, gate_id: int) -> Gate:
     """One gate."""
-    row = tx.execute(
-        "SELECT gate_id, job_id, conversation_id, call_id, kind, question, options, asked_by,"
-        " answer, answered_by, answered_via, comment_ref, answer_ref, asked_at,"
-        " coalesce(content_hash, ''), coalesce(hashed_at, asked_at), decider, answered_at,"
-        " closed_at, closed_idle_at, payload FROM gates WHERE gate_id = ?",
-        (gate_id,),
-    ).fetchone()
+    row = tx.execute(f"{_COLUMNS} WHERE gate_id = ?", (gate_id,)).fetchone()
     if row is None:
         raise BusError(f"no gate {gate_id}")
+    return _gate(row)
+
+
+def of_kind(tx: Tx, job_id: int, kind: str, *, asked_by: str | None = None) -> list[Gate]:
+    """The job's gates of `kind` (of those `asked_by` asked, when given), oldest first."""
+    rows = tx.execute(
+        f"{_COLUMNS} WHERE job_id = ? AND kind = ? AND (? IS NULL OR asked_by = ?)"
+        " ORDER BY gate_id",
+        (job_id, kind, asked_by, asked_by),
+    ).fetchall()
+    return [_gate(row) for row in rows]
+
+
+def _gate(row: tuple[Any, ...]) -> Gate:
     gate_id, job_id, conversation_id, call_id, kind, question, options, *answered = row
     asked_by, answer_text, answered_by, answered_via, comment_ref, answer_ref, *times = answered
     asked_at, digest, hashed_at, decider, answered_at, closed_at, closed_idle_at, payload = times
@@ -444,6 +481,16 @@ def get(tx: Tx, gate_id: int) -> Gate:
         closed_idle_at,
         json.loads(payload) if payload else {},
     )
+
+
+def open_counts(tx: Tx, job_id: int | None = None) -> dict[int, int]:
+    """Per job (or of one job), how many of its gates are open; jobs with none are absent."""
+    rows = tx.execute(
+        "SELECT job_id, count(*) FROM gates WHERE answer IS NULL AND closed_at IS NULL"
+        " AND (? IS NULL OR job_id = ?) GROUP BY job_id",
+        (job_id, job_id),
+    ).fetchall()
+    return {int(job): int(count) for job, count in rows}
 
 
 def open_gates(tx: Tx, job_id: int | None = None) -> list[Gate]:

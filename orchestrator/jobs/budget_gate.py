@@ -87,12 +87,8 @@ class Overrun:
 
 def open_gate(tx: Tx, job_id: int) -> Gate | None:
     """The job's open budget gate, if one is open."""
-    row = tx.execute(
-        "SELECT gate_id FROM gates WHERE job_id = ? AND kind = 'budget' AND asked_by = ?"
-        " AND answer IS NULL AND closed_at IS NULL ORDER BY gate_id LIMIT 1",
-        (job_id, gates.ENGINE),
-    ).fetchone()
-    return None if row is None else gates.get(tx, int(row[0]))
+    asked = gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
+    return next((g for g in asked if g.answer is None and g.closed_at is None), None)
 
 
 def refuse(tx: Tx, job_id: int, over: Overrun | None) -> Refusal | None:
@@ -116,22 +112,17 @@ def refuse(tx: Tx, job_id: int, over: Overrun | None) -> Refusal | None:
 
 def _declined(tx: Tx, job_id: int, over: Overrun) -> Gate | None:
     """The job's last budget gate, if it was answered other than yes at the caps it has now."""
-    (last,) = tx.execute(
-        "SELECT max(gate_id) FROM gates WHERE job_id = ? AND kind = 'budget' AND asked_by = ?"
-        " AND answer IS NOT NULL",
-        (job_id, gates.ENGINE),
-    ).fetchone()
-    if last is None:
+    asked = gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
+    answered = [g for g in asked if g.answer is not None]
+    if not answered:
         return None
-    gate = gates.get(tx, int(last))
+    gate = answered[-1]
     same_caps = gate.payload.get("caps") == [over.max_usd, over.max_tokens]
     return gate if same_caps and not gate.approved else None
 
 
 def _ask(tx: Tx, job_id: int, over: Overrun) -> int:
-    (asked,) = tx.execute(
-        "SELECT count(*) FROM gates WHERE job_id = ? AND kind = 'budget'", (job_id,)
-    ).fetchone()
+    asked = len(gates.of_kind(tx, job_id, KIND.name))
     usd, tokens = over.proposal()
     proposed = {"usd": usd, "tokens": tokens}
     # The gate parks the job's root conversation (`job:{id}`), whichever conversation hit

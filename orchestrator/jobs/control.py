@@ -189,12 +189,7 @@ def _pause(tx: Tx, job_id: int, by: str) -> bool:
 
 
 def _close_idle(tx: Tx, job_id: int, gate_id: int, by: str) -> bool:
-    cursor = tx.execute(
-        "UPDATE gates SET closed_idle_at = ? WHERE gate_id = ? AND job_id = ?"
-        " AND closed_idle_at IS NULL AND answer IS NULL",
-        (now(), gate_id, job_id),
-    )
-    if cursor.rowcount != 1:
+    if not gates.close_idle(tx, job_id, gate_id):
         return False
     tx.execute(
         "UPDATE jobs SET paused_by = coalesce(paused_by, ?), updated_at = ? WHERE job_id = ?",

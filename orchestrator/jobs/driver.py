@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from orchestrator.bus.failures import Failure
-from orchestrator.bus.gates import Gate
+from orchestrator.bus.gates import Gate, open_gates
 from orchestrator.bus.waits import Wait
 from orchestrator.config.schema import Waiting
 from orchestrator.core.clock import Clock
@@ -382,20 +382,14 @@ def _job_facts(
     ).fetchone()
     if row is None:
         raise OrchestratorError(f"no job {job_id}")
-    gates = [
-        g
-        for (g,) in tx.execute(
-            "SELECT gate_id FROM gates WHERE job_id = ? AND answer IS NULL AND closed_at IS NULL",
-            (job_id,),
-        )
-    ]
+    waiting = [gate.gate_id for gate in open_gates(tx, job_id)]
     (result,) = tx.execute(  # the job's own once it ended (a refusal says so), else the reply
         "SELECT CASE WHEN j.state = 'active' THEN c.result ELSE coalesce(j.result, c.result)"
         " END FROM conversations c, jobs j"
         " WHERE c.conversation_id = ? AND j.job_id = ?",
         (job_conversation_id(job_id), job_id),
     ).fetchone()
-    return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), gates, result
+    return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), waiting, result
 
 
 def job_phase(

@@ -48,12 +48,10 @@ def register(extensions: Extensions) -> None:
 
 def approved(tx: Tx, job_id: int) -> bool:
     """Whether a restatement of the job's issue was approved."""
-    rows = tx.execute(
-        "SELECT answer FROM gates WHERE job_id = ? AND kind = ? AND asked_by = ?"
-        " AND answer IS NOT NULL AND call_id LIKE ?",
-        (job_id, KIND.name, gates.ENGINE, f"{RESTATEMENT_CALL}%"),
-    ).fetchall()
-    return any(gates.approves(answer) for (answer,) in rows)
+    return any(
+        gate.approved and gate.call_id.startswith(RESTATEMENT_CALL)
+        for gate in gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
+    )
 
 
 def restatement(sends: Sequence[SendIntent]) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.bus.transactions import transcript
+from orchestrator.jobs import sources
 from orchestrator.memory.entries import (
     LEARNINGS_DIR,
     MAX_PER_JOB,
@@ -173,8 +174,8 @@ def learned_of(tx: Tx, job_id: int) -> tuple[Learning, ...]:
     ).fetchall()
     if not rows:
         return ()
-    repo = tx.execute("SELECT repo FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()
-    gone = frozenset() if repo is None else forgotten(tx, str(repo[0]))
+    kept = sources.of_job(tx, job_id)
+    gone = frozenset() if kept is None else forgotten(tx, kept.repo)
     return tuple(Learning(*row) for row in rows if row[0] not in gone)
 
 

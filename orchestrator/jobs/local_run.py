@@ -32,7 +32,7 @@ from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import Usage
 from orchestrator.core.model import Model
 from orchestrator.core.secrecy import KnownSecrets
-from orchestrator.jobs import commands
+from orchestrator.jobs import commands, sources
 from orchestrator.jobs.activity import Progress, progress
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
@@ -226,14 +226,10 @@ async def _resumed(office: Office, repo: Path, job_id: int) -> tuple[int, str]:
     space = await office.workspace.job(job_id)
     if space is not None:  # the branch it took, which may not be the one it wanted
         return job_id, space.branch
-    row = await office.engine.store.read(
-        lambda tx: tx.execute(
-            "SELECT branch FROM job_sources WHERE job_id = ?", (job_id,)
-        ).fetchone()
-    )
-    if row is None:
+    kept = await office.engine.store.read(lambda tx: sources.of_job(tx, job_id))
+    if kept is None:
         raise ResumeError(f"job {job_id} has no source to resume from")
-    return job_id, str(row[0])
+    return job_id, kept.branch
 
 
 async def _drive(

@@ -49,7 +49,6 @@ KIND = GateKind(
 OPTIONS = ("yes", "no")
 MAX_OPEN = 3  # network questions of one job waiting at once
 _NEVER_PUBLIC = ("localhost", ".localhost", ".local", ".internal", ".home.arpa", ".arpa")
-_GATES = "SELECT gate_id FROM gates WHERE job_id = ? AND kind = ? ORDER BY gate_id"
 
 
 def askable(host: str) -> str | None:
@@ -209,7 +208,7 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
 
 
 def _asked(tx: Tx, job_id: int) -> list[Gate]:
-    return [gates.get(tx, g) for (g,) in tx.execute(_GATES, (job_id, KIND.name))]
+    return gates.of_kind(tx, job_id, KIND.name)
 
 
 def _caller(tx: Tx, conversation_id: str) -> _Caller | None:

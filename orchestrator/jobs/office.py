@@ -19,6 +19,7 @@ from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents
 from orchestrator.agents.toolbox import Toolbox
 from orchestrator.agents.tools import BUS_SPECS
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.conversations import JobStart
 from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
@@ -35,7 +36,7 @@ from orchestrator.core.model import Model
 from orchestrator.core.secrecy import KnownSecrets, SecretValues
 from orchestrator.core.secret_scan import Scanner
 from orchestrator.core.tools import ToolSpec
-from orchestrator.jobs import review_tools, wiring
+from orchestrator.jobs import review_tools, sources, wiring
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.checks import JobChecks
 from orchestrator.jobs.ci_desk import CiDesk
@@ -55,6 +56,7 @@ from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.review_tools import ReviewTools
 from orchestrator.jobs.round_work import RoundWork
 from orchestrator.jobs.setups import JobSetups
+from orchestrator.jobs.sources import KeptSource
 from orchestrator.memory.entries import Learning
 from orchestrator.memory.index import LearningIndex
 from orchestrator.proxy.proxy import Proxy
@@ -63,7 +65,7 @@ from orchestrator.setup.cache import SetupCache, bound_from_env
 from orchestrator.setup.checks import Checked, Checker
 from orchestrator.setup.prepare import Preparer
 from orchestrator.store.deliveries import DeliveryQueue
-from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.store.sqlite import Store, Tx
 from orchestrator.teams import board_tools
 from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.instructions import TeamInstructions
@@ -373,20 +375,12 @@ class Office:
         self.require_sandbox(project)
 
         def keep_source(tx: Tx, job_id: int) -> None:
-            tx.execute(
-                "INSERT OR REPLACE INTO job_sources (job_id, repo, source, start, branch, slug)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    job_id,
-                    source.repo,
-                    source.source,
-                    source.start,
-                    source.branch(job_id),
-                    source.slug,
-                ),
+            kept = KeptSource(
+                source.repo, source.source, source.start, source.branch(job_id), source.slug
             )
+            sources.keep(tx, job_id, kept)
             modes = json.dumps(dict(self.projects[project].gates))  # the policy it started under
-            tx.execute("UPDATE jobs SET gate_modes = ? WHERE job_id = ?", (modes, job_id))
+            job_rows.set_gate_modes(tx, job_id, modes)
 
         async with self.learnings.lock:  # `prepare` may be storing the job's learnings
             return await self.engine.bus.start_job(
@@ -440,19 +434,19 @@ class Office:
             if await self.is_ready(job_id):
                 return space
         if space is None:
-            row = await self.engine.store.read(
-                lambda tx: tx.execute(
-                    "SELECT s.repo, s.source, s.start, s.branch, s.slug, j.job_key"
-                    " FROM job_sources s JOIN jobs j USING (job_id) WHERE job_id = ?",
-                    (job_id,),
-                ).fetchone()
+            kept, key = await self.engine.store.read(
+                lambda tx: (sources.of_job(tx, job_id), job_rows.key_of(tx, job_id))
             )
-            if row is None:
+            if kept is None or key is None:
                 raise OrchestratorError(f"job {job_id} has no workspace and no source to make one")
-            repo, source, start, branch, slug, key = row
-            mirror = await self.workspace.mirror(repo, source, auth=auth)
+            mirror = await self.workspace.mirror(kept.repo, kept.source, auth=auth)
             space = await self.workspace.open_job(
-                job_id, mirror=mirror, branch=branch, start=start, slug=slug, mark=job_mark(key)
+                job_id,
+                mirror=mirror,
+                branch=kept.branch,
+                start=kept.start,
+                slug=kept.slug,
+                mark=job_mark(key),
             )
         elif await self.is_ready(job_id):
             return space
@@ -471,23 +465,17 @@ class Office:
 
     async def is_ready(self, job_id: int) -> bool:
         """Whether the job's workspace was made and its first turn may run."""
-        row = await self.engine.store.read(
-            lambda tx: tx.execute("SELECT ready FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        )
-        return row is not None and bool(row[0])
+        return await self.engine.store.read(lambda tx: job_rows.is_ready(tx, job_id))
 
     async def resume(self) -> Resumed:
         """After a restart: each active job's project back as it started, its worktree back
         (a workspace this machine lacks comes back at the job's next `prepare`)."""
-        rows = await self.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT job_id, project, project_text, learnings FROM jobs"
-                " WHERE state = 'active' ORDER BY job_id"
-            ).fetchall()
-        )
+        stored = await self.engine.store.read(job_rows.active_projects)
         resumed: list[int] = []
         without: list[int] = []
-        for job_id, name, text, learnings in rows:
+        for job_id, name, text, learnings in (
+            (kept.job_id, kept.project, kept.text, kept.learnings) for kept in stored
+        ):
             if text is None:
                 without.append(job_id)
                 continue
@@ -505,15 +493,11 @@ class Office:
     async def _serve_again(self, job_id: int) -> None:
         """Serve the project of a job a review round woke, as it started, if this process
         does not (it was complete when the process resumed its jobs)."""
-        row = await self.engine.store.read(
-            lambda tx: tx.execute(
-                "SELECT project, project_text, learnings FROM jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
-        if row is None or row[0] in self.projects or row[1] is None:
+        kept = await self.engine.store.read(lambda tx: job_rows.stored_project(tx, job_id))
+        if kept is None or kept.project in self.projects or kept.text is None:
             return
-        name, text, learnings = row
-        self.add_project(self._stored_project(job_id, name, text), learnings=learnings)
+        project = self._stored_project(job_id, kept.project, kept.text)
+        self.add_project(project, learnings=kept.learnings)
 
     async def round_settings(self, job_id: int) -> Rounds:
         """The review-round settings of the job's project as it started: served again first
@@ -540,11 +524,7 @@ class Office:
         project = self._stored_project(job_id, found.project, text)
         async with self.learnings.lock:
             await self.engine.store.write(
-                lambda tx: tx.execute(
-                    "UPDATE jobs SET project_text = ?, learnings = COALESCE(?, learnings)"
-                    " WHERE job_id = ?",
-                    (text, learnings, job_id),
-                )
+                lambda tx: job_rows.keep_project(tx, job_id, text, learnings)
             )
         self.add_project(project, learnings=await self.learnings.of(job_id))
         space = await self._reopen(job_id)
@@ -760,13 +740,7 @@ class Office:
 
     async def finish_job(self, job: JobHandle, result: str | None) -> None:
         """Record the job complete and give back its worktrees (its branches stay)."""
-        await self.engine.store.write(
-            lambda tx: tx.execute(
-                "UPDATE jobs SET state = 'complete', result = ?, updated_at = ?"
-                " WHERE job_id = ? AND state = 'active'",
-                (result, now(), job.job_id),
-            )
-        )
+        await self.engine.store.write(lambda tx: job_rows.complete(tx, job.job_id, result))
         await self.workspace.close_job(job.space)
         if self.setups is not None:
             self.setups.release(job.job_id)
@@ -819,10 +793,10 @@ class Office:
         return await self.checks.check(space, await self._project(job_id), head, None)
 
     async def _project(self, job_id: int) -> str:
-        row = await self.engine.store.read(
-            lambda tx: tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        )
-        return str(row[0])
+        project = await self.engine.store.read(lambda tx: job_rows.project_of(tx, job_id))
+        if project is None:
+            raise OrchestratorError(f"no job {job_id}")
+        return project
 
     async def close(self) -> None:
         """Close the engine (the store is flushed) and the sandbox's proxies."""

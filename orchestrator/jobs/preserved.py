@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.core.errors import OrchestratorError
+from orchestrator.jobs import sources
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace import preserve as refs
 from orchestrator.workspace.git import Checkout
@@ -107,14 +108,10 @@ class PreservedWork:
         return await self._workspace.bare_mirror((await self._source(job_id)).name)
 
     async def _source(self, job_id: int) -> _Source:
-        row = await self._store.read(
-            lambda tx: tx.execute(
-                "SELECT repo, source, slug FROM job_sources WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
-        if row is None:
+        kept = await self._store.read(lambda tx: sources.of_job(tx, job_id))
+        if kept is None:
             raise OrchestratorError(f"job {job_id} has no source recorded")
-        return _Source(*row)
+        return _Source(kept.repo, kept.source, kept.slug)
 
 
 async def forget_ended_work(home: Path, remote: str, *, auth: str | None = None) -> tuple[str, ...]:

@@ -106,7 +106,7 @@ def decide(
     approval of exactly this change, wait on the open gate, end on a refusal, or else ask
     (`diff`: the protected files' diff, and whether it was cut)."""
     pins = Pins.of(change)
-    asked = [gates.get(tx, g) for (g,) in tx.execute(_GATES, (job_id, KIND.name, gates.ENGINE))]
+    asked = gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
     if any(g.approved and Pins.stored(g.payload) == pins for g in asked):
         return Cleared(change.head)
     waiting = [g for g in asked if g.answer is None and g.closed_at is None]
@@ -127,9 +127,6 @@ def decide(
         pinned=pins.as_dict(),
     )
     return Held(gate_id, opened=True, question=text)
-
-
-_GATES = "SELECT gate_id FROM gates WHERE job_id = ? AND kind = ? AND asked_by = ? ORDER BY gate_id"
 
 
 def question(

@@ -158,12 +158,8 @@ def edited(
 
 def waiting(tx: Tx, job_id: int) -> int | None:
     """The open gate of an edit of the job's issue, if one is open (the job is held)."""
-    row = tx.execute(
-        "SELECT gate_id FROM gates WHERE job_id = ? AND call_id LIKE ? AND answer IS NULL"
-        " AND closed_at IS NULL",
-        (job_id, f"{EDIT_CALL}%"),
-    ).fetchone()
-    return None if row is None else int(row[0])
+    edits = (g.gate_id for g in gates.open_gates(tx, job_id) if g.call_id.startswith(EDIT_CALL))
+    return next(edits, None)
 
 
 def is_edit(gate: Gate) -> bool:

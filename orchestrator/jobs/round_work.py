@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestrator.jobs import rounds
+from orchestrator.jobs import rounds, sources
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.workspace.git import GitError, merge_tree, rev
@@ -41,14 +41,10 @@ class RoundWork:
         them, and the job fails saying so until a retry.
         """
         space = await self._workspace.job(job_id)
-        row = await self._store.read(
-            lambda tx: tx.execute(
-                "SELECT repo, source FROM job_sources WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
-        if space is None or row is None:
+        kept = await self._store.read(lambda tx: sources.of_job(tx, job_id))
+        if space is None or kept is None:
             return
-        await self._workspace.mirror(row[0], row[1], auth=auth)
+        await self._workspace.mirror(kept.repo, kept.source, auth=auth)
         merged = await self._workspace.catch_up(
             space, message="Merge the commits people pushed to the pull request's branch"
         )

@@ -97,7 +97,7 @@ def decide(tx: Tx, job_id: int, *, base: str, head: str, scanned: Scan) -> Secre
     """What delivery does with a scan that found something: push `head` under an approval
     of exactly it (patterns only), wait on the open gate, stop on an answer, or else ask."""
     pins = Pins.of(base, head, scanned)
-    asked = [gates.get(tx, g) for (g,) in tx.execute(_GATES, (job_id, KIND.name, gates.ENGINE))]
+    asked = gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
     waiting = [g for g in asked if g.answer is None and g.closed_at is None]
     if waiting:
         return Held(waiting[0].gate_id, opened=False)
@@ -120,9 +120,6 @@ def decide(tx: Tx, job_id: int, *, base: str, head: str, scanned: Scan) -> Secre
         pinned=pins.as_dict(),
     )
     return Held(gate_id, opened=True, question=text)
-
-
-_GATES = "SELECT gate_id FROM gates WHERE job_id = ? AND kind = ? AND asked_by = ? ORDER BY gate_id"
 
 
 def question(scanned: Scan, *, head: str, base: str, stale: Gate | None = None) -> str:

@@ -27,7 +27,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.bus.waits import Wait
 from orchestrator.core.errors import JobNotFoundError
 from orchestrator.core.messages import Message, Usage
-from orchestrator.jobs import commands, refusals
+from orchestrator.jobs import commands, refusals, sources
 from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.checks import JobCheck
 from orchestrator.jobs.checks import latest as latest_checks
@@ -232,17 +232,13 @@ _JOBS = (
     " j.project_text, coalesce(j.result, c.result) FROM jobs j LEFT JOIN conversations c"
     " ON c.conversation_id = 'job:' || j.job_id"
 )
-_OPEN_GATES = (
-    "SELECT job_id, count(*) FROM gates WHERE answer IS NULL AND closed_at IS NULL"
-    " AND (? IS NULL OR job_id = ?) GROUP BY job_id"
-)
 
 
 def _facts(tx: Tx, job_id: int | None, proxy: str) -> list[_JobFact]:
     where = " WHERE j.job_id = ?" if job_id is not None else ""
     rows = tx.execute(f"{_JOBS}{where} ORDER BY j.job_id DESC", (job_id,) if where else ())
     spent = spent_by_agent(tx, proxy=proxy, job_id=job_id)  # as the budget counts it
-    gates = dict(tx.execute(_OPEN_GATES, (job_id, job_id)).fetchall())
+    waiting_at = gate_rows.open_counts(tx, job_id)
     if job_id is None:
         failed = _by_job(failure_rows.every(tx))
         waiting = _by_job(sorted(wait_rows.every(tx), key=lambda w: -w.until))
@@ -263,7 +259,7 @@ def _facts(tx: Tx, job_id: int | None, proxy: str) -> list[_JobFact]:
                 text,
                 result,
                 tuple(list_tasks(tx, job)),
-                gates.get(job, 0),
+                waiting_at.get(job, 0),
                 tuple(failed.get(job, ())),
                 tuple(waiting.get(job, ())),
                 spent.get(job, {}),
@@ -295,11 +291,11 @@ def _one_job(
     found = _facts(tx, job_id, proxy)
     if not found:
         raise JobNotFoundError(job_id)
-    source = tx.execute("SELECT branch FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()
+    source = sources.of_job(tx, job_id)
     space = tx.execute(
         "SELECT branch, path, removed FROM job_workspaces WHERE job_id = ?", (job_id,)
     ).fetchone()
-    branch = space[0] if space else source[0] if source else None
+    branch = space[0] if space else source.branch if source else None
     worktree = space[1] if space else None
     present = space is not None and not space[2] and Path(space[1]).is_dir()
     gates = [

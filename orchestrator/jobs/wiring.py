@@ -13,6 +13,7 @@ from orchestrator.agents.roster import ConfigAgents
 from orchestrator.config import Project
 from orchestrator.config.prices import PriceTable
 from orchestrator.core.messages import Usage
+from orchestrator.jobs import sources
 from orchestrator.jobs.budget import JobBudget, Limits
 from orchestrator.sandbox.confine import Network
 from orchestrator.store.sqlite import Store
@@ -124,7 +125,5 @@ class _RoundCaps(Mapping[str, float | None]):
 
 async def repository(store: Store, job_id: int) -> str | None:
     """The repository a job works on (owner/name), as its source names it."""
-    row = await store.read(
-        lambda tx: tx.execute("SELECT repo FROM job_sources WHERE job_id = ?", (job_id,)).fetchone()
-    )
-    return None if row is None else str(row[0])
+    kept = await store.read(lambda tx: sources.of_job(tx, job_id))
+    return None if kept is None else kept.repo

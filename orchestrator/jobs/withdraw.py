@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.bus import gates
 from orchestrator.bus.events import StateChanged
 from orchestrator.core.errors import JobNotFoundError, JobStateError
 from orchestrator.core.messages import job_conversation_id
@@ -117,14 +118,7 @@ def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Wi
         "UPDATE jobs SET state = ?, paused_by = NULL, updated_at = ? WHERE job_id = ?",
         (state, at, job_id),
     )
-    gates = [
-        int(gate_id)
-        for (gate_id,) in tx.execute(
-            "UPDATE gates SET closed_at = ? WHERE job_id = ? AND answer IS NULL"
-            " AND closed_at IS NULL RETURNING gate_id",
-            (at, job_id),
-        ).fetchall()
-    ]
+    closed = gates.close_every(tx, job_id, at=at)
     conversations = _active_conversations(tx, job_id)
     tx.execute(
         "UPDATE conversations SET state = 'closed', in_turn = 0, awaiting_input = 0,"
@@ -142,7 +136,7 @@ def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Wi
     ]
     tx.execute("DELETE FROM waits WHERE job_id = ?", (job_id,))
     log_event(tx, job_id, None, event, detail)
-    return Withdrawn(job_id, False, tuple(sorted(gates)), len(conversations), tuple(sorted(tasks)))
+    return Withdrawn(job_id, False, tuple(sorted(closed)), len(conversations), tuple(sorted(tasks)))
 
 
 def _active_conversations(tx: Tx, job_id: int) -> list[str]:

@@ -59,12 +59,7 @@ def plan_text(tasks: list[Task]) -> str:
 
 def approved(tx: Tx, job_id: int) -> bool:
     """Whether a plan of the job was approved."""
-    rows = tx.execute(
-        "SELECT answer FROM gates WHERE job_id = ? AND kind = ? AND answer IS NOT NULL"
-        " AND asked_by = ?",
-        (job_id, KIND.name, gates.ENGINE),
-    ).fetchall()
-    return any(gates.approves(answer) for (answer,) in rows)
+    return any(g.approved for g in gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE))
 
 
 def hold(tx: Tx, row: ConversationRow, dispatches: Sequence[DispatchIntent]) -> int | None:
