@@ -132,6 +132,51 @@ def conversation(tx: Tx, conversation_id: str) -> ConversationRow:
     )
 
 
+@dataclass(frozen=True)
+class Listed:
+    """A conversation as lists of them show it: who, where, and whether it is still open."""
+
+    conversation_id: str
+    kind: str
+    agent: str
+    parent_id: str | None
+    job_id: int | None
+    state: str  # active | closed
+    result: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+
+_LISTED = "SELECT conversation_id, kind, agent, parent_id, job_id, state, result FROM conversations"
+
+
+def listed(tx: Tx, conversation_id: str) -> Listed | None:
+    """One conversation (None: no such conversation)."""
+    row = tx.execute(f"{_LISTED} WHERE conversation_id = ?", (conversation_id,)).fetchone()
+    return None if row is None else Listed(*row)
+
+
+def of_job(tx: Tx, job_id: int) -> list[Listed]:
+    """The job's conversations, oldest first."""
+    rows = tx.execute(
+        f"{_LISTED} WHERE job_id = ? ORDER BY created_at, conversation_id", (job_id,)
+    ).fetchall()
+    return [Listed(*row) for row in rows]
+
+
+def close_job(tx: Tx, job_id: int, *, at: float) -> list[str]:
+    """Close the job's active conversations (the job ended): nothing runs them again. Their
+    ids."""
+    rows = tx.execute(
+        "UPDATE conversations SET state = 'closed', in_turn = 0, awaiting_input = 0,"
+        " closed_at = ? WHERE job_id = ? AND state = 'active' RETURNING conversation_id",
+        (at, job_id),
+    ).fetchall()
+    return [str(cid) for (cid,) in rows]
+
+
 def transcript(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> tuple[Message, ...]:
     """The messages of a conversation after `after_seq`, in order."""
     rows = tx.execute(

@@ -18,7 +18,7 @@ from orchestrator.bus import answers, gates
 from orchestrator.bus.events import GateAnswered
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.transactions import deliver, runnable
+from orchestrator.bus.transactions import deliver, of_job, runnable
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import ConversationKind, InboxKind
 from orchestrator.jobs import budget_gate
@@ -214,11 +214,16 @@ def _steer(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> tuple[bo
         and tx.execute("SELECT 1 FROM job_steering WHERE source_ref = ?", (ref,)).fetchone()
     ):
         return False, []
-    lead = tx.execute(
-        "SELECT conversation_id FROM conversations WHERE job_id = ? AND kind = ?"
-        " AND state = 'active' AND (agent = ? OR agent LIKE ?) ORDER BY created_at LIMIT 1",
-        (job_id, ConversationKind.DISPATCH.value, LEAD_ROLE, f"%/{LEAD_ROLE}"),
-    ).fetchone()
+    lead = next(
+        (
+            c
+            for c in of_job(tx, job_id)
+            if c.kind == ConversationKind.DISPATCH.value
+            and c.active
+            and (c.agent == LEAD_ROLE or c.agent.endswith(f"/{LEAD_ROLE}"))
+        ),
+        None,
+    )
     if lead is None:
         raise ControlError(f"job {job_id} has no project lead at work to steer")
     tx.execute(
@@ -228,7 +233,7 @@ def _steer(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> tuple[bo
     )
     deliver(
         tx,
-        lead[0],
+        lead.conversation_id,
         kind=InboxKind.HUMAN,
         sender=by,
         content={"text": f"Direction from {by} (the job's decider): {text}"},

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.bus.transactions import transcript
+from orchestrator.bus.transactions import of_job, transcript
 from orchestrator.jobs import sources
 from orchestrator.memory.entries import (
     LEARNINGS_DIR,
@@ -181,14 +181,10 @@ def learned_of(tx: Tx, job_id: int) -> tuple[Learning, ...]:
 
 def _lead_replies(tx: Tx, job_id: int, lead: str) -> list[str]:
     """The lead's final replies in the job (its turns that call no tool), oldest first."""
-    rows = tx.execute(
-        "SELECT conversation_id FROM conversations WHERE job_id = ? AND agent = ?"
-        " ORDER BY created_at, conversation_id",
-        (job_id, lead),
-    ).fetchall()
+    leads = [c.conversation_id for c in of_job(tx, job_id) if c.agent == lead]
     return [
         message.text
-        for (conversation_id,) in rows
+        for conversation_id in leads
         for message in transcript(tx, conversation_id)
         if message.role == "assistant" and not message.tool_calls and message.text
     ]

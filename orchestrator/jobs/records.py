@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.bus.transactions import listed
 from orchestrator.store.sqlite import Store, Tx, now
 
 
@@ -142,10 +143,8 @@ class JobRecords:
 
 def job_of_conversation(tx: Tx, conversation_id: str) -> int | None:
     """The job a conversation works for, if any."""
-    row = tx.execute(
-        "SELECT job_id FROM conversations WHERE conversation_id = ?", (conversation_id,)
-    ).fetchone()
-    return None if row is None or row[0] is None else int(row[0])
+    found = listed(tx, conversation_id)
+    return None if found is None else found.job_id
 
 
 def record_forge_object(

@@ -24,7 +24,7 @@ from typing import Literal
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.transactions import deliver, runnable
+from orchestrator.bus.transactions import deliver, listed, runnable
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
@@ -256,26 +256,23 @@ def _tell(tx: Tx, job_id: int, gate: Gate, shown: str) -> tuple[str, ...]:
     """Tell whoever is working on the job's request (its lead, else the office manager
     before it has briefed one) that the issue changed; nobody once the job's work is done."""
     root = job_conversation_id(job_id)
-    found = tx.execute(
+    lead = tx.execute(
         "SELECT c.conversation_id FROM conversations c"
         " JOIN agent_contexts a ON a.context_id = c.conversation_id"
         " WHERE c.parent_id = ? AND c.state = 'active' AND a.status = 'open'"
         " ORDER BY c.created_at LIMIT 1",
         (root,),
     ).fetchone()
-    if found is None:
-        found = tx.execute(
-            "SELECT conversation_id FROM conversations WHERE conversation_id = ?"
-            " AND state = 'active' AND result IS NULL",
-            (root,),
-        ).fetchone()
-    if found is None:
+    office = listed(tx, root)
+    if lead is not None:
+        told = str(lead[0])
+    elif office is not None and office.active and office.result is None:
+        told = root
+    else:
         return ()
     said = (
         f"The issue was edited; the decider ({gate.answered_by}) approved working to the new "
         f"text. The change:\n\n{fenced(shown, 'diff')}"
     )
-    deliver(
-        tx, found[0], kind=InboxKind.HUMAN, sender=str(gate.answered_by), content={"text": said}
-    )
-    return (str(found[0]),)
+    deliver(tx, told, kind=InboxKind.HUMAN, sender=str(gate.answered_by), content={"text": said})
+    return (told,)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus import gates
+from orchestrator.bus import transactions as txn
 from orchestrator.bus.events import StateChanged
 from orchestrator.core.errors import JobNotFoundError, JobStateError
 from orchestrator.core.messages import job_conversation_id
@@ -119,12 +120,7 @@ def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Wi
         (state, at, job_id),
     )
     closed = gates.close_every(tx, job_id, at=at)
-    conversations = _active_conversations(tx, job_id)
-    tx.execute(
-        "UPDATE conversations SET state = 'closed', in_turn = 0, awaiting_input = 0,"
-        " closed_at = ? WHERE job_id = ? AND state = 'active'",
-        (at, job_id),
-    )
+    conversations = txn.close_job(tx, job_id, at=at)
     marks = ", ".join("?" * len(UNFINISHED_TASKS))
     tasks = [
         int(number)
@@ -139,16 +135,6 @@ def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Wi
     return Withdrawn(job_id, False, tuple(sorted(closed)), len(conversations), tuple(sorted(tasks)))
 
 
-def _active_conversations(tx: Tx, job_id: int) -> list[str]:
-    return [
-        str(cid)
-        for (cid,) in tx.execute(
-            "SELECT conversation_id FROM conversations WHERE job_id = ? AND state = 'active'",
-            (job_id,),
-        )
-    ]
-
-
 def _check_active(job_id: int, state: str) -> None:
     if state != "active":
         raise JobStateError(
@@ -158,3 +144,7 @@ def _check_active(job_id: int, state: str) -> None:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _active_conversations(tx: Tx, job_id: int) -> list[str]:
+    return [c.conversation_id for c in txn.of_job(tx, job_id) if c.active]

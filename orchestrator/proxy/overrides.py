@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus import gates
-from orchestrator.bus.transactions import deliver
+from orchestrator.bus.transactions import deliver, listed
 from orchestrator.core.errors import NotProxyAnsweredError
 from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.proxy import decisions
@@ -75,9 +75,7 @@ def _target(tx: Tx, gate: gates.Gate) -> str | None:
         return None
     root = [] if gate.job_id is None else [job_conversation_id(gate.job_id)]
     for conversation_id in [gate.conversation_id, *root]:
-        row = tx.execute(
-            "SELECT state FROM conversations WHERE conversation_id = ?", (conversation_id,)
-        ).fetchone()
-        if row is not None and row[0] == "active":
+        found = listed(tx, conversation_id)
+        if found is not None and found.active:
             return conversation_id
     return None

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from orchestrator.bus.transactions import listed
 from orchestrator.core.errors import ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolInput, ToolSpec, choice, enum, parser, spec
@@ -99,12 +100,8 @@ PARSERS = {name: parser(model) for name, model in INPUTS.items()}
 
 async def job_of_conversation(store: Store, conversation_id: str) -> int | None:
     """The job a conversation belongs to, or None for one outside any job (or unknown)."""
-    row = await store.read(
-        lambda tx: tx.execute(
-            "SELECT job_id FROM conversations WHERE conversation_id = ?", (conversation_id,)
-        ).fetchone()
-    )
-    return None if row is None or row[0] is None else int(row[0])
+    found = await store.read(lambda tx: listed(tx, conversation_id))
+    return None if found is None else found.job_id
 
 
 def _str(args: Args, key: str) -> str | None:
