@@ -144,7 +144,7 @@ DEBT = {
     "orchestrator/proxy/decisions.py": {"gates"},
     "orchestrator/proxy/overrides.py": {"jobs", "proxy_decisions"},
     "orchestrator/teams/board_tools.py": {"jobs"},
-    "orchestrator/teams/tools.py": {"conversations", "jobs", "messages", "task_log", "tasks"},
+    "orchestrator/teams/tools.py": {"conversations", "messages"},
     "orchestrator/teams/transactions.py": {"conversations", "jobs", "tasks"},
     "orchestrator/workspace/layout.py": {"conversations", "jobs", "tasks"},
     "orchestrator/workspace/rebuild.py": {"job_workspaces", "tasks", "worktree_slots"},

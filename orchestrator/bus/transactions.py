@@ -143,13 +143,17 @@ class Listed:
     job_id: int | None
     state: str  # active | closed
     result: str | None
+    task_id: int | None  # the task it works on (teams/board.py's), if any
 
     @property
     def active(self) -> bool:
         return self.state == "active"
 
 
-_LISTED = "SELECT conversation_id, kind, agent, parent_id, job_id, state, result FROM conversations"
+_LISTED = (
+    "SELECT conversation_id, kind, agent, parent_id, job_id, state, result, task_id"
+    " FROM conversations"
+)
 
 
 def listed(tx: Tx, conversation_id: str) -> Listed | None:

@@ -240,6 +240,60 @@ def log_event(tx: Tx, job_id: int, number: int | None, event: str, detail: str =
     )
 
 
+def count_events(tx: Tx, job_id: int, event: str) -> int:
+    """How many times `event` is on the job's task log."""
+    (count,) = tx.execute(
+        "SELECT count(*) FROM task_log WHERE job_id = ? AND event = ?", (job_id, event)
+    ).fetchone()
+    return int(count)
+
+
+def since_started(tx: Tx, job_id: int, number: int, event: str) -> str | None:
+    """The detail of task `number`'s first `event` since its mini-team last started."""
+    row = tx.execute(
+        "SELECT detail FROM task_log WHERE job_id = ? AND task_number = ? AND event = ?"
+        " AND entry_id > (SELECT max(entry_id) FROM task_log WHERE job_id = ? AND"
+        " task_number = ? AND event = 'started') ORDER BY entry_id LIMIT 1",
+        (job_id, number, event, job_id, number),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def locate(tx: Tx, task_id: int) -> tuple[int, int] | None:
+    """The job and number of the task stored as `task_id` (None: no such task)."""
+    row = tx.execute("SELECT job_id, number FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def mark_merged(tx: Tx, job_id: int, number: int, summary: str, commit: str | None) -> bool:
+    """Mark task `number` (and a task it resolved) done, merged; whether the board is now
+    all done or cancelled."""
+    stamp = now()
+    tx.execute(
+        "UPDATE tasks SET state = 'done', result = ?, blocked_reason = NULL, updated_at = ?"
+        " WHERE job_id = ? AND number = ?",
+        (summary, stamp, job_id, number),
+    )
+    tx.execute(
+        "UPDATE tasks SET state = 'done', blocked_reason = NULL, result = ?, updated_at = ?"
+        " WHERE job_id = ? AND state != 'done' AND number = (SELECT resolves FROM tasks"
+        " WHERE job_id = ? AND number = ?)",
+        (f"merged through task #{number}", stamp, job_id, job_id, number),
+    )
+    log_event(tx, job_id, number, "merged", commit or "")
+    return not open_numbers(tx, job_id)
+
+
+def open_numbers(tx: Tx, job_id: int) -> list[int]:
+    """The job's tasks neither done nor cancelled, by number."""
+    rows = tx.execute(
+        "SELECT number FROM tasks WHERE job_id = ? AND state NOT IN ('done', 'cancelled')"
+        " ORDER BY number",
+        (job_id,),
+    ).fetchall()
+    return [int(number) for (number,) in rows]
+
+
 def task_log(tx: Tx, job_id: int) -> list[tuple[int | None, str, str]]:
     """The job's task log in order: (task number, event, detail)."""
     return [

@@ -17,14 +17,26 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.bus.transactions import listed
 from orchestrator.config import Project, Workgroup
 from orchestrator.core.errors import StoreError, ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.memory.entries import Learning
 from orchestrator.setup.checks import Checked
-from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.store.sqlite import Store, Tx
 from orchestrator.teams import conflict_gate
-from orchestrator.teams.board import RESULT_MAX, TaskBoard, create_task, log_event
+from orchestrator.teams.board import (
+    RESULT_MAX,
+    TaskBoard,
+    count_events,
+    create_task,
+    get_task,
+    locate,
+    log_event,
+    mark_merged,
+    since_started,
+)
 from orchestrator.teams.instructions import TeamInstructions
 from orchestrator.teams.protocol import (
     CHECK,
@@ -103,17 +115,10 @@ class TeamTools:
         return ToolResult(call.call_id, encode(output))
 
     async def _ref(self, conversation_id: str) -> TeamRef:
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT t.job_id, t.number, j.project, t.workgroup FROM conversations c"
-                " JOIN tasks t ON t.task_id = c.task_id JOIN jobs j ON j.job_id = t.job_id"
-                " WHERE c.conversation_id = ?",
-                (conversation_id,),
-            ).fetchone()
-        )
-        if row is None:
+        ref = await self.store.read(lambda tx: _team_ref(tx, conversation_id))
+        if ref is None:
             raise ToolError(f"{conversation_id!r} is not a mini-team of a task")
-        return TeamRef(*row)
+        return ref
 
     def _workgroup(self, ref: TeamRef) -> Workgroup:
         project = self.projects.get(ref.project)
@@ -254,7 +259,9 @@ class TeamTools:
                 task_head=merged.source,
             )
         summary = _clip(" ".join(result.split()) or "done", RESULT_MAX)
-        last = await self.store.write(lambda tx: _mark_merged(tx, ref, summary, merged.commit))
+        last = await self.store.write(
+            lambda tx: mark_merged(tx, ref.job_id, ref.number, summary, merged.commit)
+        )
         await self._restate_conflicts(job)
         if not last:
             return Merged(merged=merged.commit)
@@ -331,12 +338,7 @@ class TeamTools:
         await self.store.write(lambda tx: log_event(tx, ref.job_id, ref.number, event, detail))
 
     async def _count(self, ref: TeamRef, event: str) -> int:
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT count(*) FROM task_log WHERE job_id = ? AND event = ?", (ref.job_id, event)
-            ).fetchone()
-        )
-        return int(row[0])
+        return await self.store.read(lambda tx: count_events(tx, ref.job_id, event))
 
     async def _request(self, ref: TeamRef) -> str:
         row = await self.store.read(
@@ -356,14 +358,9 @@ def _phase_tasks(
 ) -> list[int]:
     """Create a task per point of the phase review (with `checks`, one task to make the
     checks pass), once per mini-team run (a retry finds them)."""
-    recorded = tx.execute(
-        "SELECT detail FROM task_log WHERE job_id = ? AND task_number = ? AND event = ?"
-        " AND entry_id > (SELECT max(entry_id) FROM task_log WHERE job_id = ? AND"
-        " task_number = ? AND event = 'started')",
-        (ref.job_id, ref.number, PHASE_EVENT, ref.job_id, ref.number),
-    ).fetchone()
+    recorded = since_started(tx, ref.job_id, ref.number, PHASE_EVENT)
     if recorded is not None:
-        return [int(n) for n in recorded[0].split(",") if n]
+        return [int(n) for n in recorded.split(",") if n]
     if checks and verdict:
         spec = (
             "Every task is merged, but the project's checks fail on the job branch. Make "
@@ -398,26 +395,16 @@ def _phase_tasks(
     return created
 
 
-def _mark_merged(tx: Tx, ref: TeamRef, summary: str, commit: str | None) -> bool:
-    """Mark the task (and a task it resolved) done; return whether the board is now all done."""
-    stamp = now()
-    tx.execute(
-        "UPDATE tasks SET state = 'done', result = ?, blocked_reason = NULL, updated_at = ?"
-        " WHERE job_id = ? AND number = ?",
-        (summary, stamp, ref.job_id, ref.number),
-    )
-    tx.execute(
-        "UPDATE tasks SET state = 'done', blocked_reason = NULL, result = ?, updated_at = ?"
-        " WHERE job_id = ? AND state != 'done' AND number = (SELECT resolves FROM tasks"
-        " WHERE job_id = ? AND number = ?)",
-        (f"merged through task #{ref.number}", stamp, ref.job_id, ref.job_id, ref.number),
-    )
-    log_event(tx, ref.job_id, ref.number, "merged", commit or "")
-    (open_tasks,) = tx.execute(
-        "SELECT count(*) FROM tasks WHERE job_id = ? AND state NOT IN ('done', 'cancelled')",
-        (ref.job_id,),
-    ).fetchone()
-    return int(open_tasks) == 0
+def _team_ref(tx: Tx, conversation_id: str) -> TeamRef | None:
+    """The task whose mini-team the conversation is part of (None: it is of no task)."""
+    found = listed(tx, conversation_id)
+    place = None if found is None or found.task_id is None else locate(tx, found.task_id)
+    if place is None:
+        return None
+    job_id, number = place
+    project = job_rows.project_of(tx, job_id)
+    workgroup = get_task(tx, job_id, number).workgroup
+    return TeamRef(job_id, number, project or "", workgroup or "")
 
 
 async def _merge_in(space: TaskSpace, branch: str) -> list[str]:
