@@ -31,7 +31,7 @@ from orchestrator.bus.transactions import deliver
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
-from orchestrator.teams.board import create_task
+from orchestrator.teams.board import create_task, set_merge_base
 
 RoundState = Literal["queued", "asked", "running", "delivered", "stopped"]
 PullState = Literal["open", "draft", "merged", "closed", "gone"]
@@ -477,10 +477,7 @@ def base_conflict(
         f"#{task.number}, made by the engine, merges it in: dispatch it."
     )
     _add_points(tx, job_id, running.round_id, (Point(source, ENGINE_AUTHOR, body),))
-    tx.execute(
-        "UPDATE tasks SET merge_base = ? WHERE job_id = ? AND number = ?",
-        (base, job_id, task.number),
-    )
+    set_merge_base(tx, job_id, task.number, base)
     deliver(
         tx,
         job_conversation_id(job_id),

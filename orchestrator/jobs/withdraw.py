@@ -23,10 +23,9 @@ from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
 from orchestrator.store.sqlite import Tx, now
-from orchestrator.teams.board import log_event
+from orchestrator.teams.board import cancel_unfinished, log_event
 
 ENDED = {"complete": "done", "withdrawn": "cancelled"}
-UNFINISHED_TASKS = ("pending", "in_progress", "in_review", "blocked")
 
 
 @dataclass(frozen=True)
@@ -121,15 +120,7 @@ def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Wi
     )
     closed = gates.close_every(tx, job_id, at=at)
     conversations = txn.close_job(tx, job_id, at=at)
-    marks = ", ".join("?" * len(UNFINISHED_TASKS))
-    tasks = [
-        int(number)
-        for (number,) in tx.execute(
-            f"UPDATE tasks SET state = 'cancelled', updated_at = ? WHERE job_id = ?"
-            f" AND state IN ({marks}) RETURNING number",
-            (at, job_id, *UNFINISHED_TASKS),
-        ).fetchall()
-    ]
+    tasks = cancel_unfinished(tx, job_id, at=at)
     tx.execute("DELETE FROM waits WHERE job_id = ?", (job_id,))
     log_event(tx, job_id, None, event, detail)
     return Withdrawn(job_id, False, tuple(sorted(closed)), len(conversations), tuple(sorted(tasks)))

@@ -43,6 +43,7 @@ class Task:
     resolves: int | None = None  # a task whose merge conflict this one resolves
 
 
+UNFINISHED = ("pending", "in_progress", "in_review", "blocked")  # a task a job's end cancels
 _SELECT = (
     "SELECT task_id, number, title, spec, workgroup, review, state, result, blocked_reason,"
     " created_by, resolves FROM tasks WHERE job_id = ?"
@@ -282,6 +283,37 @@ def mark_merged(tx: Tx, job_id: int, number: int, summary: str, commit: str | No
     )
     log_event(tx, job_id, number, "merged", commit or "")
     return not open_numbers(tx, job_id)
+
+
+def cancel_unfinished(tx: Tx, job_id: int, *, at: float) -> list[int]:
+    """Cancel the job's tasks not yet done (the job ended); their numbers."""
+    marks = ", ".join("?" * len(UNFINISHED))
+    rows = tx.execute(
+        f"UPDATE tasks SET state = 'cancelled', updated_at = ? WHERE job_id = ?"
+        f" AND state IN ({marks}) RETURNING number",
+        (at, job_id, *UNFINISHED),
+    ).fetchall()
+    return sorted(int(number) for (number,) in rows)
+
+
+def set_merge_base(tx: Tx, job_id: int, number: int, base: str) -> None:
+    """The commit task `number` merges into its worktree before its worker starts."""
+    tx.execute(
+        "UPDATE tasks SET merge_base = ? WHERE job_id = ? AND number = ?", (base, job_id, number)
+    )
+
+
+def set_allowance(tx: Tx, task_id: int, usd: float | None) -> None:
+    """What the task's mini-team may spend, in dollars (None: an even share of the job's)."""
+    tx.execute("UPDATE tasks SET allowance_usd = ? WHERE task_id = ?", (usd, task_id))
+
+
+def find(tx: Tx, job_id: int, number: int) -> tuple[int, Task] | None:
+    """Task `number` of the job and its stored id (None: no such task)."""
+    row = tx.execute(
+        "SELECT task_id FROM tasks WHERE job_id = ? AND number = ?", (job_id, number)
+    ).fetchone()
+    return None if row is None else (int(row[0]), get_task(tx, job_id, number))
 
 
 def open_numbers(tx: Tx, job_id: int) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.agents.tools import string_arg
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.dispatch import close
 from orchestrator.bus.extensions import Extensions, TurnTool
 from orchestrator.bus.routing import Team
@@ -32,7 +33,7 @@ from orchestrator.core.messages import (
 )
 from orchestrator.core.tools import object_spec
 from orchestrator.store.sqlite import Tx
-from orchestrator.teams.board import log_event, unfinished_blockers
+from orchestrator.teams.board import find, log_event, set_allowance, unfinished_blockers
 
 MINI_TEAM = "mini-team"
 DISPATCH = "dispatch"
@@ -133,9 +134,7 @@ def dispatch_task(
         source_conversation=row.conversation_id,
     )
     assert row.job_id is not None
-    tx.execute(
-        "UPDATE tasks SET allowance_usd = ? WHERE task_id = ?", (intent.allowance_usd, task_id)
-    )
+    set_allowance(tx, task_id, intent.allowance_usd)
     log_event(tx, row.job_id, intent.task, "dispatched", row.agent)
     outcome.opened.append(Opened(conversation_id, agent, queued=False))
     outcome.woken.append(conversation_id)
@@ -145,14 +144,11 @@ def dispatch_task(
 def _refusal(tx: Tx, row: ConversationRow, intent: DispatchIntent) -> str | tuple[int, str, str]:
     if row.job_id is None:
         return "this conversation belongs to no job, so it has no tasks to dispatch"
-    task = tx.execute(
-        "SELECT t.task_id, t.state, t.workgroup, j.project FROM tasks t JOIN jobs j"
-        " ON j.job_id = t.job_id WHERE t.job_id = ? AND t.number = ?",
-        (row.job_id, intent.task),
-    ).fetchone()
-    if task is None:
+    found = find(tx, row.job_id, intent.task)
+    if found is None:
         return f"there is no task #{intent.task}; create it with task_create first"
-    task_id, state, workgroup, project = task
+    task_id, task = found
+    state, workgroup, project = task.state, task.workgroup, job_rows.project_of(tx, row.job_id)
     if state not in DISPATCHABLE:
         return f"task #{intent.task} is {state}; only a pending or blocked task can be dispatched"
     if waits := unfinished_blockers(tx, task_id):
