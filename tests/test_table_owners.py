@@ -110,7 +110,6 @@ DEBT = {
     "orchestrator/jobs/flat_lead.py": {"conversations", "jobs"},
     "orchestrator/jobs/flat_manager.py": {"jobs"},
     "orchestrator/jobs/learnings.py": {"jobs"},
-    "orchestrator/jobs/network_gate.py": {"conversations", "jobs", "tasks"},
     "orchestrator/jobs/preserved.py": {"job_sources", "jobs", "tasks", "worktree_slots"},
     "orchestrator/jobs/pull_lifecycle.py": {
         "job_sources",

@@ -30,12 +30,15 @@ from orchestrator.bus import gates
 from orchestrator.bus.events import EventBus, GateAsked
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.bus.jobs import project_of
+from orchestrator.bus.transactions import listed
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import refusals
 from orchestrator.jobs.refusals import Refused
 from orchestrator.sandbox.netproxy import Refusal, is_public, normalize_host
 from orchestrator.store.sqlite import Store, Tx
+from orchestrator.teams.board import locate
 
 KIND = GateKind(
     "network",
@@ -212,10 +215,9 @@ def _asked(tx: Tx, job_id: int) -> list[Gate]:
 
 
 def _caller(tx: Tx, conversation_id: str) -> _Caller | None:
-    row = tx.execute(
-        "SELECT c.job_id, t.number, j.project FROM conversations c LEFT JOIN tasks t"
-        " ON t.task_id = c.task_id JOIN jobs j ON j.job_id = c.job_id"
-        " WHERE c.conversation_id = ?",
-        (conversation_id,),
-    ).fetchone()
-    return None if row is None else _Caller(int(row[0]), row[1], str(row[2]))
+    found = listed(tx, conversation_id)
+    project = None if found is None or found.job_id is None else project_of(tx, found.job_id)
+    if found is None or found.job_id is None or project is None:
+        return None
+    place = None if found.task_id is None else locate(tx, found.task_id)
+    return _Caller(found.job_id, None if place is None else place[1], project)
