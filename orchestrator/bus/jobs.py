@@ -21,6 +21,40 @@ class StoredProject:
     learnings: str | None
 
 
+@dataclass(frozen=True)
+class JobRow:
+    """A job's row: what it is, where it stands, and what it keeps."""
+
+    job_id: int
+    job_key: str
+    project: str
+    title: str
+    state: str  # active | complete | withdrawn | failed
+    paused_by: str | None  # who holds it, if anyone does
+    max_parallel: int  # mini-teams at work at once
+    budget_usd: float | None  # its own caps, replacing its project's (`/budget`, a gate)
+    budget_tokens: int | None
+    learnings: str | None
+
+
+_ROW = (
+    "SELECT job_id, job_key, project, title, state, paused_by, max_parallel, budget_usd,"
+    " budget_tokens, learnings FROM jobs"
+)
+
+
+def get(tx: Tx, job_id: int) -> JobRow | None:
+    """The job's row (None: no such job)."""
+    row = tx.execute(f"{_ROW} WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else JobRow(*row)
+
+
+def get_by_key(tx: Tx, job_key: str) -> JobRow | None:
+    """The row of the job started for `job_key` (None: none was)."""
+    row = tx.execute(f"{_ROW} WHERE job_key = ?", (job_key,)).fetchone()
+    return None if row is None else JobRow(*row)
+
+
 def find(tx: Tx, job_key: str) -> int | None:
     """The job started for `job_key`, if one was."""
     row = tx.execute("SELECT job_id FROM jobs WHERE job_key = ?", (job_key,)).fetchone()
@@ -114,3 +148,76 @@ def complete(tx: Tx, job_id: int, result: str | None) -> bool:
         (result, now(), job_id),
     )
     return cursor.rowcount == 1
+
+
+def set_state(tx: Tx, job_id: int, state: str, *, was: str | None = None) -> bool:
+    """Move the job to `state` (only from `was`, when given); whether it moved."""
+    cursor = tx.execute(
+        "UPDATE jobs SET state = ?, updated_at = ? WHERE job_id = ? AND (? IS NULL OR state = ?)",
+        (state, now(), job_id, was, was),
+    )
+    return cursor.rowcount == 1
+
+
+def reopen(tx: Tx, job_id: int) -> None:
+    """Make a resting job active again, its first turn waiting for its workspace (`ready`)."""
+    tx.execute(
+        "UPDATE jobs SET state = 'active', ready = 0, updated_at = ? WHERE job_id = ?",
+        (now(), job_id),
+    )
+
+
+def end(tx: Tx, job_id: int, state: str, *, at: float) -> None:
+    """End the job as `state`, released from any hold."""
+    tx.execute(
+        "UPDATE jobs SET state = ?, paused_by = NULL, updated_at = ? WHERE job_id = ?",
+        (state, at, job_id),
+    )
+
+
+def pause(tx: Tx, job_id: int, by: str) -> bool:
+    """Hold the job for `by`; False when it was held already."""
+    cursor = tx.execute(
+        "UPDATE jobs SET paused_by = ?, updated_at = ? WHERE job_id = ? AND paused_by IS NULL",
+        (by, now(), job_id),
+    )
+    return cursor.rowcount == 1
+
+
+def hold(tx: Tx, job_id: int, by: str) -> None:
+    """Hold the job for `by` unless someone holds it already."""
+    tx.execute(
+        "UPDATE jobs SET paused_by = coalesce(paused_by, ?), updated_at = ? WHERE job_id = ?",
+        (by, now(), job_id),
+    )
+
+
+def release(tx: Tx, job_id: int) -> bool:
+    """Release the job from its hold; False when nobody held it."""
+    cursor = tx.execute(
+        "UPDATE jobs SET paused_by = NULL, updated_at = ?"
+        " WHERE job_id = ? AND paused_by IS NOT NULL",
+        (now(), job_id),
+    )
+    return cursor.rowcount == 1
+
+
+def raise_caps(tx: Tx, job_id: int, *, usd: float | None, tokens: int | None) -> None:
+    """The job's own caps become `usd` and `tokens`, each where given."""
+    tx.execute(
+        "UPDATE jobs SET budget_usd = coalesce(?, budget_usd),"
+        " budget_tokens = coalesce(?, budget_tokens), updated_at = ? WHERE job_id = ?",
+        (usd, tokens, now(), job_id),
+    )
+
+
+def set_title(tx: Tx, job_id: int, title: str) -> None:
+    """The job's title (its issue's, edited)."""
+    tx.execute("UPDATE jobs SET title = ?, updated_at = ? WHERE job_id = ?", (title, now(), job_id))
+
+
+def keep_learnings(tx: Tx, job_id: int, text: str) -> None:
+    """The learnings the job keeps, unless it keeps some already (they are never undone)."""
+    tx.execute(
+        "UPDATE jobs SET learnings = ? WHERE job_id = ? AND learnings IS NULL", (text, job_id)
+    )

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.gates import Gate
 from orchestrator.config import load_organisation, load_project
 from orchestrator.core.errors import JobNotFoundError, JobStateError, StoreLockedError
@@ -116,12 +117,8 @@ async def answer_job(home: Path, job_id: int, gate_id: int, *, text: str, org_di
 
 async def _decider(office: Office, job_id: int, project: str) -> str:
     """Who answers the job's questions: the decider of the project it runs under."""
-    row = await office.engine.store.read(
-        lambda tx: tx.execute(
-            "SELECT project_text FROM jobs WHERE job_id = ?", (job_id,)
-        ).fetchone()
-    )
-    text = row[0] or ""
+    kept = await office.engine.store.read(lambda tx: job_rows.stored_project(tx, job_id))
+    text = (kept.text if kept is not None else None) or ""
     where = f"job {job_id}"
     kinds = office.engine.bus.extensions.kinds
     loaded = load_project(text, org=office.org, source=where, default_name=project, kinds=kinds)

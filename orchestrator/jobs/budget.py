@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.agents.ports import Refusal
+from orchestrator.bus import jobs as job_rows
 from orchestrator.core.messages import Usage
 from orchestrator.jobs import budget_gate
 from orchestrator.jobs.budget_gate import Overrun
@@ -197,13 +198,11 @@ class JobBudget:
 
     def limits_in(self, tx: Tx, job_id: int) -> Limits:
         """`limits`, in a transaction."""
-        row = tx.execute(
-            "SELECT project, budget_usd, budget_tokens FROM jobs WHERE job_id = ?", (job_id,)
-        ).fetchone()
+        row = job_rows.get(tx, job_id)
         max_usd, max_tokens = self.max_usd, self.max_tokens
         if row is None:
             return max_usd, max_tokens
-        project, own_usd, own_tokens = row
+        project, own_usd, own_tokens = row.project, row.budget_usd, row.budget_tokens
         if project in self.per_project:
             max_usd, max_tokens = self.per_project[project]
         if own_usd is not None:

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 from orchestrator.agents.ports import Refusal
 from orchestrator.bus import gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import runnable
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.store.sqlite import Tx, now
+from orchestrator.store.sqlite import Tx
 
 KIND = GateKind(
     "budget",
@@ -157,9 +158,5 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
             (gate.job_id,),
         )
         proposed = gate.payload.get("proposed", {})
-        tx.execute(
-            "UPDATE jobs SET budget_usd = coalesce(?, budget_usd),"
-            " budget_tokens = coalesce(?, budget_tokens), updated_at = ? WHERE job_id = ?",
-            (proposed.get("usd"), proposed.get("tokens"), now(), gate.job_id),
-        )
+        job_rows.raise_caps(tx, gate.job_id, usd=proposed.get("usd"), tokens=proposed.get("tokens"))
     return tuple(runnable(tx, gate.job_id))

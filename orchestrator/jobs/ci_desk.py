@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.config import Project
 from orchestrator.config.schema import Rounds
@@ -33,8 +34,8 @@ class CiDesk:
         self._secrets = secrets
 
     def _settings(self, tx: Tx, job_id: int) -> Rounds:
-        row = tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        project = self._projects.get(row[0]) if row else None
+        name = job_rows.project_of(tx, job_id)
+        project = self._projects.get(name) if name is not None else None
         return project.rounds if project else Rounds()
 
     async def facts(self, job_id: int, sha: str) -> CiFacts:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.core.errors import JobNotFoundError, JobStateError, OrchestratorError
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.withdraw import withdraw
@@ -62,7 +63,7 @@ async def request(store: Store, job_id: int, kind: CommandKind, *, by: str) -> J
 
 
 def _insert(tx: Tx, job_id: int, kind: CommandKind, by: str) -> JobCommand:
-    if tx.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone() is None:
+    if job_rows.get(tx, job_id) is None:
         raise JobNotFoundError(job_id)
     row = tx.execute(
         "INSERT INTO job_commands (job_id, kind, requested_by, requested_at)"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from orchestrator.agents.scheduler import Scheduler
 from orchestrator.bus import answers, gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.events import GateAnswered
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import Gate
@@ -65,12 +66,8 @@ class JobControl:
 
     async def paused_by(self, job_id: int) -> str | None:
         """Who holds the job, if anyone does."""
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT paused_by FROM jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-        )
-        return None if row is None else row[0]
+        row = await self.store.read(lambda tx: job_rows.get(tx, job_id))
+        return None if row is None else row.paused_by
 
     async def steer(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
         """Give the job's lead direction, read at its next turn. False when `ref` steered
@@ -130,16 +127,16 @@ class JobControl:
 
 
 def _active(tx: Tx, job_id: int) -> None:
-    row = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    row = job_rows.get(tx, job_id)
     if row is None:
         raise ControlError(f"no job {job_id}")
-    if row[0] != "active":
-        raise ControlError(f"job {job_id} has ended ({row[0]})")
+    if row.state != "active":
+        raise ControlError(f"job {job_id} has ended ({row.state})")
 
 
 def _remember(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> bool:
-    row = tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-    if row is None:
+    project = job_rows.project_of(tx, job_id)
+    if project is None:
         raise ControlError(f"no job {job_id}")
     if (
         ref is not None
@@ -149,7 +146,7 @@ def _remember(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> bool:
     tx.execute(
         "INSERT INTO project_preferences (project, text, given_by, source_ref, given_at)"
         " VALUES (?, ?, ?, ?, ?)",
-        (row[0], text, by, ref, now()),
+        (project, text, by, ref, now()),
     )
     return True
 
@@ -173,38 +170,24 @@ def _set_budget(
             ref=ref,
             extensions=extensions,
         )
-    tx.execute(
-        "UPDATE jobs SET budget_usd = ?, updated_at = ? WHERE job_id = ?", (usd, now(), job_id)
-    )
+    job_rows.raise_caps(tx, job_id, usd=usd, tokens=None)
     return answered
 
 
 def _pause(tx: Tx, job_id: int, by: str) -> bool:
     _active(tx, job_id)
-    cursor = tx.execute(
-        "UPDATE jobs SET paused_by = ?, updated_at = ? WHERE job_id = ? AND paused_by IS NULL",
-        (by, now(), job_id),
-    )
-    return cursor.rowcount == 1
+    return job_rows.pause(tx, job_id, by)
 
 
 def _close_idle(tx: Tx, job_id: int, gate_id: int, by: str) -> bool:
     if not gates.close_idle(tx, job_id, gate_id):
         return False
-    tx.execute(
-        "UPDATE jobs SET paused_by = coalesce(paused_by, ?), updated_at = ? WHERE job_id = ?",
-        (by, now(), job_id),
-    )
+    job_rows.hold(tx, job_id, by)
     return True
 
 
 def _resume(tx: Tx, job_id: int) -> tuple[bool, list[str]]:
-    cursor = tx.execute(
-        "UPDATE jobs SET paused_by = NULL, updated_at = ?"
-        " WHERE job_id = ? AND paused_by IS NOT NULL",
-        (now(), job_id),
-    )
-    return cursor.rowcount == 1, runnable(tx, job_id)
+    return job_rows.release(tx, job_id), runnable(tx, job_id)
 
 
 def _steer(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> tuple[bool, list[str]]:

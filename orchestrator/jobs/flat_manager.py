@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 
 from orchestrator.bus import gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.jobs import intent_gate
@@ -57,8 +58,7 @@ def _flat_project(tx: Tx, job_id: int) -> str | None:
     (the store's word, never the brief's: an issue's text can name any project)."""
     if gates.mode(tx, job_id, intent_gate.KIND) != "never":
         return None
-    row = tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-    return None if row is None else str(row[0])
+    return job_rows.project_of(tx, job_id)
 
 
 def _flat_turn(

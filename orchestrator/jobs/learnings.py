@@ -11,6 +11,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace.git import git
 from orchestrator.workspace.layout import JobSpace
@@ -48,8 +49,8 @@ def capped(text: str, *, limit: int = MAX_LEARNINGS_BYTES) -> str:
 
 def learnings_of(tx: Tx, job_id: int) -> str | None:
     """The learnings the job keeps, if any."""
-    row = tx.execute("SELECT learnings FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-    return None if row is None or row[0] is None else str(row[0])
+    row = job_rows.get(tx, job_id)
+    return None if row is None else row.learnings
 
 
 class JobLearnings:
@@ -67,12 +68,8 @@ class JobLearnings:
 
     async def of_key(self, job_key: str) -> str | None:
         """The learnings of the job started under `job_key`, if it exists and has any."""
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT learnings FROM jobs WHERE job_key = ?", (job_key,)
-            ).fetchone()
-        )
-        return None if row is None or row[0] is None else str(row[0])
+        row = await self.store.read(lambda tx: job_rows.get_by_key(tx, job_key))
+        return None if row is None else row.learnings
 
     async def learn(self, job_id: int, space: JobSpace) -> str | None:
         """Store the repository's learnings for a job that keeps none; those it now keeps.
@@ -90,7 +87,5 @@ class JobLearnings:
 
 
 def _keep(tx: Tx, job_id: int, text: str) -> str | None:
-    tx.execute(
-        "UPDATE jobs SET learnings = ? WHERE job_id = ? AND learnings IS NULL", (text, job_id)
-    )
+    job_rows.keep_learnings(tx, job_id, text)
     return learnings_of(tx, job_id)

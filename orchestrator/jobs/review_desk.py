@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.conversations import ConversationBus
 from orchestrator.config import Project
 from orchestrator.config.schema import Rounds
@@ -22,8 +23,8 @@ class ReviewDesk:
         self._projects = projects
 
     def _settings(self, tx: Tx, job_id: int) -> Rounds:
-        row = tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        project = self._projects.get(row[0]) if row else None
+        name = job_rows.project_of(tx, job_id)
+        project = self._projects.get(name) if name is not None else None
         return project.rounds if project else Rounds()
 
     def settings(self, project: str) -> Rounds:

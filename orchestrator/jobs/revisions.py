@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.bus import gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import deliver, listed, runnable
 from orchestrator.core.errors import BusError
@@ -116,10 +117,10 @@ def edited(
     `before` is the text the forge says the issue had before this edit; it stands in for
     the job's original when none was recorded (a job started before revisions were kept).
     """
-    row = tx.execute("SELECT state, title FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    row = job_rows.get(tx, job_id)
     if row is None:
         raise BusError(f"no job {job_id}")
-    if row[0] != "active":
+    if row.state != "active":
         return Edited("ended")
     known = revisions(tx, job_id)
     if edited_at is not None and any((r.edited_at or 0.0) > edited_at for r in known):
@@ -129,7 +130,7 @@ def edited(
         return Edited("seen", pending.gate_id)
     if edited_at is not None and any(r.text == text and r.edited_at == edited_at for r in known):
         return Edited("seen")  # the same edit, delivered again after its gate was answered
-    base = works_to(known) or before or IssueText(str(row[1]), "")
+    base = works_to(known) or before or IssueText(row.title, "")
     if not known:
         _insert(tx, job_id, base, "original", by=None, edited_at=None)
     replaced = _replace(tx, pending, why="a later edit of the issue replaced it") if pending else ()
@@ -181,9 +182,7 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     _set_state(tx, revision_id, "approved")
     new = works_to(revisions(tx, job_id))
     assert new is not None  # just approved
-    tx.execute(
-        "UPDATE jobs SET title = ?, updated_at = ? WHERE job_id = ?", (new.title, now(), job_id)
-    )
+    job_rows.set_title(tx, job_id, new.title)
     told = _tell(tx, job_id, gate, diff(old or new, new, by=None, lines=None, chars=TOLD_CHARS))
     return tuple(dict.fromkeys((*told, *runnable(tx, job_id))))
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.jobs import rounds, sources
 from orchestrator.jobs.review_desk import ReviewDesk
-from orchestrator.store.sqlite import Store, Tx, now
+from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace.git import GitError, merge_tree, rev
 from orchestrator.workspace.layout import JobSpace, Workspace
 
@@ -87,11 +88,8 @@ class RoundWork:
 
         def write(tx: Tx) -> None:
             rounds.delivered(tx, round_id, head=head, outcome=outcome)
-            tx.execute(  # its result stays the job's own: the pull request's summary
-                "UPDATE jobs SET state = 'complete', updated_at = ? WHERE job_id = ?"
-                " AND state = 'active'",
-                (now(), job_id),
-            )
+            # its result stays the job's own: the pull request's summary
+            job_rows.set_state(tx, job_id, "complete", was="active")
 
         await self._store.write(write)
         await self._workspace.close_job(space)

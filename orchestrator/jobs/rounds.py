@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from orchestrator.bus import gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.failures import record_job
 from orchestrator.bus.gates import QUESTION, AskIntent, Gate
@@ -206,9 +207,9 @@ def maybe_start(tx: Tx, job_id: int, *, max_rounds: int) -> tuple[str, ...]:
     waiting = _waiting(tx, job_id)
     if waiting is None or waiting.state == "asked" or _running(tx, job_id) is not None:
         return ()
-    state = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    job = job_rows.get(tx, job_id)
     found = pull(tx, job_id)
-    if state is None or state[0] != "complete" or found is None or found.state != "open":
+    if job is None or job.state != "complete" or found is None or found.state != "open":
         return ()
     if waiting.number > max_rounds:
         _ask_limit(tx, waiting, max_rounds)
@@ -237,9 +238,7 @@ def _ask_limit(tx: Tx, waiting: ReviewRound, max_rounds: int) -> None:
         "UPDATE review_rounds SET state = 'asked', gate_id = ? WHERE round_id = ?",
         (gate_id, waiting.round_id),
     )
-    tx.execute(  # waiting for an answer is the job's state while it is asked
-        "UPDATE jobs SET state = 'active', updated_at = ? WHERE job_id = ?", (now(), waiting.job_id)
-    )
+    job_rows.set_state(tx, waiting.job_id, "active")  # waiting for an answer, while asked
 
 
 def register(extensions: Extensions) -> None:
@@ -255,9 +254,7 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     found = get(tx, round_id)
     if found.state != "asked":
         return ()
-    tx.execute(
-        "UPDATE jobs SET state = 'complete', updated_at = ? WHERE job_id = ?", (now(), gate.job_id)
-    )
+    job_rows.set_state(tx, gate.job_id, "complete")
     if not gate.approved:
         _finish(tx, found, "stopped", f"the decider ({gate.answered_by}) did not approve it")
         return ()
@@ -613,10 +610,7 @@ def _start(tx: Tx, waiting: ReviewRound) -> tuple[str, ...]:
         "UPDATE review_rounds SET state = 'running', started_at = ? WHERE round_id = ?",
         (at, waiting.round_id),
     )
-    tx.execute(
-        "UPDATE jobs SET state = 'active', ready = 0, updated_at = ? WHERE job_id = ?",
-        (at, waiting.job_id),
-    )
+    job_rows.reopen(tx, waiting.job_id)
     root = job_conversation_id(waiting.job_id)
     tx.execute("UPDATE conversations SET result = NULL WHERE conversation_id = ?", (root,))
     deliver(tx, root, kind=InboxKind.REQUEST, sender="engine", content={"text": brief(waiting)})
@@ -636,9 +630,5 @@ def _stop_waiting(tx: Tx, job_id: int, *, why: str) -> None:
     if waiting is None:
         return
     if waiting.gate_id is not None and gates.close(tx, waiting.gate_id, why=why):
-        tx.execute(
-            "UPDATE jobs SET state = 'complete', updated_at = ? WHERE job_id = ?"
-            " AND state = 'active'",
-            (now(), job_id),
-        )
+        job_rows.set_state(tx, job_id, "complete", was="active")
     _finish(tx, waiting, "stopped", why)

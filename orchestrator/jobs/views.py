@@ -21,6 +21,7 @@ from typing import Literal, TypeVar
 
 from orchestrator.bus import failures as failure_rows
 from orchestrator.bus import gates as gate_rows
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
@@ -316,7 +317,7 @@ def _one_job(
 
 
 def _log(tx: Tx, job_id: int, after: int) -> list[LogEntry]:
-    if tx.execute("SELECT 1 FROM jobs WHERE job_id = ?", (job_id,)).fetchone() is None:
+    if job_rows.get(tx, job_id) is None:
         raise JobNotFoundError(job_id)
     rows = tx.execute(
         "SELECT m.message_id, m.created_at, c.agent, m.conversation_id, m.seq, m.sender, m.role,"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus import gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import transactions as txn
 from orchestrator.bus.events import StateChanged
 from orchestrator.core.errors import JobNotFoundError, JobStateError
@@ -79,8 +80,8 @@ async def stop_work(office: Office, job_id: int, *, why: str) -> Withdrawn | Non
     await stop_runs(office, job_id)
 
     def write(tx: Tx) -> Withdrawn | None:
-        row = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        if row is None or row[0] != "active":  # it came to rest meanwhile
+        row = job_rows.get(tx, job_id)
+        if row is None or row.state != "active":  # it came to rest meanwhile
             return None
         rounds.stop_running(tx, job_id, why=why)
         return _end_rows(tx, job_id, state="complete", event="job stopped", detail=why)
@@ -104,20 +105,17 @@ async def stop_runs(office: Office, job_id: int) -> None:
 
 def withdraw_rows(tx: Tx, job_id: int, *, by: str) -> Withdrawn:
     """The transaction that ends an active job as cancelled (see the module)."""
-    row = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    row = job_rows.get(tx, job_id)
     if row is None:
         raise JobNotFoundError(job_id)
-    _check_active(job_id, row[0])
+    _check_active(job_id, row.state)
     return _end_rows(tx, job_id, state="withdrawn", event="job cancelled", detail=f"by {by}")
 
 
 def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Withdrawn:
     """End an active job as `state`: gates, conversations and unfinished tasks closed."""
     at = now()
-    tx.execute(
-        "UPDATE jobs SET state = ?, paused_by = NULL, updated_at = ? WHERE job_id = ?",
-        (state, at, job_id),
-    )
+    job_rows.end(tx, job_id, state, at=at)
     closed = gates.close_every(tx, job_id, at=at)
     conversations = txn.close_job(tx, job_id, at=at)
     tasks = cancel_unfinished(tx, job_id, at=at)

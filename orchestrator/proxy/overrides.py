@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus import gates
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.transactions import deliver, listed
 from orchestrator.core.errors import NotProxyAnsweredError
 from orchestrator.core.messages import InboxKind, job_conversation_id
@@ -70,8 +71,8 @@ def _target(tx: Tx, gate: gates.Gate) -> str | None:
     """The conversation that asked, if it is still open; else the job's, if that is. None
     once the job has ended: its conversations stay open for a later round, and a correction
     would wake them to spend on finished work."""
-    job = tx.execute("SELECT state FROM jobs WHERE job_id = ?", (gate.job_id,)).fetchone()
-    if job is not None and job[0] != "active":
+    job = None if gate.job_id is None else job_rows.get(tx, gate.job_id)
+    if job is not None and job.state != "active":
         return None
     root = [] if gate.job_id is None else [job_conversation_id(gate.job_id)]
     for conversation_id in [gate.conversation_id, *root]:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.transactions import listed
 from orchestrator.core.errors import ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
@@ -153,10 +154,8 @@ class BoardTools:
         self.workgroups: dict[str, Sequence[str]] = dict(workgroups or {})
 
     async def _workgroup(self, job_id: int, named: str | None) -> str | None:
-        row = await self._store.read(
-            lambda tx: tx.execute("SELECT project FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        )
-        known = self.workgroups.get(row[0]) if row else None
+        project = await self._store.read(lambda tx: job_rows.project_of(tx, job_id))
+        known = self.workgroups.get(project) if project is not None else None
         if not known:
             return named
         if named is None:

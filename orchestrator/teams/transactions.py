@@ -184,10 +184,8 @@ def may_start(tx: Tx, row: ConversationRow) -> bool:
     ).fetchone() != (0,):
         return True
     (running,) = tx.execute(_STARTED, (row.job_id,)).fetchone()
-    (bound,) = tx.execute(
-        "SELECT max_parallel FROM jobs WHERE job_id = ?", (row.job_id,)
-    ).fetchone()
-    return int(running) < int(bound)
+    job = job_rows.get(tx, row.job_id)
+    return job is not None and int(running) < job.max_parallel
 
 
 def waiting_teams(tx: Tx, job_id: int | None) -> list[str]:
