@@ -1,4 +1,5 @@
-"""The `teaparty` command line: one subcommand per job, each a function returning an exit code."""
+"""The `teaparty` command line: every command in one table (COMMANDS), each run by a handler
+that returns an exit code."""
 
 from __future__ import annotations
 
@@ -6,13 +7,24 @@ import argparse
 import importlib.metadata
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bot.errors import SettingsError
+from bot.command_table import (
+    HOME,
+    JSON,
+    MODEL,
+    PLAIN,
+    Command,
+    Elsewhere,
+    Exclusive,
+    Handler,
+    Option,
+    load,
+)
+from bot.errors import RUN_EXIT_CODES, SettingsError
 from bot.secrets import take_secrets
 
-Command = Callable[[argparse.Namespace], int]
 DISTRIBUTION = "teaparty-github"
 EXIT_OK, EXIT_ISSUES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # bot.serve's exit codes; kept here so that `teaparty --help` need not import the server.
@@ -20,6 +32,203 @@ SERVE_EXIT_CODES = (
     "exit codes: 0 stopped by SIGTERM, 1 failed while running, 2 usage or configuration error "
     "(every problem is listed), 3 environment (the port is in use, the store is locked by "
     "another process), 130 interrupted (Ctrl-C)"
+)
+
+# Every command, in the order `teaparty --help` lists them.
+COMMANDS: tuple[Command | Elsewhere, ...] = (
+    Command(
+        "config",
+        help="check the organisation and project configuration",
+        description="Check configuration files before the App or a run reads them.",
+        actions=(
+            Command(
+                "check",
+                help="check organisations, repositories' project files, or single YAML files",
+                description="PATH is an organisation directory (has teaparty.yaml), a repository "
+                "(has .teaparty/project.yaml), a project.yaml, or one org, workgroup or agent "
+                "file. Default: ./config if it has teaparty.yaml, else $TEAPARTY_CONFIG, else "
+                "the shipped organisation.",
+                options=(
+                    Option(
+                        "paths",
+                        nargs="*",
+                        type=Path,
+                        metavar="PATH",
+                        help="what to check (see above; several ok)",
+                    ),
+                    Option(
+                        "--org",
+                        type=Path,
+                        metavar="DIR",
+                        help="organisation that projects are checked against "
+                        "(default: $TEAPARTY_CONFIG, else the shipped organisation)",
+                    ),
+                ),
+                handler="bot.cli:config_check_command",
+            ),
+        ),
+    ),
+    Command(
+        "run",
+        help="run a job on a local repository (no GitHub)",
+        description="Plan and do one job on a local git repository: the result is a branch "
+        "teaparty/job-N-<slug> with the work merged into it. Gate questions are asked here. "
+        "Every run is a new job; --resume ID continues one.",
+        epilog=RUN_EXIT_CODES,
+        options=(
+            Option(
+                "--repo",
+                type=Path,
+                metavar="PATH",
+                help="the repository, or any directory in it (default: the current directory)",
+            ),
+            Option("--title", metavar="TITLE", help="what the job is to do (its issue title)"),
+            Option(
+                "--body-file",
+                type=Path,
+                metavar="FILE",
+                help="the issue text (- for standard input)",
+            ),
+            Option(
+                "--resume",
+                type=int,
+                metavar="ID",
+                help="continue job ID instead of starting a new one",
+            ),
+            MODEL,
+            Option(
+                "--yes",
+                action="store_true",
+                help="answer yes to every question, on the decider's behalf (no to raising the "
+                "budget)",
+            ),
+            Option(
+                "--no-input",
+                action="store_true",
+                help="ask nothing: a question stops the run (exit 4), the job saved at it",
+            ),
+            HOME.with_help("state directory (default: $TEAPARTY_HOME, else ~/.teaparty)"),
+            PLAIN,
+        ),
+        handler="bot.local:run_command",
+    ),
+    Elsewhere("jobs", "bot.jobs_cli:JOBS"),
+    Command(
+        "serve",
+        help="run the GitHub App: receive webhooks, run jobs, open pull requests",
+        description="Serve POST /webhook and GET /healthz. Configured by GITHUB_APP_ID, "
+        "GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_PATH), GITHUB_WEBHOOK_SECRET, "
+        "GITHUB_API_URL, GITHUB_SERVER_URL, TEAPARTY_HOME, TEAPARTY_CONFIG, "
+        "TEAPARTY_ALLOWED_BOTS and ANTHROPIC_API_KEY (see the README). Every problem with "
+        "them is listed at start. SIGTERM stops it gracefully.",
+        epilog=SERVE_EXIT_CODES,
+        options=(
+            Option("--host", default="127.0.0.1", help="default: 127.0.0.1"),
+            # Checked with the environment (bot.serve.configuration): all problems show at once.
+            Option("--port", default="8000", metavar="PORT", help="1-65535 (default: 8000)"),
+            HOME,
+            MODEL,
+        ),
+        handler="bot.serve:serve_command",
+    ),
+    Command(
+        "action",
+        help="runner mode: apply one GitHub Actions event and drive its jobs",
+        description="Apply the event of this workflow run (GITHUB_EVENT_NAME, "
+        "GITHUB_EVENT_PATH, GITHUB_REPOSITORY, GITHUB_RUN_ID) with GITHUB_TOKEN, or as the "
+        "App given GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY; drive its jobs until they park "
+        "or end (TEAPARTY_TIMEOUT_MINUTES before the job's limit); write "
+        "GITHUB_STEP_SUMMARY. Exit 0, or 1 with one line saying what failed.",
+        options=(MODEL,),
+        handler="bot.runner.command:action_command",
+    ),
+    Command(
+        "demo",
+        help="run the whole App loop offline: a local GitHub, an issue, a pull request",
+        description="Start a local GitHub stand-in and teaparty serve on 127.0.0.1, label an "
+        "issue, answer the App's questions as the maintainer, and show the pull request. "
+        "Uses the scripted model unless ANTHROPIC_API_KEY is set.",
+        options=(
+            HOME.with_help("keep the demo's state here"),
+            Option("--timeout", type=float, default=120.0, help="seconds (default 120)"),
+            PLAIN,
+        ),
+        handler="bot.demo:demo_command",
+    ),
+    Command(
+        "app-manifest",
+        help="register the GitHub App from a manifest, then turn GitHub's code into settings",
+        description="Print the App's manifest (the permissions and events the bot needs); with "
+        "--html, also write a page whose button registers the App on GitHub. Then --convert "
+        "CODE trades the code from GitHub's redirect for the App: it prints GITHUB_APP_ID, "
+        "GITHUB_WEBHOOK_SECRET and GITHUB_APP_PRIVATE_KEY_PATH as .env lines and writes the "
+        "key. GITHUB_SERVER_URL and GITHUB_API_URL select a GitHub Enterprise Server.",
+        options=(
+            Exclusive(
+                (
+                    Option("--webhook-url", metavar="URL", help="https://HOST/.../webhook"),
+                    Option("--convert", metavar="CODE", help="the code from GitHub's redirect"),
+                ),
+                required=True,
+            ),
+            Option("--name", help="at most 34 characters (default: TeaParty)"),
+            Option("--url", metavar="HOMEPAGE", help="default: https://github.com"),
+            Option("--public", action="store_true", help="let any account install it"),
+            Option(
+                "--redirect-url",
+                metavar="URL",
+                help="where GitHub sends you with ?code= afterwards",
+            ),
+            Option("--html", type=Path, metavar="FILE", help="write the registration page"),
+            Option("--org", metavar="ORG", help="register it under this organization"),
+            Option("--key-file", type=Path, metavar="PATH", help="default: ./SLUG.private-key.pem"),
+        ),
+        handler="bot.manifest:app_manifest_command",
+    ),
+    Command(
+        "doctor",
+        help="say how agents' processes are sandboxed here, and what that guarantees",
+        description="Probe bubblewrap and Landlock the way `teaparty serve` does at start, "
+        "and print the mode in use (TEAPARTY_SANDBOX=bwrap|landlock|off forces one), what it "
+        "guarantees and what it does not, and the state directory's permissions. Exit code 1 "
+        "when agents' shells cannot be confined here.",
+        options=(
+            HOME,
+            Option(
+                "--repo",
+                type=Path,
+                metavar="PATH",
+                help="also say what this repository's setup (its .teaparty/project.yaml at "
+                "HEAD) does, or suggest one, then prepare it in the sandbox and run its test "
+                "command once",
+            ),
+            Option(
+                "--no-run",
+                dest="run",
+                action="store_false",
+                help="with --repo: describe the setup only; prepare and test nothing",
+            ),
+        ),
+        handler="bot.doctor:doctor_command",
+    ),
+    Command(
+        "proxy",
+        help="the human proxy's record",
+        description="What the human proxy has predicted, answered and been overridden on, "
+        "read from the state directory's store.",
+        actions=(
+            Command(
+                "stats",
+                help="per project, decider and kind of gate: decisions, agreement, autonomy",
+                description="What the proxy predicted and how often the decider agreed, the "
+                "answers it gave alone and the overrides, and whether it may answer alone now "
+                "(or why not). docs/configuration.md says what each figure is.",
+                options=(HOME, JSON.with_help("a JSON list, one object a group")),
+                handler="bot.proxy_stats:proxy_stats_command",
+            ),
+        ),
+    ),
+    Elsewhere("learnings", "bot.learnings_cli:LEARNINGS"),
 )
 
 
@@ -49,9 +258,8 @@ def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = N
         args = parser.parse_args(given)
     except SystemExit as exc:  # argparse exits on --help and on usage errors; we return instead
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    args.environ = os.environ if environ is None else environ
-    command: Command = args.command
-    return command(args)
+    handler: Handler = load(args.command)  # its module is imported only now
+    return handler(args, os.environ if environ is None else environ)
 
 
 def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
@@ -68,20 +276,9 @@ def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
         help="print the version and exit",
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    adders = {
-        "config": _add_config,
-        "run": _add_run,
-        "jobs": _add_jobs,
-        "serve": _add_serve,
-        "action": _add_action,
-        "demo": _add_demo,
-        "app-manifest": _add_app_manifest,
-        "doctor": _add_doctor,
-        "proxy": _add_proxy,
-        "learnings": _add_learnings,
-    }
-    for add in [adders[only]] if only in adders else adders.values():
-        add(commands)
+    named = [command for command in COMMANDS if command.name == only]
+    for command in named or COMMANDS:
+        command.add_to(commands)
     return parser
 
 
@@ -93,277 +290,10 @@ def _version() -> str:
         return "(version unknown: not installed)"
 
 
-def _add_proxy(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    proxy = commands.add_parser(
-        "proxy",
-        help="the human proxy's record",
-        description="What the human proxy has predicted, answered and been overridden on, "
-        "read from the state directory's store.",
-    )
-    actions = proxy.add_subparsers(title="actions", metavar="ACTION", required=True)
-    stats = actions.add_parser(
-        "stats",
-        help="per project, decider and kind of gate: decisions, agreement, autonomy",
-        description="What the proxy predicted and how often the decider agreed, the answers it "
-        "gave alone and the overrides, and whether it may answer alone now (or why not). "
-        "docs/configuration.md says what each figure is.",
-    )
-    stats.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
-    stats.add_argument("--json", action="store_true", help="a JSON list, one object a group")
-    stats.set_defaults(command=_proxy_stats)
-
-
-def _proxy_stats(args: argparse.Namespace) -> int:
-    from bot.proxy_stats import proxy_stats_command
-
-    return proxy_stats_command(args, args.environ)
-
-
-def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    doctor = commands.add_parser(
-        "doctor",
-        help="say how agents' processes are sandboxed here, and what that guarantees",
-        description="Probe bubblewrap and Landlock the way `teaparty serve` does at start, "
-        "and print the mode in use (TEAPARTY_SANDBOX=bwrap|landlock|off forces one), what it "
-        "guarantees and what it does not, and the state directory's permissions. Exit code 1 "
-        "when agents' shells cannot be confined here.",
-    )
-    doctor.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
-    doctor.add_argument(
-        "--repo",
-        type=Path,
-        metavar="PATH",
-        help="also say what this repository's setup (its .teaparty/project.yaml at HEAD) "
-        "does, or suggest one, then prepare it in the sandbox and run its test command once",
-    )
-    doctor.add_argument(
-        "--no-run",
-        dest="run",
-        action="store_false",
-        help="with --repo: describe the setup only; prepare and test nothing",
-    )
-    doctor.set_defaults(command=_doctor)
-
-
-def _doctor(args: argparse.Namespace) -> int:
-    from bot.doctor import doctor_command
-
-    return doctor_command(args, args.environ)
-
-
-def _add_app_manifest(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    manifest = commands.add_parser(
-        "app-manifest",
-        help="register the GitHub App from a manifest, then turn GitHub's code into settings",
-        description="Print the App's manifest (the permissions and events the bot needs); with "
-        "--html, also write a page whose button registers the App on GitHub. Then --convert "
-        "CODE trades the code from GitHub's redirect for the App: it prints GITHUB_APP_ID, "
-        "GITHUB_WEBHOOK_SECRET and GITHUB_APP_PRIVATE_KEY_PATH as .env lines and writes the key. "
-        "GITHUB_SERVER_URL and GITHUB_API_URL select a GitHub Enterprise Server.",
-    )
-    given = manifest.add_mutually_exclusive_group(required=True)
-    given.add_argument("--webhook-url", metavar="URL", help="https://HOST/.../webhook")
-    given.add_argument("--convert", metavar="CODE", help="the code from GitHub's redirect")
-    manifest.add_argument("--name", help="at most 34 characters (default: TeaParty)")
-    manifest.add_argument("--url", metavar="HOMEPAGE", help="default: https://github.com")
-    manifest.add_argument("--public", action="store_true", help="let any account install it")
-    manifest.add_argument(
-        "--redirect-url", metavar="URL", help="where GitHub sends you with ?code= afterwards"
-    )
-    manifest.add_argument("--html", type=Path, metavar="FILE", help="write the registration page")
-    manifest.add_argument("--org", metavar="ORG", help="register it under this organization")
-    manifest.add_argument(
-        "--key-file", type=Path, metavar="PATH", help="default: ./SLUG.private-key.pem"
-    )
-    manifest.set_defaults(command=_app_manifest)
-
-
-def _app_manifest(args: argparse.Namespace) -> int:
-    from bot.manifest import app_manifest_command
-
-    return app_manifest_command(args, args.environ)
-
-
-def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = commands.add_parser(
-        "serve",
-        help="run the GitHub App: receive webhooks, run jobs, open pull requests",
-        description="Serve POST /webhook and GET /healthz. Configured by GITHUB_APP_ID, "
-        "GITHUB_APP_PRIVATE_KEY (or GITHUB_APP_PRIVATE_KEY_PATH), GITHUB_WEBHOOK_SECRET, "
-        "GITHUB_API_URL, GITHUB_SERVER_URL, TEAPARTY_HOME, TEAPARTY_CONFIG, "
-        "TEAPARTY_ALLOWED_BOTS and ANTHROPIC_API_KEY (see the README). Every problem with "
-        "them is listed at start. SIGTERM stops it gracefully.",
-        epilog=SERVE_EXIT_CODES,
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
-    # Checked with the environment (bot.serve.configuration), so that all problems show at once.
-    serve.add_argument("--port", default="8000", metavar="PORT", help="1-65535 (default: 8000)")
-    serve.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
-    serve.add_argument(
-        "--model",
-        choices=["scripted", "anthropic"],
-        help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
-    )
-    serve.set_defaults(command=_serve)
-
-
-def _add_action(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    action = commands.add_parser(
-        "action",
-        help="runner mode: apply one GitHub Actions event and drive its jobs",
-        description="Apply the event of this workflow run (GITHUB_EVENT_NAME, "
-        "GITHUB_EVENT_PATH, GITHUB_REPOSITORY, GITHUB_RUN_ID) with GITHUB_TOKEN, or as the "
-        "App given GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY; drive its jobs until they park "
-        "or end (TEAPARTY_TIMEOUT_MINUTES before the job's limit); write "
-        "GITHUB_STEP_SUMMARY. Exit 0, or 1 with one line saying what failed.",
-    )
-    action.add_argument(
-        "--model",
-        choices=["scripted", "anthropic"],
-        help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
-    )
-    action.set_defaults(command=_action)
-
-
-def _action(args: argparse.Namespace) -> int:
-    from bot.runner.command import action_command
-
-    return action_command(args, args.environ)
-
-
-def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = commands.add_parser(
-        "demo",
-        help="run the whole App loop offline: a local GitHub, an issue, a pull request",
-        description="Start a local GitHub stand-in and teaparty serve on 127.0.0.1, label an "
-        "issue, answer the App's questions as the maintainer, and show the pull request. "
-        "Uses the scripted model unless ANTHROPIC_API_KEY is set.",
-    )
-    demo.add_argument("--home", type=Path, metavar="DIR", help="keep the demo's state here")
-    demo.add_argument("--timeout", type=float, default=120.0, help="seconds (default 120)")
-    demo.add_argument(
-        "--plain",
-        action="store_true",
-        help="one line per event instead of the live panel (the default when not a terminal)",
-    )
-    demo.set_defaults(command=_demo)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from bot.demo import demo_command
-
-    return demo_command(args, args.environ)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    from bot.serve import serve_command
-
-    return serve_command(args, args.environ)
-
-
-def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from bot.errors import RUN_EXIT_CODES as EXIT_CODES  # the engine is loaded to run, not here
-
-    run = commands.add_parser(
-        "run",
-        help="run a job on a local repository (no GitHub)",
-        description="Plan and do one job on a local git repository: the result is a branch "
-        "teaparty/job-N-<slug> with the work merged into it. Gate questions are asked here. "
-        "Every run is a new job; --resume ID continues one.",
-        epilog=EXIT_CODES,
-    )
-    run.add_argument(
-        "--repo",
-        type=Path,
-        metavar="PATH",
-        help="the repository, or any directory in it (default: the current directory)",
-    )
-    run.add_argument("--title", metavar="TITLE", help="what the job is to do (its issue title)")
-    run.add_argument(
-        "--body-file", type=Path, metavar="FILE", help="the issue text (- for standard input)"
-    )
-    run.add_argument(
-        "--resume", type=int, metavar="ID", help="continue job ID instead of starting a new one"
-    )
-    run.add_argument(
-        "--model",
-        choices=["scripted", "anthropic"],
-        help="default: anthropic if ANTHROPIC_API_KEY is set, else the scripted stand-in",
-    )
-    run.add_argument(
-        "--yes",
-        action="store_true",
-        help="answer yes to every question, on the decider's behalf (no to raising the budget)",
-    )
-    run.add_argument(
-        "--no-input",
-        action="store_true",
-        help="ask nothing: a question stops the run (exit 4), the job saved at it",
-    )
-    run.add_argument(
-        "--home",
-        type=Path,
-        metavar="DIR",
-        help="state directory (default: $TEAPARTY_HOME, else ~/.teaparty)",
-    )
-    run.add_argument(
-        "--plain",
-        action="store_true",
-        help="one line per event instead of the live panel (the default when not a terminal)",
-    )
-    run.set_defaults(command=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from bot.local import run_command
-
-    return run_command(args, args.environ)
-
-
-def _add_learnings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from bot.learnings_cli import add_learnings
-
-    add_learnings(commands)
-
-
-def _add_jobs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from bot.jobs_cli import add_jobs
-
-    add_jobs(commands)
-
-
-def _add_config(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    config = commands.add_parser(
-        "config",
-        help="check the organisation and project configuration",
-        description="Check configuration files before the App or a run reads them.",
-    )
-    actions = config.add_subparsers(title="actions", metavar="ACTION", required=True)
-    check = actions.add_parser(
-        "check",
-        help="check organisations, repositories' project files, or single YAML files",
-        description="PATH is an organisation directory (has teaparty.yaml), a repository "
-        "(has .teaparty/project.yaml), a project.yaml, or one org, workgroup or agent file. "
-        "Default: ./config if it has teaparty.yaml, else $TEAPARTY_CONFIG, else the shipped "
-        "organisation.",
-    )
-    check.add_argument(
-        "paths", nargs="*", type=Path, metavar="PATH", help="what to check (see above; several ok)"
-    )
-    check.add_argument(
-        "--org",
-        type=Path,
-        metavar="DIR",
-        help="organisation that projects are checked against "
-        "(default: $TEAPARTY_CONFIG, else the shipped organisation)",
-    )
-    check.set_defaults(command=_config_check)
-
-
-def _config_check(args: argparse.Namespace) -> int:
+def config_check_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """`teaparty config check`: check each path; exit 1 if any has issues, 2 if one is missing."""
     from orchestrator.api import check_path, shipped_org_dir
 
-    environ: Mapping[str, str] = args.environ
     org_dir: Path = args.org or _env_org(environ) or shipped_org_dir()
     paths: Sequence[Path] = args.paths or [_default_path(environ)]
     for path in [*paths, *([args.org] if args.org else [])]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import jobs_json, jobs_text
+from bot.command_table import HOME, JSON, Command, Option
 from bot.local import choose_option, org_dir, state_home
 from orchestrator.api import (
     STATE_FILTERS,
@@ -54,59 +55,76 @@ class UsageError(Exception):
     """What was asked cannot be done as asked; the message says why (exit 2)."""
 
 
-def add_jobs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `teaparty jobs` and its actions."""
-    jobs = commands.add_parser(
-        "jobs",
-        help="list, show, follow, answer, cancel and clean up jobs",
-        description="The jobs in a state directory (--home; default $TEAPARTY_HOME, else "
-        "~/.teaparty), local and GitHub ones. Reading works while teaparty serve or a "
-        "teaparty run holds the store. --json prints what docs/cli.md describes.",
+HANDLER = "bot.jobs_cli:jobs_command"
+JOB_ID = Option("job_id", type=int, metavar="ID", help="the job's id")
+
+
+def _action(name: str, summary: str, *options: Option, job_id: bool = False) -> Command:
+    """An action of `teaparty jobs`: --home and --json, then its job's ID if it takes one."""
+    given = (JOB_ID, *options) if job_id else options
+    return Command(
+        name,
+        help=summary,
+        description=f"{summary}.",
         epilog=EXIT_CODES,
+        options=(HOME, JSON, *given),
+        handler=HANDLER,
     )
-    actions = jobs.add_subparsers(title="actions", metavar="ACTION", required=True)
-    listing = _action(actions, "list", "every job: id, repository/issue, state, gates, cost, age")
-    listing.add_argument("--state", choices=STATE_FILTERS, help="only jobs in this state")
-    listing.add_argument("--repo", metavar="R", help="only jobs of R: owner/name, name or path")
-    _with_id(_action(actions, "show", "one job: tasks, gates, cost, branch, last error"))
-    log = _with_id(_action(actions, "log", "a job's conversations, message by message"))
-    log.add_argument("--follow", "-f", action="store_true", help="keep printing until it ends")
-    answer = _with_id(_action(actions, "answer", "answer a local job's open question"))
-    answer.add_argument("text", metavar="TEXT", help="the answer (one of the options, if any)")
-    answer.add_argument("--gate", type=int, metavar="G", help="which question, when several")
-    cancel = _with_id(_action(actions, "cancel", "end a job: questions closed, agents stopped"))
-    cancel.add_argument(
-        "--wait",
-        type=float,
-        default=CANCEL_WAIT_S,
-        metavar="SECONDS",
-        help="while another teaparty holds the store, how long to wait for it to cancel "
-        f"(default {CANCEL_WAIT_S:g}; the request stands after)",
-    )
-    cleaning = _action(
-        actions, "clean", "remove ended jobs' worktrees, unused mirrors, cancelled branches"
-    )
-    cleaning.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
-def _action(
-    actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str
-) -> argparse.ArgumentParser:
-    action = actions.add_parser(name, help=summary, description=f"{summary}.", epilog=EXIT_CODES)
-    action.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
-    action.add_argument("--json", action="store_true", help="print JSON (see docs/cli.md)")
-    action.set_defaults(command=_run, action=name)
-    return action
+JOBS = Command(
+    "jobs",
+    help="list, show, follow, answer, cancel and clean up jobs",
+    description="The jobs in a state directory (--home; default $TEAPARTY_HOME, else "
+    "~/.teaparty), local and GitHub ones. Reading works while teaparty serve or a "
+    "teaparty run holds the store. --json prints what docs/cli.md describes.",
+    epilog=EXIT_CODES,
+    actions=(
+        _action(
+            "list",
+            "every job: id, repository/issue, state, gates, cost, age",
+            Option("--state", choices=STATE_FILTERS, help="only jobs in this state"),
+            Option("--repo", metavar="R", help="only jobs of R: owner/name, name or path"),
+        ),
+        _action("show", "one job: tasks, gates, cost, branch, last error", job_id=True),
+        _action(
+            "log",
+            "a job's conversations, message by message",
+            Option("--follow", short="-f", action="store_true", help="keep printing until it ends"),
+            job_id=True,
+        ),
+        _action(
+            "answer",
+            "answer a local job's open question",
+            Option("text", metavar="TEXT", help="the answer (one of the options, if any)"),
+            Option("--gate", type=int, metavar="G", help="which question, when several"),
+            job_id=True,
+        ),
+        _action(
+            "cancel",
+            "end a job: questions closed, agents stopped",
+            Option(
+                "--wait",
+                type=float,
+                default=CANCEL_WAIT_S,
+                metavar="SECONDS",
+                help="while another teaparty holds the store, how long to wait for it to cancel "
+                f"(default {CANCEL_WAIT_S:g}; the request stands after)",
+            ),
+            job_id=True,
+        ),
+        _action(
+            "clean",
+            "remove ended jobs' worktrees, unused mirrors, cancelled branches",
+            Option("--yes", action="store_true", help="do not ask for confirmation"),
+        ),
+    ),
+)
 
 
-def _with_id(action: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    action.add_argument("job_id", type=int, metavar="ID", help="the job's id")
-    return action
-
-
-def _run(args: argparse.Namespace) -> int:
-    env: Mapping[str, str] = args.environ
-    where = Where(state_home(args.home, env), org_dir(env))
+def jobs_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Run the `teaparty jobs` action `args.action` and return its exit code."""
+    where = Where(state_home(args.home, environ), org_dir(environ))
     command = ACTIONS[args.action]
     try:
         return asyncio.run(command(args, where))

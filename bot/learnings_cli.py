@@ -19,57 +19,58 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.command_table import HOME, JSON, Command, Option
+
 if TYPE_CHECKING:
     from orchestrator.api import KeptLearning
 
 EXIT_OK, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 2, 3, 130
 EXIT_CODES = "exit codes: 0 done, 2 usage, 3 environment (the store is of another version)"
+HANDLER = "bot.learnings_cli:learnings_command"
+REPO = Option("--repo", type=Path, metavar="PATH", help="the repository (default: here)")
+LEARNINGS = Command(
+    "learnings",
+    help="list what merged jobs learned in a repository, or forget one",
+    description="Task learnings: each job proposes a few in .teaparty/learnings/ on its "
+    "branch; they are kept once that branch is merged, and later tasks get the most "
+    "relevant. --home is the state directory (default $TEAPARTY_HOME, else ~/.teaparty).",
+    epilog=EXIT_CODES,
+    actions=(
+        Command(
+            "list",
+            help="the learnings at HEAD, forgotten ones marked",
+            description="The learnings in .teaparty/learnings/ at the repository's HEAD (those "
+            "of merged jobs), each with its id and source; those the state directory forgot "
+            "are marked until a job's branch that removes them is merged.",
+            epilog=EXIT_CODES,
+            options=(JSON.with_help("a JSON list, one object a learning"), REPO, HOME),
+            handler=HANDLER,
+        ),
+        Command(
+            "forget",
+            help="never give a learning to a task again",
+            description="Record the id in the state directory's store: no task is given that "
+            "learning again, and the next job's branch removes it from its file (kept once "
+            "that branch is merged).",
+            epilog=EXIT_CODES,
+            options=(
+                Option("entry_id", metavar="ID", help="the learning's id (10 hex digits)"),
+                REPO,
+                HOME,
+            ),
+            handler=HANDLER,
+        ),
+    ),
+)
 
 
-def add_learnings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register `teaparty learnings` and its actions."""
-    learnings = commands.add_parser(
-        "learnings",
-        help="list what merged jobs learned in a repository, or forget one",
-        description="Task learnings: each job proposes a few in .teaparty/learnings/ on its "
-        "branch; they are kept once that branch is merged, and later tasks get the most "
-        "relevant. --home is the state directory (default $TEAPARTY_HOME, else ~/.teaparty).",
-        epilog=EXIT_CODES,
-    )
-    actions = learnings.add_subparsers(title="actions", metavar="ACTION", required=True)
-    listing = actions.add_parser(
-        "list",
-        help="the learnings at HEAD, forgotten ones marked",
-        description="The learnings in .teaparty/learnings/ at the repository's HEAD (those "
-        "of merged jobs), each with its id and source; those the state directory forgot are "
-        "marked until a job's branch that removes them is merged.",
-        epilog=EXIT_CODES,
-    )
-    listing.add_argument("--json", action="store_true", help="a JSON list, one object a learning")
-    forget = actions.add_parser(
-        "forget",
-        help="never give a learning to a task again",
-        description="Record the id in the state directory's store: no task is given that "
-        "learning again, and the next job's branch removes it from its file (kept once "
-        "that branch is merged).",
-        epilog=EXIT_CODES,
-    )
-    forget.add_argument("entry_id", metavar="ID", help="the learning's id (10 hex digits)")
-    for action, name in ((listing, "list"), (forget, "forget")):
-        action.add_argument(
-            "--repo", type=Path, metavar="PATH", help="the repository (default: here)"
-        )
-        action.add_argument("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
-        action.set_defaults(command=_run, action=name)
-
-
-def _run(args: argparse.Namespace) -> int:
+def learnings_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """Run the `teaparty learnings` action `args.action` and return its exit code."""
     # The engine only for a learnings command: building the parser loads none of it.
     from bot.local import state_home
     from orchestrator.api import StoreError, is_learning_id, kept_learnings
 
-    env: Mapping[str, str] = args.environ
-    home = state_home(args.home, env)
+    home = state_home(args.home, environ)
     try:
         top = asyncio.run(_top_level((args.repo or Path.cwd()).expanduser().resolve()))
         repo = None if top is None else top.resolve()  # as `teaparty run` names it

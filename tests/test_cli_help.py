@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import build_parser, main
+from bot.cli import COMMANDS, build_parser, main
+from bot.command_table import Command, Elsewhere, load
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
@@ -46,6 +47,15 @@ def test_the_walk_reaches_every_subcommand() -> None:
     for expected in ("teaparty serve", "teaparty config check", "teaparty app-manifest"):
         assert expected in found
     assert len(found) >= 8
+
+
+def test_the_table_names_each_command_as_its_entry_does() -> None:
+    """A command another module declares is listed under the name its entry gives it."""
+    for command in COMMANDS:
+        if isinstance(command, Elsewhere):
+            entry = load(command.entry)
+            assert isinstance(entry, Command)
+            assert entry.name == command.name
 
 
 def test_every_option_of_every_command_has_help() -> None:
