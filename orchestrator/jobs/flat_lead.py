@@ -90,13 +90,20 @@ class FlatLead:
         return turn
 
 
+# The last sentence of a job's brief is the engine's word to the office manager (bot's
+# handlers/issues.py, jobs/local_run.py); the worker who gets the brief as its spec is not
+# to hand anything to anyone.
+_TO_THE_MANAGER = re.compile(r"\s*Hand it to the project's lead\b[^\n]*\Z")
+
+
 def _triaged(answer: AssistantTurn, title: str, brief: str) -> tuple[AssistantTurn | None, str]:
     """The engine's first turn for the lead when the triage says `one`: the job as its one
     task; else None and why."""
     if answer.text.strip().strip("`*.").lower() != "one":
         said = " ".join(answer.text.split())[:80] or "(nothing)"
         return None, f"the job needs a plan (triage: {said})"
-    create = ToolCall(CREATE, "task_create", {"title": title, "spec": brief, "review": "full"})
+    spec = _TO_THE_MANAGER.sub("", brief.rstrip()) or brief
+    create = ToolCall(CREATE, "task_create", {"title": title, "spec": spec, "review": "full"})
     return AssistantTurn(
         tool_calls=(create,)
     ), "one change (triage): the job is one task, for one mini-team"

@@ -85,6 +85,14 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0].strip().lower() if text.strip() else ""
 
 
+def _without_blocked(text: str) -> str:
+    """A worker's `blocked: <reason>` as its reason (the report says "blocked" already)."""
+    stripped = text.strip()
+    if not stripped.lower().startswith(BLOCKED):
+        return text
+    return stripped[len(BLOCKED) :].lstrip(" :\t") or text
+
+
 def _result(kind: type[T], step: Step) -> T | StepFailed:
     """A step's stored result, read as its record."""
     result = step.results[0]
@@ -280,7 +288,8 @@ def _after_replies(
     if member == info.worker:
         text = replies[0][1]
         if last[0].results[0].get("is_error") or _first_line(text).startswith(BLOCKED):
-            return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=text),))
+            reason = _without_blocked(text)
+            return AssistantTurn(tool_calls=(call(FINISH, outcome="blocked", reason=reason),))
         if _reviewers(info, turns) or info.checks:  # the commit, then its checks or review
             return AssistantTurn(tool_calls=(call(REVIEW, result=text),))
         return AssistantTurn(tool_calls=(call(MERGE, result=text),))
