@@ -18,8 +18,8 @@ from orchestrator.agents.ports import Agents, AgentSpec, Budget, NoTools, ToolRu
 from orchestrator.agents.tools import ANSWERED_LATER, BUS_TOOLS, resolve_bus_calls
 from orchestrator.bus.conversations import ConversationBus, Step, Tail
 from orchestrator.bus.routing import Router
-from orchestrator.core.clock import Deadline
-from orchestrator.core.errors import BusError
+from orchestrator.core.clock import RUN_DEADLINE, Deadline
+from orchestrator.core.errors import BusError, TurnDeferred
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall, ToolResult
 from orchestrator.core.model import ModelRequest
 
@@ -229,13 +229,41 @@ class Runner:
         agent = row.agent
         spec = self.agents.spec(agent)
         started = self.clock()
+        token = RUN_DEADLINE.set(deadline)
+        try:
+            return await self._steps(
+                conversation_id,
+                transcript,
+                tail,
+                agent=agent,
+                spec=spec,
+                job_id=row.job_id,
+                started=started,
+                deadline=deadline,
+            )
+        finally:
+            RUN_DEADLINE.reset(token)
+
+    async def _steps(
+        self,
+        conversation_id: str,
+        transcript: list[Message],
+        tail: Tail,
+        *,
+        agent: str,
+        spec: AgentSpec,
+        job_id: int | None,
+        started: float,
+        deadline: Deadline | None,
+    ) -> NextStep:
+        """`run`'s loop: one step after another until the conversation parks or goes idle."""
         while True:
             step = next_step(transcript, tail, max_turns=spec.max_turns, later=self._later)
             if isinstance(step, CallModel | RunTools) and past(deadline):
                 log.info("%s: the run's deadline has passed; the next run goes on", conversation_id)
                 return Idle()
             if isinstance(step, CallModel):
-                step = await self._limits(spec, row.job_id, started, conversation_id) or step
+                step = await self._limits(spec, job_id, started, conversation_id) or step
             if isinstance(step, Park):
                 self._parked[conversation_id] = transcript
             if isinstance(step, Park | Idle):
@@ -248,7 +276,7 @@ class Runner:
                 deadline=deadline,
                 until=started + spec.wall_time_s,
             )
-            if done is None:  # a mini-team waiting for a free place in its job
+            if done is None:  # a mini-team waiting for a free place, or a turn deferred
                 return Idle()
             transcript.extend(done.appended)
             tail = done.tail
@@ -340,7 +368,7 @@ class Runner:
 
     async def _call_model(
         self, agent: str, conversation_id: str, transcript: list[Message]
-    ) -> Step:
+    ) -> Step | None:
         """The model's next turn, recorded; or, when the transcript has outgrown the model's
         context, its compaction first, as a step of its own: that is a model call too, and
         the limits (a deadline above all) are looked at again before the turn's."""
@@ -350,7 +378,13 @@ class Runner:
         if covers_through is not None:
             return await self._compact(spec, conversation_id, view, covers_through)
         request = ModelRequest(agent, spec.system, view, spec.tools)
-        turn = await spec.model.complete(request)
+        try:
+            turn = await spec.model.complete(request)
+        except TurnDeferred as exc:
+            log.info(
+                "%s: the run's deadline has passed; the next run goes on (%s)", conversation_id, exc
+            )
+            return None
         if not turn.tool_calls:
             return await self.bus.finish(conversation_id, turn)
         turn_tools = self.bus.extensions.tools

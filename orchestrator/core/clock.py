@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 Clock = Callable[[], float]
@@ -23,3 +24,14 @@ class Deadline:
     def left(self) -> float:
         """Seconds until it comes; negative once it has."""
         return self.at - self.clock()
+
+
+# The deadline of the run a conversation's turn is part of, while the runner makes that turn
+# (agents/loop.py): a model that makes more than one call for a turn looks at it between them.
+RUN_DEADLINE: ContextVar[Deadline | None] = ContextVar("run_deadline", default=None)
+
+
+def run_deadline_passed() -> bool:
+    """Whether the turn under way belongs to a run whose deadline has come."""
+    deadline = RUN_DEADLINE.get()
+    return deadline is not None and deadline.passed()

@@ -128,6 +128,11 @@ class ModelError(OrchestratorError):
         super().__init__(message)
 
 
+class TurnDeferred(ModelError):
+    """A model that makes more than one call for a turn did not start the next: the run's
+    deadline had passed. Nothing of the turn is recorded; the next run makes it again."""
+
+
 class ModelUnavailableError(ModelError):
     """The model API stayed overloaded, rate-limited or unreachable through every retry.
 

@@ -20,6 +20,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from orchestrator.core.clock import run_deadline_passed
+from orchestrator.core.errors import TurnDeferred
 from orchestrator.core.messages import (
     AssistantTurn,
     ConversationKind,
@@ -29,7 +31,7 @@ from orchestrator.core.messages import (
 )
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.store.sqlite import Store, Tx
-from orchestrator.teams.board import list_tasks, log_event
+from orchestrator.teams.board import list_tasks, log_event, task_log
 
 FLAT = "flat-lead:"  # the call id prefix of the engine's calls for the project lead
 EVENT = "project lead"
@@ -75,19 +77,31 @@ class FlatLead:
         job_id, title, open_tasks = facts
         turn, why = _flat_turn(messages, title, open_tasks)
         triage = None
-        if turn is None and why == TRIAGE_NEEDED:
+        if turn is None and why == TRIAGE_NEEDED and await self._triaged_before(job_id):
+            why = "the job needs a plan (triaged in an earlier run)"
+        elif turn is None and why == TRIAGE_NEEDED:
             triage = await self.inner.complete(
                 ModelRequest(request.agent, TRIAGE, messages[:1], ())
             )
             turn, why = _triaged(triage, title, messages[0].text)
         if turn is None:
             await self.store.write(lambda tx: log_event(tx, job_id, None, EVENT, f"asked: {why}"))
+            if triage is not None and run_deadline_passed():  # the triage outlasted the run:
+                # its verdict is on the log (the next run reads it), the lead's call is not made
+                raise TurnDeferred("the run's deadline passed during the project lead's triage")
             turn = await self.inner.complete(request)
         else:
             await self.store.write(lambda tx: log_event(tx, job_id, None, EVENT, why))
         if triage is not None and triage.usage is not None:  # the triage's call is the turn's
             turn = replace(turn, usage=triage.usage + (turn.usage or Usage()))
         return turn
+
+    async def _triaged_before(self, job_id: int) -> bool:
+        """Whether an earlier run's triage said the job needs a plan (and then stopped)."""
+        log = await self.store.read(lambda tx: task_log(tx, job_id))
+        return any(
+            event == EVENT and detail.startswith(f"asked: {NEEDS_PLAN}") for _, event, detail in log
+        )
 
 
 # The last sentence of a job's brief is the engine's word to the office manager (bot's
@@ -101,7 +115,7 @@ def _triaged(answer: AssistantTurn, title: str, brief: str) -> tuple[AssistantTu
     task; else None and why."""
     if answer.text.strip().strip("`*.").lower() != "one":
         said = " ".join(answer.text.split())[:80] or "(nothing)"
-        return None, f"the job needs a plan (triage: {said})"
+        return None, f"{NEEDS_PLAN} (triage: {said})"
     spec = _TO_THE_MANAGER.sub("", brief.rstrip()) or brief
     create = ToolCall(CREATE, "task_create", {"title": title, "spec": spec, "review": "full"})
     return AssistantTurn(
@@ -110,6 +124,7 @@ def _triaged(answer: AssistantTurn, title: str, brief: str) -> tuple[AssistantTu
 
 
 TRIAGE_NEEDED = "the job's first brief"
+NEEDS_PLAN = "the job needs a plan"
 
 
 def _engine_only(messages: Sequence[Message]) -> bool:
