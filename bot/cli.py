@@ -7,7 +7,7 @@ import argparse
 import importlib.metadata
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from bot.command_table import (
@@ -20,13 +20,16 @@ from bot.command_table import (
     Exclusive,
     Handler,
     Option,
+    Parser,
+    UsageProblem,
+    failed_as_json,
     load,
 )
 from bot.errors import RUN_EXIT_CODES, SettingsError
 from bot.secrets import take_secrets
 
 DISTRIBUTION = "teaparty-github"
-EXIT_OK, EXIT_ISSUES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 # bot.serve's exit codes; kept here so that `teaparty --help` need not import the server.
 SERVE_EXIT_CODES = (
     "exit codes: 0 stopped by SIGTERM, 1 failed while running, 2 usage or configuration error "
@@ -36,38 +39,7 @@ SERVE_EXIT_CODES = (
 
 # Every command, in the order `teaparty --help` lists them.
 COMMANDS: tuple[Command | Elsewhere, ...] = (
-    Command(
-        "config",
-        help="check the organisation and project configuration",
-        description="Check configuration files before the App or a run reads them.",
-        actions=(
-            Command(
-                "check",
-                help="check organisations, repositories' project files, or single YAML files",
-                description="PATH is an organisation directory (has teaparty.yaml), a repository "
-                "(has .teaparty/project.yaml), a project.yaml, or one org, workgroup or agent "
-                "file. Default: ./config if it has teaparty.yaml, else $TEAPARTY_CONFIG, else "
-                "the shipped organisation.",
-                options=(
-                    Option(
-                        "paths",
-                        nargs="*",
-                        type=Path,
-                        metavar="PATH",
-                        help="what to check (see above; several ok)",
-                    ),
-                    Option(
-                        "--org",
-                        type=Path,
-                        metavar="DIR",
-                        help="organisation that projects are checked against "
-                        "(default: $TEAPARTY_CONFIG, else the shipped organisation)",
-                    ),
-                ),
-                handler="bot.cli:config_check_command",
-            ),
-        ),
-    ),
+    Elsewhere("config", "bot.config_cli:CONFIG"),
     Command(
         "run",
         help="run a job on a local repository (no GitHub)",
@@ -107,7 +79,7 @@ COMMANDS: tuple[Command | Elsewhere, ...] = (
                 action="store_true",
                 help="ask nothing: a question stops the run (exit 4), the job saved at it",
             ),
-            HOME.with_help("state directory (default: $TEAPARTY_HOME, else ~/.teaparty)"),
+            HOME,
             PLAIN,
         ),
         handler="bot.local:run_command",
@@ -149,7 +121,10 @@ COMMANDS: tuple[Command | Elsewhere, ...] = (
         "issue, answer the App's questions as the maintainer, and show the pull request. "
         "Uses the scripted model unless ANTHROPIC_API_KEY is set.",
         options=(
-            HOME.with_help("keep the demo's state here"),
+            HOME.with_help(
+                "keep the demo's state here, each run in a new run-N folder (its jobs: "
+                "teaparty jobs list --home DIR/run-N/teaparty)"
+            ),
             Option("--timeout", type=float, default=120.0, help="seconds (default 120)"),
             PLAIN,
         ),
@@ -256,8 +231,14 @@ def main(argv: list[str] | None = None, *, environ: Mapping[str, str] | None = N
     parser = build_parser(only=given[0] if given else None)
     try:
         args = parser.parse_args(given)
-    except SystemExit as exc:  # argparse exits on --help and on usage errors; we return instead
+    except SystemExit as exc:  # argparse exits on --help and --version; we return instead
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except UsageProblem as problem:  # as argparse says it; in JSON too when JSON was asked for
+        problem.parser.print_usage(sys.stderr)
+        print(f"{problem.parser.prog}: error: {problem.message}", file=sys.stderr)
+        if "--json" in given:
+            failed_as_json(problem.parser.prog, problem.message, EXIT_USAGE)
+        return EXIT_USAGE
     handler: Handler = load(args.command)  # its module is imported only now
     return handler(args, os.environ if environ is None else environ)
 
@@ -266,7 +247,7 @@ def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line: every subcommand, option and help text; with `only` naming
     a command, that command alone, so that a command does not pay for loading what every
     other one needs (`teaparty action` on an event it ignores must not load the engine)."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="teaparty", description="Hand GitHub issues to an organisation of AI agents."
     )
     parser.add_argument(
@@ -288,49 +269,6 @@ def _version() -> str:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:  # run from a source tree never installed
         return "(version unknown: not installed)"
-
-
-def config_check_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    """`teaparty config check`: check each path; exit 1 if any has issues, 2 if one is missing."""
-    from orchestrator.api import check_path, shipped_org_dir
-
-    org_dir: Path = args.org or _env_org(environ) or shipped_org_dir()
-    paths: Sequence[Path] = args.paths or [_default_path(environ)]
-    for path in [*paths, *([args.org] if args.org else [])]:
-        if not path.exists():
-            print(f"teaparty config check: no such file or directory: {path}", file=sys.stderr)
-            return EXIT_USAGE
-    status = EXIT_OK
-    for path in paths:
-        report = check_path(path, org_dir=org_dir)
-        for issue in report.issues:
-            print(issue, file=sys.stderr)
-        if report.issues:
-            status = EXIT_ISSUES
-        elif report.note:
-            print(f"ok: {path} ({report.note})")
-        else:
-            counts = f"{_plural(report.workgroups, 'workgroup')}, {_plural(report.agents, 'agent')}"
-            print(f"ok: {path} ({counts})")
-    return status
-
-
-def _env_org(environ: Mapping[str, str]) -> Path | None:
-    value = environ.get("TEAPARTY_CONFIG", "")
-    return Path(value) if value else None
-
-
-def _default_path(environ: Mapping[str, str]) -> Path:
-    from orchestrator.api import shipped_org_dir
-
-    local = Path("config")
-    if (local / "teaparty.yaml").is_file():
-        return local
-    return _env_org(environ) or shipped_org_dir()
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 if __name__ == "__main__":

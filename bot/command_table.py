@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import sys
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
@@ -14,6 +17,39 @@ from typing import Any, TypeAlias
 
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Handler = Callable[[argparse.Namespace, Mapping[str, str]], int]
+
+
+class UsageProblem(Exception):
+    """The command line does not parse: `message` as argparse words it, `parser` the
+    (sub)command's parser, whose usage goes with it."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser (its subcommands' too) that raises UsageProblem instead of
+    printing and exiting, so that the caller can answer in JSON when JSON was asked for."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise UsageProblem(self, message)
+
+
+def fail(command: str, message: str, code: int, *, as_json: bool = False) -> int:
+    """Say why `command` failed on standard error and return `code`; with `as_json`, also
+    print it on standard output as `{"error": {"command", "message", "exit_code"}}`, so a
+    script reading the JSON it asked for finds the failure there."""
+    print(f"{command}: {message}", file=sys.stderr)  # noqa: T201 - the command line's voice
+    if as_json:
+        failed_as_json(command, message, code)
+    return code
+
+
+def failed_as_json(command: str, message: str, code: int) -> None:
+    failure = {"command": command, "message": message, "exit_code": code}
+    print(json.dumps({"error": failure}, indent=2, ensure_ascii=False))  # noqa: T201
 
 
 @dataclass(frozen=True)
@@ -119,7 +155,12 @@ def load(reference: str) -> Any:
 
 
 # The options several commands share, each declared here once.
-HOME = Option("--home", type=Path, metavar="DIR", help="default: $TEAPARTY_HOME")
+HOME = Option(
+    "--home",
+    type=Path,
+    metavar="DIR",
+    help="the state directory (default: $TEAPARTY_HOME, else ~/.teaparty)",
+)
 JSON = Option("--json", action="store_true", help="print JSON (see docs/cli.md)")
 MODEL = Option(
     "--model",

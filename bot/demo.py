@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import re
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -57,7 +58,11 @@ def demo_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         say(f"the demo's state: {home}")
     view = view_for(env, plain=args.plain)
     try:
-        return asyncio.run(run_demo(home, env, limit_s=args.timeout, view=view))
+        code = asyncio.run(run_demo(home, env, limit_s=args.timeout, view=view))
+        if args.home:
+            view.close()
+            say(f"its job: teaparty jobs show 1 --home {shlex.quote(str(home / 'teaparty'))}")
+        return code
     except KeyboardInterrupt:
         view.close()
         print("\ninterrupted: the demo stopped.", file=sys.stderr)

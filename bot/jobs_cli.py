@@ -15,6 +15,7 @@ import contextlib
 import getpass
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
@@ -22,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bot import jobs_json, jobs_text
-from bot.command_table import HOME, JSON, Command, Option
-from bot.local import choose_option, org_dir, state_home
+from bot.command_table import HOME, JSON, Command, Option, fail
+from bot.local import choose_option, org_dir, resume_command, state_home
 from orchestrator.api import (
     STATE_FILTERS,
     ConfigError,
@@ -162,8 +163,7 @@ class Where:
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
-    print(f"teaparty jobs {args.action}: {message}", file=sys.stderr)
-    return code
+    return fail(f"teaparty jobs {args.action}", message, code, as_json=args.json)
 
 
 def _out(args: argparse.Namespace, value: Any, lines: list[str]) -> None:
@@ -184,9 +184,26 @@ async def _list(args: argparse.Namespace, where: Where) -> int:
     async with where.views() as views:
         found = await views.jobs(state=args.state, repo=_repository(args.repo))
     now = time.time()
-    lines = jobs_text.table(found, now=now) if found else ["no jobs"]
+    lines = jobs_text.table(found, now=now) if found else ["no jobs", *_demo_runs(where)]
     _out(args, [jobs_json.summary(s, now=now) for s in found], lines)
     return EXIT_OK
+
+
+def _demo_runs(where: Where) -> list[str]:
+    """Where the jobs are when `--home` named the folder `teaparty demo --home` keeps its
+    runs in (each run a state directory of its own)."""
+    if where.has_store():
+        return []
+    runs = sorted(
+        where.home.glob("run-*/teaparty/teaparty.db"),
+        key=lambda db: (len(db.parent.parent.name), db.parent.parent.name),
+    )
+    if not runs:
+        return []
+    return [
+        f"  {where.home} holds the demo's runs, each with its own state directory:",
+        *(f"  teaparty jobs list --home {shlex.quote(str(db.parent))}" for db in runs),
+    ]
 
 
 async def _show(args: argparse.Namespace, where: Where) -> int:
@@ -235,7 +252,7 @@ async def _answer(args: argparse.Namespace, where: Where) -> int:
     answered = await answer_job(
         where.home, args.job_id, gate.gate_id, text=chosen, org_dir=where.org
     )
-    resume = f"teaparty run --repo {job.summary.origin.repository} --resume {args.job_id}"
+    resume = resume_command(args.job_id, job.summary.origin.repository or "", where.home)
     lines = [
         f"gate {answered.gate_id} of job {args.job_id} answered as {answered.answered_by}: "
         f"{answered.answer}",

@@ -14,12 +14,11 @@ import argparse
 import asyncio
 import getpass
 import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.command_table import HOME, JSON, Command, Option
+from bot.command_table import HOME, JSON, Command, Option, fail
 
 if TYPE_CHECKING:
     from orchestrator.api import KeptLearning
@@ -134,5 +133,5 @@ def _forget(args: argparse.Namespace, repo: Path, home: Path) -> int:
 
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
-    print(f"teaparty learnings {args.action}: {message}", file=sys.stderr)
-    return code
+    as_json = bool(getattr(args, "json", False))
+    return fail(f"teaparty learnings {args.action}", message, code, as_json=as_json)

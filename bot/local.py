@@ -24,6 +24,7 @@ from bot.pipes import ClosableOutput
 from bot.progress import View, view_for
 from bot.settings import setup_secret_names
 from orchestrator.api import (
+    ConfigError,
     Gate,
     JobCancelledError,
     LocalJob,
@@ -68,28 +69,47 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         job = asyncio.run(_run(request, env, started, view, out))
     except KeyboardInterrupt:
         view.close()
-        return _fail(f"interrupted. {_resume_line(started, request.repo)}", EXIT_INTERRUPTED)
+        return _fail(
+            f"interrupted. {_resume_line(started, request.repo, request.home)}", EXIT_INTERRUPTED
+        )
     except (OrchestratorError, RuntimeError, EOFError) as exc:
         view.close()
-        return _fail(*_outcome(exc, started, request.repo))
+        return _fail(*_outcome(exc, started, request))
     view.close()
     _report(job)
     return EXIT_OK if job.delivered else EXIT_FAILED
 
 
-def _outcome(exc: Exception, started: list[int], repo: Path) -> tuple[str, int]:
+def _outcome(exc: Exception, started: list[int], request: Request) -> tuple[str, int]:
     """What to say of a run that stopped with `exc`, and its exit code."""
+    repo, home = request.repo, request.home
     if isinstance(exc, UnansweredGateError):
-        return f"{exc}\n  answer it on a terminal: {_resume_command(exc.job_id, repo)}", EXIT_PARKED
+        return _parked(exc, repo, home), EXIT_PARKED
     if isinstance(exc, EOFError):  # the input ran out at a question: the job waits there
-        return f"{exc}. {_resume_line(started, repo)}", EXIT_PARKED
-    if isinstance(exc, ResumeError):
+        return f"{exc}. {_resume_line(started, repo, home)}", EXIT_PARKED
+    if isinstance(exc, (ResumeError, ConfigError)):
         return str(exc), EXIT_USAGE
     if isinstance(exc, StoreLockedError):
         return str(exc), EXIT_ENVIRONMENT
     if isinstance(exc, JobCancelledError):  # `teaparty jobs cancel`, from another terminal
         return f"{exc}; it cannot be resumed", EXIT_FAILED
-    return f"{exc}\n  {_resume_line(started, repo)}" if started else str(exc), EXIT_FAILED
+    if not started:
+        return str(exc), EXIT_FAILED
+    return f"{exc}\n  {_resume_line(started, repo, home)}", EXIT_FAILED
+
+
+def _parked(exc: UnansweredGateError, repo: Path, home: Path) -> str:
+    """A job waiting at a question nobody here could answer: the question's first line, and
+    the two ways on (answer it from a shell, or resume at a terminal, which asks it)."""
+    gate, job_id = exc.gate, exc.job_id
+    question = gate.question.strip().splitlines()[0] if gate.question.strip() else ""
+    answers = f" ({' or '.join(gate.options)})" if gate.options else ""
+    return (
+        f"job {job_id} waits at gate {gate.gate_id} ({gate.kind}): {question}\n"
+        f"  answer it{answers}: teaparty jobs answer {job_id} ANSWER{home_option(home)}\n"
+        f"  then continue it: {resume_command(job_id, repo, home)}\n"
+        "  (or run that at a terminal without answering first: it asks the question there)"
+    )
 
 
 def _fail(message: str, code: int) -> int:
@@ -119,7 +139,7 @@ class Request:
 
 def state_home(given: Path | None, env: Mapping[str, str]) -> Path:
     """The state directory: `--home`, else $TEAPARTY_HOME, else ~/.teaparty; absolute."""
-    home = given or Path(env.get("TEAPARTY_HOME") or Path.home() / ".teaparty")
+    home = given or env.get("TEAPARTY_HOME") or default_home()
     return Path(home).expanduser().resolve()
 
 
@@ -133,6 +153,12 @@ def _request(args: argparse.Namespace, env: Mapping[str, str]) -> Request:
         raise UsageError("a title is needed (--title TEXT), or --resume ID")
     if args.resume is not None and args.resume < 1:
         raise UsageError(f"--resume {args.resume}: job ids start at 1")
+    if args.resume is not None and (args.title or args.body_file):
+        given = "--title" if args.title else "--body-file"
+        raise UsageError(
+            f"{given} is for a new job; --resume {args.resume} continues that job as it was "
+            "asked (leave out one or the other)"
+        )
     repo = _top_level(args.repo or Path.cwd())
     request = Request(args, env, repo)
     try:
@@ -279,14 +305,25 @@ async def read_line(prompt: str) -> str:
     return line
 
 
-def _resume_line(started: list[int], repo: Path) -> str:
+def _resume_line(started: list[int], repo: Path, home: Path) -> str:
     if not started:
         return "No job was started."
-    return f"Job {started[0]} is saved; continue it with: {_resume_command(started[0], repo)}"
+    return f"Job {started[0]} is saved; continue it with: {resume_command(started[0], repo, home)}"
 
 
-def _resume_command(job_id: int, repo: Path) -> str:
-    return f"teaparty run --repo {shlex.quote(str(repo))} --resume {job_id}"
+def resume_command(job_id: int, repo: Path | str, home: Path) -> str:
+    """The command that continues job `job_id`, as it can be pasted into a shell: paths
+    quoted, and the state directory named unless it is the default one."""
+    return f"teaparty run --repo {shlex.quote(str(repo))} --resume {job_id}{home_option(home)}"
+
+
+def home_option(home: Path) -> str:
+    """` --home DIR` (quoted) for a state directory a fresh shell would not find by itself."""
+    return "" if home == default_home() else f" --home {shlex.quote(str(home))}"
+
+
+def default_home() -> Path:
+    return (Path.home() / ".teaparty").resolve()
 
 
 def _report(job: LocalJob) -> None:

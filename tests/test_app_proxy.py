@@ -92,7 +92,7 @@ async def test_the_proxy_earns_an_answer_on_github_and_loses_it_to_an_override(
             assert "🤖 **The proxy answered question 6**" in said
             assert "for @alice: `yes`" in said
             assert "This is TeaParty's proxy, not @alice. It answered because its measured" in said
-            assert "agreement 0.86 over 5 comparable decision(s)" in said
+            assert "agreement 0.86 over 5 comparable decisions" in said
             assert "confidence 0.93 stated, 0.86 measured at that level" in said
             assert "reply `/override <your answer>`" in said
 

@@ -60,7 +60,7 @@ def test_list_as_json_and_filtered(store: Store) -> None:
         str(store.repo),
         None,
     )
-    assert parked["step"] == "waiting for an answer to 1 question(s)"
+    assert parked["step"] == "waiting for an answer to a question"
     assert (parked["waiting"], parked["cost_usd"]) == (None, 0.0)
     assert parked["tokens"] == {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
     assert parked["created_at"].endswith("Z")
@@ -95,7 +95,7 @@ def test_show_is_each_jobs_tracking_view(store: Store) -> None:
     assert "cannot lock ref 'refs/heads/teaparty/job-2-break-it'" in failed
 
     parked = here("show", str(PARKED), home=store.home).stdout
-    assert "  state       waiting: waiting for an answer to 1 question(s)\n" in parked
+    assert "  state       waiting: waiting for an answer to a question\n" in parked
     assert "  #3 open  plan, asked by the engine" in parked
     assert "The plan: 1 task." in parked
     assert "1. Park it (workgroup coding" in parked

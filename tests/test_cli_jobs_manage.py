@@ -37,7 +37,7 @@ def test_answering_a_parked_local_job_lets_it_go_on(repo: Path, tmp_path: Path) 
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.splitlines() == [
         f"gate 1 of job 1 answered as {USER}: yes",
-        f"  the job goes on with: teaparty run --repo {repo} --resume 1",
+        f"  the job goes on with: teaparty run --repo {repo} --resume 1 --home {home}",
     ]
     [gate] = jobs_json("show", "1", home=home)["gates"]
     assert (gate["state"], gate["answer"], gate["answered_by"]) == ("answered", "yes", USER)

@@ -83,7 +83,7 @@ def test_a_question_nobody_can_answer_parks_the_job_and_resume_answers_it(
     home = tmp_path / "home"
     parked = teaparty("run", "--title", "Add docs", home=home, cwd=repo, stdin="")  # no terminal
     assert parked.returncode == 4
-    assert "job 1 waits at gate 1: The plan: 1 task." in parked.stderr
+    assert "job 1 waits at gate 1 (plan): The plan: 1 task.\n" in parked.stderr
     assert f"teaparty run --repo {repo} --resume 1" in parked.stderr
     assert "Traceback" not in parked.stderr
     done = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
@@ -251,7 +251,7 @@ def test_a_job_never_builds_on_or_moves_a_branch_it_did_not_make(
     state directory's job's, or a person's (here checked out, on an unrelated commit): the job
     takes the next free name, and the others stay where they were."""
     title = "Add a mul function to calc.py with a test"
-    wanted = "teaparty/job-1-add-a-mul-function-to-calc-py-with-a-tes"  # slugs stop at 40
+    wanted = "teaparty/job-1-add-a-mul-function-to-calc-py-with-a"  # slugs: 40, whole words
     checkout = tmp_path / "theirs"
     git(repo, "worktree", "add", "-q", "--detach", str(checkout))
     git(checkout, "checkout", "-q", "--orphan", wanted)
@@ -327,7 +327,7 @@ def test_answers_given_with_yes_teach_the_proxy_nothing(repo: Path, tmp_path: Pa
     assert (plan["kind"], plan["gates"], plan["decisions"], plan["alone"]) == ("plan", 6, 0, 0)
     parked = teaparty("run", "--title", "Add docs again", "--no-input", home=home, cwd=repo)
     assert parked.returncode == 4, parked.stdout + parked.stderr
-    assert "waits at gate 7: The plan:" in parked.stderr
+    assert "waits at gate 7 (plan): The plan:" in parked.stderr
 
 
 def test_a_reader_that_leaves_early_strands_nothing(repo: Path, tmp_path: Path) -> None:

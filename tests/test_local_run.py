@@ -59,10 +59,10 @@ def test_run_makes_a_job_branch_with_the_workers_commit_merged(
 
     resume = ["run", "--repo", str(repo / "docs"), "--resume", "1", *argv[-4:]]
     (repo / "docs").mkdir()
-    assert main(resume) == 0, "resuming the finished job, from a directory inside the repo"
-    again = capsys.readouterr().out
-    assert "job 1 resumed" in again
-    assert "gate" not in again
+    assert main(resume) == 2, "a finished job, named from a directory inside the repo"
+    again = capsys.readouterr()
+    assert f"job 1 is done: its branch was {BRANCH}; nothing to resume" in again.err
+    assert "gate" not in again.out
     assert git(repo, "log", "--format=%s", BRANCH, "--not", "main").splitlines() == [
         "Merge task #1: Add a --verbose flag",
         "Task #1: Add a --verbose flag",

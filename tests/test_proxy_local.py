@@ -35,7 +35,7 @@ async def test_the_terminal_shows_suggestions_then_the_proxys_own_answer(tmp_pat
         assert len(suggested) == 5
         assert suggested[-1] == (
             "  the proxy suggests: yes (stated confidence 0.93, measured 0.83; agreement with "
-            "carol 0.83 over 4 comparable plan decision(s); 4 of 5 comparable decisions "
+            "carol 0.83 over 4 comparable plan decisions; 4 of 5 comparable decisions "
             "so far)"
         )
         answered = lines[lines.index(next(x for x in lines if "the proxy answered" in x)) - 1 :]

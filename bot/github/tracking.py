@@ -364,10 +364,13 @@ def proxy_body(gate: Gate, decision: ProxyDecision, *, decider: str, agent: Outb
 def proxy_figures(decision: ProxyDecision) -> str:
     """The proxy's numbers at a gate: stated and measured confidence, measured agreement."""
     stated = "?" if decision.confidence is None else f"{decision.confidence:.2f}"
+    if decision.comparable == 0:  # an agreement over nothing is no figure
+        return f"confidence {stated} stated; no earlier comparable decision to measure it against"
     measured = "unknown" if decision.measured is None else f"{decision.measured:.2f}"
+    decisions = "decision" if decision.comparable == 1 else "decisions"
     return (
         f"confidence {stated} stated, {measured} measured at that level; agreement "
-        f"{decision.agreement:.2f} over {decision.comparable} comparable decision(s)"
+        f"{decision.agreement:.2f} over {decision.comparable} comparable {decisions}"
     )
 
 

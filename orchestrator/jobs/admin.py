@@ -76,6 +76,7 @@ async def cancel_job(
         raise JobNotFoundError(job_id)
     try:
         async with managing(home, org_dir=org_dir) as office:
+            await _cancellable(office.engine.store, job_id)
             row = await commands.request(office.engine.store, job_id, "cancel", by=by)
             [done] = await commands.carry_out(office, [row])
             return Cancel(done, here=True)
@@ -83,6 +84,7 @@ async def cancel_job(
         pass
     store = await Store.attach(home / "teaparty.db", readonly=False)
     try:
+        await _cancellable(store, job_id)
         row = await commands.request(store, job_id, "cancel", by=by)
         deadline = time.monotonic() + wait_s
         while row.state == "pending" and time.monotonic() < deadline:
@@ -91,6 +93,17 @@ async def cancel_job(
         return Cancel(row, here=False)
     finally:
         await store.close()
+
+
+async def _cancellable(store: Store, job_id: int) -> None:
+    """JobNotFoundError when there is no such job, JobStateError when it has ended: a cancel
+    of it would change nothing, so none is recorded."""
+    row = await store.read(lambda tx: job_rows.get(tx, job_id))
+    if row is None:
+        raise JobNotFoundError(job_id)
+    if row.state != "active":
+        ended = ENDED.get(row.state, row.state)
+        raise JobStateError(f"job {job_id} has already ended ({ended}): nothing to cancel")
 
 
 async def answer_job(home: Path, job_id: int, gate_id: int, *, text: str, org_dir: Path) -> Gate:

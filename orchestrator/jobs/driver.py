@@ -404,7 +404,8 @@ def job_phase(
     if failure is not None:
         return "failed", "stopped by an error"
     if gates:
-        return "waiting", f"waiting for an answer to {len(gates)} question(s)"
+        asked = "a question" if len(gates) == 1 else f"{len(gates)} questions"
+        return "waiting", f"waiting for an answer to {asked}"
     if result is not None:
         return "delivering", "delivering the work: the job branch and its change request"
     if not tasks:
@@ -414,4 +415,5 @@ def job_phase(
         names = ", ".join(f"#{t.number} {t.title}" for t in active)
         return "working", f"working on {names}"
     pending = sum(t.state in ("pending", "blocked") for t in tasks)
-    return "working", f"{pending} task(s) to go" if pending else "reviewing the job"
+    to_go = "1 task to go" if pending == 1 else f"{pending} tasks to go"
+    return "working", to_go if pending else "reviewing the job"

@@ -63,7 +63,8 @@ class LocalForge:
         view = (status.state, status.step)
         if view != self._shown:
             self._shown = view
-            self.say(f"  [{status.state}] {status.step}")
+            step = "" if status.step == status.state else f" {status.step}"  # not `[done] done`
+            self.say(f"  [{status.state}]{step}")
 
     async def ask(
         self, status: JobStatus, gate: Gate, *, suggestion: ProxyDecision | None = None
@@ -166,11 +167,17 @@ class LocalForge:
 def proxy_figures(decision: ProxyDecision) -> str:
     """The proxy's figures at a gate in words: stated and measured confidence, agreement."""
     stated = "?" if decision.confidence is None else f"{decision.confidence:.2f}"
+    if decision.comparable == 0:  # an agreement over nothing is no figure
+        return (
+            f"stated confidence {stated}; no earlier {decision.kind} decision of "
+            f"{decision.decider}'s to measure it against yet; {decision.why}"
+        )
     measured = "none" if decision.measured is None else f"{decision.measured:.2f}"
+    decisions = "decision" if decision.comparable == 1 else "decisions"
     return (
         f"stated confidence {stated}, measured {measured}; agreement with "
         f"{decision.decider} {decision.agreement:.2f} over {decision.comparable} comparable "
-        f"{decision.kind} decision(s); {decision.why}"
+        f"{decision.kind} {decisions}; {decision.why}"
     )
 
 

@@ -224,6 +224,9 @@ async def _resumed(office: Office, repo: Path, job_id: int) -> tuple[int, str]:
     if record.state == "withdrawn":
         raise ResumeError(f"job {job_id} was cancelled; start a new one instead")
     space = await office.workspace.job(job_id)
+    if record.state == "complete":
+        done = f": its branch was {space.branch}" if space is not None else ""
+        raise ResumeError(f"job {job_id} is done{done}; nothing to resume")
     if space is not None:  # the branch it took, which may not be the one it wanted
         return job_id, space.branch
     kept = await office.engine.store.read(lambda tx: sources.of_job(tx, job_id))

@@ -169,9 +169,13 @@ async def git_bytes(
 
 
 def slug(text: str, *, limit: int = 40) -> str:
-    """A branch-safe slug of `text`."""
+    """A branch-safe slug of `text`, at most `limit` characters, cut between words (within
+    a word only when its first word alone is longer)."""
     words = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return words[:limit].rstrip("-") or "job"
+    if len(words) > limit:
+        cut = words[: limit + 1]
+        words = cut.rsplit("-", 1)[0] if "-" in cut else words[:limit]
+    return words.rstrip("-") or "job"
 
 
 async def rev(git_dir: Path, name: str) -> str | None:
