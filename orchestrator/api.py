@@ -6,7 +6,8 @@ engine's modules can move and change behind it. What is here:
 - the Office (the engine wired) and its records, jobs and their driver;
 - what `teaparty jobs` reads (views of jobs, their transcripts) and changes (a cancel, an
   answer, a clean-up), and the command rows a process holding the store carries out;
-- the ports the edge implements or passes in (`Forge`, `Model`);
+- the ports the edge implements or passes in (`Forge` and the records its methods return,
+  `ForgeObjects`, `Model`);
 - the records that cross the seam (job status, gates, tasks, events, failures, the proxy's
   decisions and figures);
 - what a repository's jobs learned (`teaparty learnings`);
@@ -102,7 +103,16 @@ from orchestrator.jobs.local_run import (
 )
 from orchestrator.jobs.office import JobSource, Office, Resumed
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState, JobStatus
+from orchestrator.jobs.ports import (
+    Delivered,
+    Forge,
+    ForgeObjects,
+    GatePosted,
+    JobState,
+    JobStatus,
+    PushTarget,
+    RoundLedger,
+)
 from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
 from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
@@ -180,6 +190,7 @@ __all__ = [
     "ConfigIssue",
     "ControlError",
     "Deadline",
+    "Delivered",
     "Delivery",
     "DeliveryQueue",
     "DeliveryRecord",
@@ -191,11 +202,13 @@ __all__ = [
     "Forge",
     "ForgeError",
     "ForgeObject",
+    "ForgeObjects",
     "ForgeWaitError",
     "Gate",
     "GateAnswered",
     "GateAsked",
     "GateClosedError",
+    "GatePosted",
     "GitError",
     "IssueText",
     "JobCancelledError",
@@ -260,11 +273,13 @@ __all__ = [
     "Pull",
     "PullEnded",
     "PullState",
+    "PushTarget",
     "Refused",
     "Removal",
     "ResumeError",
     "Resumed",
     "ReviewRound",
+    "RoundLedger",
     "RoundPoint",
     "Rounds",
     "SCHEMA_VERSION",

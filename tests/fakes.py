@@ -12,6 +12,7 @@ from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
+from orchestrator.jobs.ports import Delivered, PushTarget
 from orchestrator.models import scripted
 
 
@@ -142,13 +143,16 @@ class FakeForge:
     async def proxy_answered(self, status: Any, gate: Any, decision: Any) -> None:
         self.proxy_answers.append((gate.gate_id, decision))
 
-    async def deliver(self, status: Any, job: Any) -> str:
+    async def push_target(self, job: Any) -> PushTarget | None:
+        return None  # nothing pushed: a test that wants the push names a remote
+
+    async def deliver(self, status: Any, job: Any) -> Delivered:
         if self.deliver_errors:
             raise self.deliver_errors.pop(0)
         self.delivered.append(job.space.branch)
-        return f"fake://{job.space.branch}"
+        return Delivered(f"fake://{job.space.branch}")
 
-    async def deliver_round(self, status: Any, job: Any, review: Any) -> str | None:
+    async def deliver_round(self, status: Any, job: Any, review: Any, ledger: Any) -> str | None:
         if self.deliver_errors:
             raise self.deliver_errors.pop(0)
         self.rounds_delivered.append(review)

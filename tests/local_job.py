@@ -23,7 +23,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.local_run import AGENT_IDENTITY
 from orchestrator.jobs.office import JobSource, Office
-from orchestrator.jobs.ports import Forge, JobStatus
+from orchestrator.jobs.ports import Delivered, Forge, JobStatus
 from orchestrator.sandbox.confine import Sandbox
 
 
@@ -38,8 +38,8 @@ class WatchedForge(LocalForge):
         self.statuses.append(status)
         await super().show(status)
 
-    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
-        """Keep the status the pull request would be written from, then push."""
+    async def deliver(self, status: JobStatus, job: JobHandle) -> Delivered:
+        """Keep the status the pull request would be written from, then say it."""
         self.delivered.append(status)
         return await super().deliver(status, job)
 

@@ -67,7 +67,14 @@ async def test_the_gate_comment_is_short_and_follows_a_restatement(
         (gate,) = await office.open_gates(job.job_id)
         subject = Subject(OWNER, REPO, number, 1, "main", "t", "alice", "alice", "teaparty")
         identity = await github.identity()
-        forge = GitHubForge(github, office, subject, server_url="http://hub", identity=identity)
+        forge = GitHubForge(
+            github,
+            office.records,
+            subject,
+            kinds=office.gate_kinds,
+            server_url="http://hub",
+            identity=identity,
+        )
         status = await JobDriver(office, lambda _: _none()).status(job.job_id)
         await forge.ask(status, gate)
         (asked,) = gate_comments(hub, number)

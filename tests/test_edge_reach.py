@@ -24,8 +24,6 @@ ALLOWED = {"org", "serve"}
 
 DEBT = {
     "bot/demo.py": {"records"},
-    "bot/github/forge.py": {"gate_kinds", "records", "rounds"},
-    "bot/github/round_delivery.py": {"rounds"},
     "bot/handlers/app_context.py": {"control", "issue_edits", "proxy", "records", "workspace"},
     "bot/handlers/ci.py": {"ci", "records", "rounds"},
     "bot/handlers/installation.py": {"records"},

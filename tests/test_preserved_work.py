@@ -40,7 +40,7 @@ from orchestrator.api import (
 )
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
+from orchestrator.jobs.ports import Forge, JobState, PushTarget
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.rounds import Feedback, Point
 from orchestrator.store.sqlite import Store
@@ -70,10 +70,9 @@ class PushingForge(FakeForge):
             return
         await super().ask(status, gate, suggestion=suggestion)
 
-    async def deliver(self, status: Any, job: Any) -> str:
+    async def push_target(self, job: Any) -> PushTarget:
         assert self.remote is not None
-        await self.office.publish(job, str(self.remote), auth=AUTH)
-        return await super().deliver(status, job)
+        return PushTarget(str(self.remote), auth=AUTH)
 
     async def credentials(self) -> str | None:
         return AUTH

@@ -31,7 +31,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
+from orchestrator.jobs.ports import Forge, JobState, PushTarget
 from orchestrator.jobs.protected_gate import Held
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.git import GitError
@@ -67,10 +67,9 @@ class PushingForge(FakeForge):
             return
         await super().ask(status, gate, suggestion=suggestion)
 
-    async def deliver(self, status: Any, job: Any) -> str:
+    async def push_target(self, job: Any) -> PushTarget:
         assert self.remote is not None
-        await self.office.publish(job, str(self.remote))
-        return await super().deliver(status, job)
+        return PushTarget(str(self.remote))
 
 
 @dataclass

@@ -28,7 +28,7 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
+from orchestrator.jobs.ports import Forge, JobState, PushTarget
 from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
@@ -50,10 +50,9 @@ class PushingForge(FakeForge):
             return
         await super().ask(status, gate, suggestion=suggestion)
 
-    async def deliver(self, status: Any, job: Any) -> str:
+    async def push_target(self, job: Any) -> PushTarget:
         assert self.remote is not None
-        await self.office.publish(job, str(self.remote))
-        return await super().deliver(status, job)
+        return PushTarget(str(self.remote))
 
 
 @dataclass

@@ -79,8 +79,9 @@ async def test_progress_is_coalesced_and_a_new_phase_is_shown_at_once(
         subject = Subject(OWNER, REPO, number, 1, "main", "t", "alice", "alice", "teaparty")
         forge = GitHubForge(
             github,
-            office,
+            office.records,
             subject,
+            kinds=office.gate_kinds,
             server_url="http://hub",
             identity=await github.identity(),
             progress_interval_s=INTERVAL,

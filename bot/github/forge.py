@@ -1,8 +1,10 @@
 """GitHubForge: the engine's Forge on one issue — tracking comment, gate comments, branch, PR.
 
-Each object the bot makes on GitHub is recorded in the store (`forge_objects`) under a
-stable key once made, and looked up by its hidden marker (or its branch, for the pull
-request) before it is made, so a crash between creating and recording never makes a
+It only talks to GitHub: the engine pushes the branch (to `push_target`) and records what
+the forge returns (the pull request it opened, where it put a gate's question). Each object
+the bot makes on GitHub is recorded in the store (`forge_objects`, through `ForgeObjects`)
+under a stable key once made, and looked up by its hidden marker (or its branch, for the
+pull request) before it is made, so a crash between creating and recording never makes a
 second one. A lookup accepts only what the App wrote: authored by its `Identity` (or an id
 it recorded); anyone can write a marker, so a planted one is never adopted. What agents
 wrote is posted through `Outbound`. A rate limit GitHub asks the App to wait out is a
@@ -36,14 +38,19 @@ from bot.github.tracking import (
     tracking_body,
 )
 from orchestrator.api import (
+    Delivered,
     ForgeError,
+    ForgeObjects,
     ForgeWaitError,
     Gate,
+    GateKinds,
+    GatePosted,
     JobHandle,
     JobStatus,
-    Office,
     ProxyDecision,
+    PushTarget,
     ReviewRound,
+    RoundLedger,
 )
 
 log = logging.getLogger(__name__)
@@ -69,17 +76,18 @@ class GitHubForge:
     def __init__(
         self,
         app: GitHubApp,
-        office: Office,
+        objects: ForgeObjects,
         subject: Subject,
         *,
+        kinds: GateKinds,
         server_url: str,
         identity: Identity,
         progress_interval_s: float = 60.0,
         clock: Clock = time.time,
     ) -> None:
         self.app = app
-        self.office = office
-        self.records = office.records
+        self.objects = objects  # what it made on GitHub, kept in the engine's store
+        self.kinds = kinds  # how the engine's own gates are worded
         self.subject = subject
         self.server_url = server_url.rstrip("/")
         self.progress_interval_s = progress_interval_s
@@ -128,12 +136,15 @@ class GitHubForge:
 
     async def ask(
         self, status: JobStatus, gate: Gate, *, suggestion: ProxyDecision | None = None
-    ) -> None:
-        """Post a gate's question as its own comment, once (with the proxy's suggestion)."""
+    ) -> GatePosted:
+        """Post a gate's question as its own comment, once (with the proxy's suggestion);
+        the comment, and its decider."""
         with _waits():
-            await self._ask(status, gate, suggestion)
+            return await self._ask(status, gate, suggestion)
 
-    async def _ask(self, status: JobStatus, gate: Gate, suggestion: ProxyDecision | None) -> None:
+    async def _ask(
+        self, status: JobStatus, gate: Gate, suggestion: ProxyDecision | None
+    ) -> GatePosted:
         key = f"gate:{gate.gate_id}"
         known = await self._known(status.job_id, key)
         body = gate_body(
@@ -141,7 +152,7 @@ class GitHubForge:
             decider=self.subject.decider,
             agent=self.agent,
             suggestion=suggestion,
-            kinds=self.office.gate_kinds,
+            kinds=self.kinds,
         )
         if known is None:
             comment_id = await self._post_once(status.job_id, key, key, body)
@@ -152,10 +163,7 @@ class GitHubForge:
                 s = self.subject
                 await gh.edit_comment(s.owner, s.repo, int(comment_id), body)
                 await self._record(status.job_id, key, comment_id, _digest(body))
-        if gate.comment_ref != comment_id:  # a crash may have come between post and record
-            await self.office.gate_posted(
-                gate.gate_id, comment_ref=comment_id, decider=self.subject.decider
-            )
+        return GatePosted(comment_id, self.subject.decider)
 
     async def remind(self, status: JobStatus, gate: Gate, *, days: float) -> None:
         """Remind the decider of a question open for `days`, once."""
@@ -203,40 +211,33 @@ class GitHubForge:
         with _waits():
             return git_credentials(await self.app.token(self.subject.installation_id))
 
-    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
-        """Push the job branch, then open its pull request or update the open one."""
-        try:
-            with _waits():
-                return await self._deliver(status, job)
-        except ForgeWaitError:
-            raise
-        except BotError as exc:
-            raise ForgeError(str(exc)) from exc
+    async def push_target(self, job: JobHandle) -> PushTarget:
+        """The repository, with a fresh installation token's header for git."""
+        with _forge_errors():
+            return PushTarget(self.remote(), auth=await self.credentials())
 
-    async def _deliver(self, status: JobStatus, job: JobHandle) -> str:
+    async def deliver(self, status: JobStatus, job: JobHandle) -> Delivered:
+        """Open the pull request of the job branch the engine pushed, or update the open one;
+        its link and number."""
+        with _forge_errors():
+            return await self._deliver(status, job)
+
+    async def _deliver(self, status: JobStatus, job: JobHandle) -> Delivered:
         gh = await self._gh()
-        await self.office.publish(job, self.remote(), auth=await self.credentials())
         suffix = f" (#{self.subject.number})"
         title = self.agent.inline(self.subject.title, limit=250 - len(suffix)) + suffix
         body = pull_body(status, agent=self.agent)
         pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
         await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
-        await self.office.rounds.pull_opened(
-            status.job_id, int(pull["number"]), str(pull["html_url"])
-        )
-        return str(pull["html_url"])
+        return Delivered(str(pull["html_url"]), int(pull["number"]))
 
     async def deliver_round(
-        self, status: JobStatus, job: JobHandle, review: ReviewRound
+        self, status: JobStatus, job: JobHandle, review: ReviewRound, ledger: RoundLedger
     ) -> str | None:
-        """Push a review round once, answer its threads, summarise it (round_delivery.py)."""
-        try:
-            with _waits():
-                return await deliver_round(self, status, job, review)
-        except ForgeWaitError:
-            raise
-        except BotError as exc:
-            raise ForgeError(str(exc)) from exc
+        """Have a review round pushed once, answer its threads, summarise it
+        (round_delivery.py)."""
+        with _forge_errors():
+            return await deliver_round(self, status, review, ledger)
 
     async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:
         """Open the pull request; if the App's is open already (a retry, a later round),
@@ -287,14 +288,14 @@ class GitHubForge:
         return comment_id
 
     async def _known(self, job_id: int, key: str) -> tuple[str, str, float] | None:
-        found = await self.records.forge_object(job_id, key)
+        found = await self.objects.forge_object(job_id, key)
         return None if found is None else (found.external_id, found.digest, found.updated_at)
 
     async def _recorded(self, job_id: int) -> frozenset[str]:
-        return await self.records.forge_object_ids(job_id)
+        return await self.objects.forge_object_ids(job_id)
 
     async def _record(self, job_id: int, key: str, external_id: str, digest: str) -> None:
-        await self.records.record_forge_object(job_id, key, external_id, digest, at=self.clock())
+        await self.objects.record_forge_object(job_id, key, external_id, digest, at=self.clock())
 
     def _branch_url(self, branch: str) -> str | None:
         if not branch or not self.server_url.startswith("http"):
@@ -366,6 +367,18 @@ def _waits() -> Iterator[None]:
         yield
     except RateLimitedError as exc:
         raise ForgeWaitError(f"waiting for GitHub: {exc}", retry_at=exc.retry_at) from None
+
+
+@contextlib.contextmanager
+def _forge_errors() -> Iterator[None]:
+    """What failed on GitHub, as the engine's ForgeError (a rate limit: its wait)."""
+    try:
+        with _waits():
+            yield
+    except ForgeWaitError:
+        raise
+    except BotError as exc:
+        raise ForgeError(str(exc)) from exc
 
 
 def _digest(text: str) -> str:

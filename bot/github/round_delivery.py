@@ -1,12 +1,14 @@
 """A review round delivered on GitHub: one push, one reply per answered thread, one summary.
 
 The job driver has already merged what people pushed to the branch during the round (the
-engine's `catch_up`) and checked protected paths; this pushes the job branch without force
-(a push GitHub refuses fails the delivery, to be retried: nothing is overwritten), replies
-in each thread the lead answered, naming the commit that addresses it where the round
-changed code, never resolving a thread (the reviewer's act), posts the round's summary on
-the pull request, and asks its reviewers to review again. Each reply is recorded once
-posted, and the summary carries a marker, so a retried delivery posts nothing twice.
+engine's `catch_up`) and checked protected paths; this reads the pull request's head, has
+the engine push the job branch without force (`RoundLedger.push`: a push GitHub refuses
+fails the delivery, to be retried: nothing is overwritten), replies in each thread the lead
+answered, naming the commit that addresses it where the round changed code, never
+resolving a thread (the reviewer's act), posts the round's summary on the pull request, and
+asks its reviewers to review again. The engine records each reply as soon as it is posted
+(`RoundLedger.replied`), and the summary carries a marker, so a retried delivery posts
+nothing twice.
 """
 
 from __future__ import annotations
@@ -20,21 +22,22 @@ from bot.github.outbound import Outbound
 from bot.github.reviews import PullReviews
 from bot.github.subject import Subject
 from bot.github.tracking import marker
-from orchestrator.api import ForgeError, JobHandle, JobStatus, Office, ReviewRound, RoundPoint
+from orchestrator.api import (
+    ForgeError,
+    JobStatus,
+    ReviewRound,
+    RoundLedger,
+    RoundPoint,
+)
 
 
 class GitHubForge(Protocol):
     """What delivering a round needs of the job's forge (bot/github/forge.py's, which
-    delivers rounds with this module)."""
+    delivers rounds with this module): GitHub, the issue, and how the App writes there."""
 
     @property
     def app(self) -> GitHubApp:
         """The App, to reach GitHub as the job's installation."""
-        ...
-
-    @property
-    def office(self) -> Office:
-        """The engine."""
         ...
 
     @property
@@ -52,14 +55,6 @@ class GitHubForge(Protocol):
         """Who the App writes as."""
         ...
 
-    def remote(self) -> str:
-        """The repository's git remote (no credentials in it)."""
-        ...
-
-    async def credentials(self) -> str:
-        """The header git sends to the repository."""
-        ...
-
 
 log = logging.getLogger(__name__)
 REST_THREAD = "rest:"  # a thread known only from REST (GraphQL failed): replies go to a comment
@@ -67,24 +62,26 @@ SUMMARY_REPLY_CHARS = 300  # of each point's answer, in the summary
 
 
 async def deliver_round(
-    forge: GitHubForge, status: JobStatus, job: JobHandle, review: ReviewRound
+    forge: GitHubForge,
+    status: JobStatus,
+    review: ReviewRound,
+    ledger: RoundLedger,
 ) -> str | None:
-    """Push the round's work, answer its points and summarise it; the commit pushed."""
+    """Have the round's work pushed, answer its points and summarise it; the commit pushed."""
     s = forge.subject
-    found = await forge.office.rounds.pull(status.job_id)
+    found = ledger.pull
     if found is None:
         raise ForgeError(f"job {status.job_id} has a review round but no pull request recorded")
     gh = await forge.app.installation(s.installation_id)
     reviews = PullReviews(gh)
     before = str((await reviews.pull(s.owner, s.repo, found.number))["head"]["sha"])
-    await forge.office.publish(job, forge.remote(), auth=await forge.credentials())
-    head = job.head or await forge.office.head(job)
+    head = await ledger.push()
     changed = head is not None and head != before
     for point in review.points:
         if point.action is not None and point.replied_ref is None and point.point.thread_id:
             body = reply_body(point, head if changed else None, forge.agent)
             ref = await _reply(reviews, forge, found.number, point, body)
-            await forge.office.rounds.replied(review.round_id, point.number, ref)
+            await ledger.replied(point.number, ref)  # before the next: never posted twice
     summary = summary_body(review, status, head if changed else None, forge.agent)
     await _post_summary(gh, forge, found.number, review.round_id, summary)
     await _request_again(reviews, forge, found.number, review)

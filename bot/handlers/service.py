@@ -49,8 +49,9 @@ class GitHubService:
             return None
         return GitHubForge(
             self.github,
-            self.office,
+            self.office.records,
             Subject.from_json(subject),
+            kinds=self.office.gate_kinds,
             server_url=self.settings.server_url,
             progress_interval_s=self.settings.progress_interval_s,
             clock=self.clock,

@@ -27,7 +27,7 @@ from orchestrator.config.schema import Waiting
 from orchestrator.core.clock import Clock
 from orchestrator.core.errors import ForgeWaitError, OrchestratorError
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.jobs import protection, secret_check
+from orchestrator.jobs import delivery, protection, secret_check
 from orchestrator.jobs.budget import Limits, Spent
 from orchestrator.jobs.checks import NO_COMMAND, JobCheck
 from orchestrator.jobs.handle import JobHandle
@@ -179,7 +179,7 @@ class JobDriver:
             await self._announce(status, forge)
             return False
         suggestion = decision if decision is not None and decision.answer is not None else None
-        await forge.ask(status, gate, suggestion=suggestion)
+        await delivery.ask(self.office, forge, status, gate, suggestion=suggestion)
         return True
 
     async def _consult(self, status: JobStatus, gate: Gate) -> ProxyDecision | None:
@@ -237,9 +237,11 @@ class JobDriver:
                     status = await self._head_checked(job, verdict.head)
                     pushed = replace(job, head=verdict.head)
                     if review is not None:
-                        head = await forge.deliver_round(status, pushed, review)
+                        head = await delivery.deliver_round(
+                            self.office, forge, status, pushed, review
+                        )
                     else:
-                        link = await forge.deliver(status, pushed)
+                        link = await delivery.deliver(self.office, forge, status, pushed)
         except ForgeWaitError:
             raise
         except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request

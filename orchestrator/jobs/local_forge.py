@@ -4,8 +4,9 @@ The same `JobDriver` that keeps a GitHub issue in line with the store drives a l
 through it: `show` prints the status when it changes, `ask` puts a gate to the person at
 the terminal (through `approve`; `--yes` answers for them, and says so, but never raises a
 job's budget; with nobody to ask, the job stays parked: UnansweredGateError) and records
-the answer, `deliver` pushes the job branch into the local repository (the user's checkout
-is never touched), `fail` says what failed and how to resume the job to retry it.
+the answer, `push_target` names the local repository the engine pushes the job branch into
+(the user's checkout is never touched) and `deliver` says how its checks fared, `fail` says
+what failed and how to resume the job to retry it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.core.errors import ForgeError, OrchestratorError
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
-from orchestrator.jobs.ports import JobStatus
+from orchestrator.jobs.ports import Delivered, JobStatus, PushTarget, RoundLedger
 from orchestrator.jobs.rounds import ReviewRound
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.workspace.git import git
@@ -98,26 +99,25 @@ class LocalForge:
         )
         self.say(f"  its reasons: {decision.reasons or '(none given)'}")
 
-    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
-        """Push the job branch into the local repository, saying how its checks fared; the
-        branch is the link."""
-        await self._publish(job)
+    async def deliver(self, status: JobStatus, job: JobHandle) -> Delivered:
+        """Say how the checks of the job branch the engine pushed fared; the branch is the
+        link."""
         self.say(f"job {status.job_id}: {checks_line(status)}")
         for line in learned_lines(status):
             self.say(line)
-        return job.space.branch
+        return Delivered(job.space.branch)
 
     async def deliver_round(
-        self, status: JobStatus, job: JobHandle, review: ReviewRound
+        self, status: JobStatus, job: JobHandle, review: ReviewRound, ledger: RoundLedger
     ) -> str | None:
-        """Push the round's work into the local repository (no threads to answer here)."""
-        await self._publish(job)
+        """Have the round's work pushed into the local repository (no threads to answer)."""
+        await ledger.push()
         self.say(f"job {status.job_id}: review round {review.number} pushed to {job.space.branch}")
         return job.head
 
-    async def _publish(self, job: JobHandle) -> None:
-        """Push the job branch into the repository; ForgeError, saying what to do, when a
-        worktree there has it checked out (git would refuse to move it under the files)."""
+    async def push_target(self, job: JobHandle) -> PushTarget:
+        """The local repository; ForgeError, saying what to do, when a worktree there has
+        the job branch checked out (git would refuse to move it under the files)."""
         space = job.space
         if (where := await checked_out(self.repo, space.branch)) is not None:
             raise ForgeError(
@@ -144,7 +144,7 @@ class LocalForge:
                 f"{self.repo} has a branch {space.branch} this job did not make (made since "
                 "the job took the name); rename or delete it there"
             )
-        await self.office.publish(job, str(self.repo))
+        return PushTarget(str(self.repo))
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Say once what failed, and that the same command again retries it."""

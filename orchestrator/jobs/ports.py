@@ -1,9 +1,13 @@
 """The Forge port: where a job comes from and goes back to (the GitHub App's forge,
-`teaparty run`'s local one, the tests' FakeForge), and the job's status as it sees it."""
+`teaparty run`'s local one, the tests' FakeForge), and the job's status as it sees it.
+
+The port runs one way: a forge talks to the outside and returns what it made there (a
+pull request, a gate's comment); the engine records those facts itself (jobs/delivery.py).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from orchestrator.core.messages import Usage
@@ -15,7 +19,8 @@ if TYPE_CHECKING:
     from orchestrator.bus.gates import Gate
     from orchestrator.jobs.checks import JobCheck
     from orchestrator.jobs.handle import JobHandle
-    from orchestrator.jobs.rounds import PullState, ReviewRound
+    from orchestrator.jobs.records import ForgeObject
+    from orchestrator.jobs.rounds import Pull, PullState, ReviewRound
     from orchestrator.proxy.decisions import ProxyDecision
     from orchestrator.teams.board import Task
 
@@ -54,6 +59,70 @@ class JobStatus:
     ci: tuple[str, ...] = ()  # what CI on its change request did, newest first (ci_rounds.py)
 
 
+@dataclass(frozen=True)
+class PushTarget:
+    """Where the engine pushes a job branch: a git remote (no credentials in it) and the
+    HTTP header git sends to it alone (None: none needed)."""
+
+    remote: str
+    auth: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What a delivery made: the change request's link, and its number where it is a pull
+    request the engine follows (None: a branch, a test's link)."""
+
+    link: str
+    number: int | None = None
+
+
+@dataclass(frozen=True)
+class GatePosted:
+    """Where a gate's question was put (its comment's reference) and who may answer it."""
+
+    comment_ref: str
+    decider: str
+
+
+class RoundLedger(Protocol):
+    """The engine's half of a review round's delivery, handed to the forge, which calls it
+    in the order crash recovery needs: `push` once it has read what it compares the push
+    with, `replied` after each reply it posts and before the next."""
+
+    @property
+    def pull(self) -> Pull | None:
+        """The job's change request as recorded (None: none is)."""
+        ...
+
+    async def push(self) -> str | None:
+        """Push the job branch (never forcing); the commit it is at."""
+        ...
+
+    async def replied(self, number: int, ref: str) -> None:
+        """Record that the answer to point `number` was posted as `ref`."""
+        ...
+
+
+class ForgeObjects(Protocol):
+    """What a forge keeps in the engine's store: each object it made outside for a job (a
+    comment, a pull request) under a stable key, found again after a crash."""
+
+    async def forge_object(self, job_id: int, key: str) -> ForgeObject | None:
+        """What was recorded for the job under `key`."""
+        ...
+
+    async def forge_object_ids(self, job_id: int) -> frozenset[str]:
+        """The outside ids of everything recorded for the job."""
+        ...
+
+    async def record_forge_object(
+        self, job_id: int, key: str, external_id: str, digest: str, *, at: float | None = None
+    ) -> None:
+        """Remember what was made outside for the job under `key`."""
+        ...
+
+
 class Forge(Protocol):
     """Where a job came from and goes back to (GitHub, a terminal, a test)."""
 
@@ -63,9 +132,9 @@ class Forge(Protocol):
 
     async def ask(
         self, status: JobStatus, gate: Gate, *, suggestion: ProxyDecision | None = None
-    ) -> None:
+    ) -> GatePosted | None:
         """Put a gate's question to its decider, once per gate, with the proxy's prediction
-        as a suggestion where it made one."""
+        as a suggestion where it made one; where it was put (None: nowhere to record)."""
         ...
 
     async def proxy_answered(self, status: JobStatus, gate: Gate, decision: ProxyDecision) -> None:
@@ -73,20 +142,28 @@ class Forge(Protocol):
         confidence, measured agreement and reasons, and how to override it."""
         ...
 
-    async def deliver(self, status: JobStatus, job: JobHandle) -> str:
-        """Publish the job branch and open (or update) its change request; its link.
+    async def push_target(self, job: JobHandle) -> PushTarget | None:
+        """Where the engine pushes the job branch (None: nowhere).
 
-        Raises ForgeError (or GitError) when that fails.
+        Raises ForgeError when the branch may not be pushed there now.
+        """
+        ...
+
+    async def deliver(self, status: JobStatus, job: JobHandle) -> Delivered:
+        """Open (or update) the change request of the job branch the engine pushed; what it
+        is.
+
+        Raises ForgeError when that fails.
         """
         ...
 
     async def deliver_round(
-        self, status: JobStatus, job: JobHandle, review: ReviewRound
+        self, status: JobStatus, job: JobHandle, review: ReviewRound, ledger: RoundLedger
     ) -> str | None:
-        """Deliver a review round: take in what people pushed to the branch meanwhile, push
-        once (never forcing), reply once to each point the lead answered (never resolving a
-        thread), say what the round did, and ask its reviewers to review again; the commit
-        pushed (None: nothing was).
+        """Deliver a review round: have the engine push once (`ledger.push`), reply once to
+        each point the lead answered (never resolving a thread; each reply recorded through
+        `ledger.replied`), say what the round did, and ask its reviewers to review again;
+        the commit pushed (None: nothing was).
 
         Raises ForgeError (or GitError) when that fails.
         """
