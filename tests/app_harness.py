@@ -18,14 +18,33 @@ import httpx
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
+from bot.github.client import GitHubApp, Identity
+from bot.github.forge import GitHubForge
+from bot.github.subject import Subject
 from bot.github.tracking import MARKER_PREFIX
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from orchestrator.api import FEATURES, AgentDef, Model, Register, Sandbox
+from orchestrator.api import FEATURES, AgentDef, Model, Office, Register, Sandbox
 
 SECRET = "e2e-webhook-secret"
 APP_ID = 4242
 OWNER, REPO = "octo", "widgets"
+
+
+def office_forge(
+    github: GitHubApp, office: Office, subject: Subject, *, identity: Identity, **options: Any
+) -> GitHubForge:
+    """The GitHubForge of `subject` on the stand-in, over `office`'s records and gate kinds
+    (as the App's service makes one)."""
+    return GitHubForge(
+        github,
+        office.records,
+        subject,
+        kinds=office.gate_kinds,
+        server_url="http://hub",
+        identity=identity,
+        **options,
+    )
 
 
 def make_hub(

@@ -10,13 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 import teams_script as script
-from app_harness import APP_ID
+from app_harness import APP_ID, office_forge
 from test_conflict_gate import GATED, the_model
 
 from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp
-from bot.github.forge import GitHubForge
 from bot.github.subject import Subject
 from bot.github.tracking import MARKER_PREFIX
 from orchestrator.api import JobDriver
@@ -67,14 +66,7 @@ async def test_the_gate_comment_is_short_and_follows_a_restatement(
         (gate,) = await office.open_gates(job.job_id)
         subject = Subject(OWNER, REPO, number, 1, "main", "t", "alice", "alice", "teaparty")
         identity = await github.identity()
-        forge = GitHubForge(
-            github,
-            office.records,
-            subject,
-            kinds=office.gate_kinds,
-            server_url="http://hub",
-            identity=identity,
-        )
+        forge = office_forge(github, office, subject, identity=identity)
         status = await JobDriver(office, lambda _: _none()).status(job.job_id)
         await forge.ask(status, gate)
         (asked,) = gate_comments(hub, number)

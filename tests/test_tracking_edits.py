@@ -10,14 +10,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from app_harness import APP_ID
+from app_harness import APP_ID, office_forge
 from local_repo import make_repo as repository
 from test_budget_gate import billed, open_office, project, start
 
 from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp
-from bot.github.forge import GitHubForge
 from bot.github.subject import Subject
 from orchestrator.api import JobDriver, JobStatus
 
@@ -77,12 +76,10 @@ async def test_progress_is_coalesced_and_a_new_phase_is_shown_at_once(
     try:
         job_id = await start(office, repository(tmp_path / "widgets"), text)
         subject = Subject(OWNER, REPO, number, 1, "main", "t", "alice", "alice", "teaparty")
-        forge = GitHubForge(
+        forge = office_forge(
             github,
-            office.records,
+            office,
             subject,
-            kinds=office.gate_kinds,
-            server_url="http://hub",
             identity=await github.identity(),
             progress_interval_s=INTERVAL,
             clock=clock,
