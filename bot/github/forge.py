@@ -375,8 +375,6 @@ def _forge_errors() -> Iterator[None]:
     try:
         with _waits():
             yield
-    except ForgeWaitError:
-        raise
     except BotError as exc:
         raise ForgeError(str(exc)) from exc
 

@@ -22,13 +22,7 @@ from bot.github.outbound import Outbound
 from bot.github.reviews import PullReviews
 from bot.github.subject import Subject
 from bot.github.tracking import marker
-from orchestrator.api import (
-    ForgeError,
-    JobStatus,
-    ReviewRound,
-    RoundLedger,
-    RoundPoint,
-)
+from orchestrator.api import ForgeError, JobStatus, ReviewRound, RoundLedger, RoundPoint
 
 
 class GitHubForge(Protocol):
@@ -62,10 +56,7 @@ SUMMARY_REPLY_CHARS = 300  # of each point's answer, in the summary
 
 
 async def deliver_round(
-    forge: GitHubForge,
-    status: JobStatus,
-    review: ReviewRound,
-    ledger: RoundLedger,
+    forge: GitHubForge, status: JobStatus, review: ReviewRound, ledger: RoundLedger
 ) -> str | None:
     """Have the round's work pushed, answer its points and summarise it; the commit pushed."""
     s = forge.subject
