@@ -351,7 +351,7 @@ async def test_a_parked_job_costs_nothing_and_survives_a_restart_to_its_pull_req
     idle); the server is restarted; the decider's reply then finishes the job."""
     import sqlite3
 
-    from orchestrator.bus.transactions import RUNNABLE_SQL
+    from orchestrator.bus.transactions import runnable
 
     pem, port = private_key_pem(), free_port()
     hub = make_hub(tmp_path / "hub", port=port, pem=pem)
@@ -372,7 +372,7 @@ async def test_a_parked_job_costs_nothing_and_survives_a_restart_to_its_pull_req
             used = cpu_seconds(server.process.pid) - before
             assert used < 0.5, f"a parked job kept the server busy: {used:.2f} s CPU in 3 s"
         with sqlite3.connect(home / "teaparty.db") as db:
-            assert db.execute(RUNNABLE_SQL, {"job_id": None}).fetchall() == []  # nothing to run
+            assert runnable(db) == []  # nothing to run
             assert db.execute("SELECT count(*) FROM inbox").fetchone() == (0,)
             assert db.execute("SELECT count(*) FROM gates WHERE answer IS NULL").fetchone() == (1,)
         async with serve(env, port=port, log=tmp_path / "second.log") as server:

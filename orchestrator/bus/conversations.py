@@ -68,14 +68,13 @@ class JobStart:
 
 
 def _tail(tx: Tx, conversation_id: str) -> Tail:
-    row = tx.execute(
-        "SELECT (SELECT count(*) FROM inbox i WHERE i.conversation_id = c.conversation_id),"
-        " a.pending_count, c.awaiting_input, c.state = 'active'"
-        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
-        " WHERE c.conversation_id = ?",
-        (conversation_id,),
-    ).fetchone()
-    return Tail(row[0], row[1], bool(row[2]), bool(row[3]))
+    return Tail(*txn.tail(tx, conversation_id))
+
+
+def _job_of(tx: Tx, conversation_id: str) -> int | None:
+    """The job a conversation belongs to (None: none, or no such conversation)."""
+    found = txn.listed(tx, conversation_id)
+    return None if found is None else found.job_id
 
 
 class ConversationBus:
@@ -161,7 +160,11 @@ class ConversationBus:
 
     async def record_failure(self, conversation_id: str, reason: str) -> None:
         """A conversation raised: a row says so, and it waits for a retry."""
-        await self.store.write(lambda tx: failures.record_conversation(tx, conversation_id, reason))
+        await self.store.write(
+            lambda tx: failures.record_conversation(
+                tx, conversation_id, reason, job_id=_job_of(tx, conversation_id)
+            )
+        )
         self.events.publish(StateChanged(conversation_id, "failed"))
 
     async def record_job_failure(
@@ -180,12 +183,16 @@ class ConversationBus:
         at: float,
         until: float,
     ) -> wait_rows.Wait:
-        """`key` (a conversation, or a job's forge) waits until `until`; the wait as stored."""
-        return await self.store.write(
-            lambda tx: wait_rows.record(
-                tx, key, job_id=job_id, kind=kind, reason=reason, at=at, until=until
+        """`key` (a conversation, or a job's forge) waits until `until`; the wait as stored.
+        A conversation's wait belongs to the conversation's job when `job_id` is None."""
+
+        def record(tx: Tx) -> wait_rows.Wait:
+            job = job_id if job_id is not None else _job_of(tx, key)
+            return wait_rows.record(
+                tx, key, job_id=job, kind=kind, reason=reason, at=at, until=until
             )
-        )
+
+        return await self.store.write(record)
 
     async def waits(self, job_id: int | None = None) -> list[wait_rows.Wait]:
         """A job's waits, or with no job every wait in the store."""

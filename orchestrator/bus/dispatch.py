@@ -19,8 +19,16 @@ from orchestrator.bus.transactions import (
     ConversationRow,
     Outcome,
     append,
+    await_replies,
+    close_context,
     conversation,
     deliver,
+    end_turn,
+    keep_result,
+    listed,
+    mark_closed,
+    neighbours,
+    reply_arrived,
 )
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import (
@@ -106,10 +114,7 @@ def record_turn(
     entries += [(row.agent, "tool", tool_content(r), None) for r in results]
     outcome.appended = append(tx, conversation_id, entries)
     if pending:
-        tx.execute(
-            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
-            (pending, conversation_id),
-        )
+        await_replies(tx, conversation_id, pending)
     return outcome
 
 
@@ -160,13 +165,7 @@ def _message(tx: Tx, row: ConversationRow, intent: MessageIntent, outcome: Outco
 
 def _teammates(tx: Tx, row: ConversationRow, to: str) -> list[str] | str:
     """Conversation ids `to` names among this agent's lead, siblings and children."""
-    rows = tx.execute(
-        "SELECT conversation_id, agent FROM conversations WHERE state = 'active'"
-        " AND conversation_id != ? AND (conversation_id = ? OR parent_id = ?"
-        " OR (parent_id = ? AND ? IS NOT NULL))",
-        (row.conversation_id, row.parent_id, row.conversation_id, row.parent_id, row.parent_id),
-    ).fetchall()
-    team: dict[str, str] = dict(rows)
+    team = neighbours(tx, row.conversation_id, row.parent_id)
     if to == "*":
         members = [cid for cid in team if cid != row.parent_id]
         return members or "you have no active teammates to broadcast to"
@@ -198,7 +197,7 @@ def finish(
     outcome = Outcome(
         appended=append(tx, conversation_id, [(row.agent, "assistant", content, turn.usage)])
     )
-    tx.execute("UPDATE conversations SET in_turn = 0 WHERE conversation_id = ?", (conversation_id,))
+    end_turn(tx, conversation_id)
     if row.serving_call_id is not None:
         held = None if error else extensions.held_reply(tx, row)  # the decider hears it first
         _reply(tx, row, turn.text, outcome, error=error, held=held is not None)
@@ -206,10 +205,7 @@ def finish(
             gate = gates.get(tx, held)
             outcome.gates.append((held, gate.kind, gate.question))
     elif row.parent_id is None:
-        tx.execute(
-            "UPDATE conversations SET result = ? WHERE conversation_id = ?",
-            (turn.text, conversation_id),
-        )
+        keep_result(tx, conversation_id, turn.text)
     if row.shutdown_requested_by is not None:
         _shut_down(tx, row, turn.text, outcome)
     extensions.ended(tx, row, outcome)
@@ -240,16 +236,8 @@ def _reply(
             call_id=call_id,
             source_conversation=row.conversation_id,
         )
-    tx.execute(
-        "UPDATE agent_contexts SET status = 'closed', serving_call_id = NULL,"
-        " request_call_id = NULL WHERE context_id = ?",
-        (row.conversation_id,),
-    )
-    (left,) = tx.execute(
-        "UPDATE agent_contexts SET pending_count = pending_count - 1 WHERE context_id = ?"
-        " RETURNING pending_count",
-        (row.parent_id,),
-    ).fetchone()
+    close_context(tx, row.conversation_id)
+    left = reply_arrived(tx, row.parent_id)
     outcome.replied_to = row.parent_id
     if left == 0 and not held:
         outcome.woken.append(row.parent_id)
@@ -258,9 +246,7 @@ def _reply(
 def _shut_down(tx: Tx, row: ConversationRow, text: str, outcome: Outcome) -> None:
     requester = row.shutdown_requested_by
     assert requester is not None
-    if tx.execute(
-        "SELECT state FROM conversations WHERE conversation_id = ?", (requester,)
-    ).fetchone() == ("active",):
+    if (found := listed(tx, requester)) is not None and found.active:
         deliver(
             tx,
             requester,
@@ -292,11 +278,7 @@ def close(tx: Tx, conversation_id: str) -> Outcome:
             outcome,
             error=True,
         )
-    tx.execute(
-        "UPDATE conversations SET state = 'closed', in_turn = 0, closed_at = ?"
-        " WHERE conversation_id = ?",
-        (now(), conversation_id),
-    )
+    mark_closed(tx, conversation_id, at=now())
     return outcome
 
 

@@ -27,14 +27,14 @@ class Failure:
     failed_at: float
 
 
-def record_conversation(tx: Tx, conversation_id: str, reason: str) -> None:
-    """A conversation raised: it runs again only after `clear`."""
+def record_conversation(tx: Tx, conversation_id: str, reason: str, *, job_id: int | None) -> None:
+    """A conversation of job `job_id` (None: of none) raised: it runs again only after
+    `clear`."""
     tx.execute(
         "INSERT INTO failures (failure_key, job_id, kind, reason, failed_at)"
-        " VALUES (?, (SELECT job_id FROM conversations WHERE conversation_id = ?),"
-        " 'conversation', ?, ?) ON CONFLICT (failure_key) DO UPDATE SET"
+        " VALUES (?, ?, 'conversation', ?, ?) ON CONFLICT (failure_key) DO UPDATE SET"
         " reason = excluded.reason, failed_at = excluded.failed_at",
-        (conversation_id, conversation_id, reason, now()),
+        (conversation_id, job_id, reason, now()),
     )
 
 
@@ -72,3 +72,17 @@ def clear(tx: Tx, job_id: int) -> list[Failure]:
     found = of_job(tx, job_id)
     tx.execute("DELETE FROM failures WHERE job_id = ?", (job_id,))
     return found
+
+
+# For the bus's other modules (issue 32: one owner per table).
+
+
+def failed(tx: Tx, failure_key: str) -> bool:
+    """Whether a failure row holds `failure_key` (a conversation id) until a retry."""
+    row = tx.execute("SELECT 1 FROM failures WHERE failure_key = ?", (failure_key,)).fetchone()
+    return row is not None
+
+
+def keys(tx: Tx) -> set[str]:
+    """The keys every failure row holds (conversation ids among them)."""
+    return {str(key) for (key,) in tx.execute("SELECT failure_key FROM failures")}

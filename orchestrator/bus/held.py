@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from orchestrator.bus import gates
-from orchestrator.bus.transactions import ConversationRow, Outcome, deliver
+from orchestrator.bus.transactions import ConversationRow, Outcome, await_replies, deliver
 from orchestrator.core.messages import InboxKind, ToolResult
 from orchestrator.store.sqlite import Tx
 
@@ -28,10 +28,7 @@ def release(tx: Tx, row: ConversationRow, calls: Iterable[Start]) -> tuple[str, 
         else:
             refuse(tx, row, [call_id], refusal.output)
     if opened:
-        tx.execute(
-            "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
-            (opened, row.conversation_id),
-        )
+        await_replies(tx, row.conversation_id, opened)
     return (*outcome.woken, row.conversation_id)
 
 

@@ -221,3 +221,19 @@ def keep_learnings(tx: Tx, job_id: int, text: str) -> None:
     tx.execute(
         "UPDATE jobs SET learnings = ? WHERE job_id = ? AND learnings IS NULL", (text, job_id)
     )
+
+
+# For the bus's other modules (issue 32: one owner per table).
+
+
+def gate_modes(tx: Tx, job_id: int) -> str | None:
+    """The gate policy (JSON, kind to mode) the job started under (None: none recorded, or
+    no such job)."""
+    row = tx.execute("SELECT gate_modes FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def held_back(tx: Tx) -> set[int]:
+    """The jobs whose conversations may not run: not ready (no workspace yet) or paused."""
+    rows = tx.execute("SELECT job_id FROM jobs WHERE ready = 0 OR paused_by IS NOT NULL")
+    return {int(job_id) for (job_id,) in rows}

@@ -13,8 +13,10 @@ from orchestrator.bus.transactions import (
     ConversationRow,
     Opened,
     Outcome,
+    continuation,
     create_conversation,
     deliver,
+    reopen_context,
 )
 from orchestrator.core.messages import ConversationKind, InboxKind, ToolResult, dispatch_id
 from orchestrator.store.sqlite import Tx
@@ -62,21 +64,13 @@ def send(tx: Tx, row: ConversationRow, intent: SendIntent, outcome: Outcome) -> 
         outcome.opened.append(Opened(child, intent.recipient, queued=False))
         outcome.woken.append(child)
         return None
-    target = tx.execute(
-        "SELECT c.state, c.initiator, c.parent_id, c.in_turn, a.status, a.pending_count,"
-        " EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id)"
-        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
-        " WHERE c.conversation_id = ?",
-        (intent.context_id,),
-    ).fetchone()
+    target = continuation(tx, intent.context_id)
     problem = _continuation_problem(row, intent, target)
     if problem:
         return ToolResult(intent.call_id, problem, is_error=True)
+    assert target is not None  # no conversation is a problem
     state, _, _, in_turn, _, pending_count, has_inbox = target
-    tx.execute(
-        "UPDATE agent_contexts SET status = 'open', request_call_id = ? WHERE context_id = ?",
-        (intent.call_id, intent.context_id),
-    )
+    reopen_context(tx, intent.context_id, intent.call_id)
     deliver(
         tx,
         intent.context_id,

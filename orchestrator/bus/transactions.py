@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.bus import failures
+from orchestrator.bus import jobs as job_rows
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import (
     ConversationKind,
@@ -81,27 +83,9 @@ class Outcome:
 _CONVERSATION_SQL = """
 SELECT c.conversation_id, c.kind, c.state, c.awaiting_input, c.in_turn, c.parent_id, c.agent,
        c.initiator, c.job_id, c.result, a.status, a.pending_count, a.request_call_id,
-       a.serving_call_id, a.shutdown_requested_by,
-       EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
+       a.serving_call_id, a.shutdown_requested_by
 FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id
 WHERE c.conversation_id = ?
-"""
-
-# Whether job `j` is held: paused by its decider, or its issue was edited and the edit's
-# gate (call id `edit:…`, bus/revisions.py) is open. A held job makes no new model call.
-HELD_SQL = """(j.paused_by IS NOT NULL OR EXISTS (SELECT 1 FROM gates g WHERE g.job_id = j.job_id
-    AND g.call_id LIKE 'edit:%' AND g.answer IS NULL AND g.closed_at IS NULL))"""
-
-RUNNABLE_SQL = f"""
-SELECT c.conversation_id FROM conversations c
-JOIN agent_contexts a ON a.context_id = c.conversation_id
-WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0
-  AND (c.in_turn = 1 OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))
-  AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.failure_key = c.conversation_id)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = c.job_id
-                  AND (j.ready = 0 OR {HELD_SQL}))
-  AND (:job_id IS NULL OR c.job_id = :job_id)
-ORDER BY c.created_at, c.conversation_id
 """
 
 
@@ -111,7 +95,7 @@ def conversation(tx: Tx, conversation_id: str) -> ConversationRow:
     if row is None:
         raise BusError(f"no conversation {conversation_id!r}")
     (cid, kind, state, awaiting, in_turn, parent, agent, initiator, job, result, *context) = row
-    status, pending, request_call, serving_call, shutdown_by, failed = context
+    status, pending, request_call, serving_call, shutdown_by = context
     return ConversationRow(
         cid,
         kind,
@@ -128,7 +112,7 @@ def conversation(tx: Tx, conversation_id: str) -> ConversationRow:
         request_call,
         serving_call,
         shutdown_by,
-        bool(failed),
+        failures.failed(tx, cid),
     )
 
 
@@ -215,14 +199,34 @@ def snapshot(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> Snapshot:
 
 def runnable(tx: Tx, job_id: int | None = None) -> list[str]:
     """Conversations with work to do: an unfinished invocation or a non-empty inbox (of one
-    job's conversations, if `job_id` is given)."""
-    return [row[0] for row in tx.execute(RUNNABLE_SQL, {"job_id": job_id})]
+    job's conversations, if `job_id` is given). None that a failure holds, nor of a job not
+    ready or held."""
+    candidates = with_work(tx, job_id)
+    if not candidates:
+        return []
+    failed = failures.keys(tx)
+    stopped = job_rows.held_back(tx) | _editing(tx)
+    return [cid for cid, job in candidates if cid not in failed and job not in stopped]
 
 
 def held(tx: Tx, job_id: int) -> bool:
     """Whether the job is held: paused, or waiting on its decider's word on an issue edit."""
-    row = tx.execute(f"SELECT {HELD_SQL} FROM jobs j WHERE j.job_id = ?", (job_id,)).fetchone()
-    return row is not None and bool(row[0])
+    job = job_rows.get(tx, job_id)
+    return job is not None and (job.paused_by is not None or job_id in _editing(tx, job_id))
+
+
+def _editing(tx: Tx, job_id: int | None = None) -> set[int | None]:
+    """The jobs (or job `job_id`) whose issue was edited and the edit's gate (call id
+    `edit:…`) is open: a held job makes no new model call.
+
+    The gates table is gates.py's, but gates.py imports this module (tests/test_table_owners.py
+    lists this read as debt)."""
+    rows = tx.execute(
+        "SELECT DISTINCT job_id FROM gates WHERE call_id LIKE 'edit:%' AND answer IS NULL"
+        " AND closed_at IS NULL AND job_id IS NOT NULL AND (? IS NULL OR job_id = ?)",
+        (job_id, job_id),
+    )
+    return {int(job) for (job,) in rows}
 
 
 def create_conversation(
@@ -423,3 +427,144 @@ def _note_request(tx: Tx, conversation_id: str, item: InboxItem) -> None:
             "UPDATE agent_contexts SET shutdown_requested_by = ? WHERE context_id = ?",
             (item.source_conversation, conversation_id),
         )
+
+
+# The bus's other modules' steps on these tables (issue 32: one owner per table). Kept
+# apart from the functions above so that each module's SQL is found here by its use.
+
+
+def tail(tx: Tx, conversation_id: str) -> tuple[int, int, bool, bool]:
+    """A conversation right after a step: its inbox's size, the replies it awaits, whether
+    it awaits input, whether it is active."""
+    row = tx.execute(
+        "SELECT (SELECT count(*) FROM inbox i WHERE i.conversation_id = c.conversation_id),"
+        " a.pending_count, c.awaiting_input, c.state = 'active'"
+        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return row[0], row[1], bool(row[2]), bool(row[3])
+
+
+def with_work(tx: Tx, job_id: int | None = None) -> list[tuple[str, int | None]]:
+    """Active conversations with work to do, with their jobs, oldest first: an unfinished
+    invocation or a non-empty inbox, no replies or input awaited (of one job's
+    conversations, if `job_id` is given). Failures and held jobs are their owners' word."""
+    rows = tx.execute(
+        "SELECT c.conversation_id, c.job_id FROM conversations c"
+        " JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.state = 'active' AND c.awaiting_input = 0 AND a.pending_count = 0"
+        " AND (c.in_turn = 1"
+        " OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id))"
+        " AND (:job_id IS NULL OR c.job_id = :job_id)"
+        " ORDER BY c.created_at, c.conversation_id",
+        {"job_id": job_id},
+    ).fetchall()
+    return [(str(cid), job) for cid, job in rows]
+
+
+def await_replies(tx: Tx, conversation_id: str, count: int) -> None:
+    """The conversation awaits `count` more replies (Sends or dispatches it opened)."""
+    tx.execute(
+        "UPDATE agent_contexts SET pending_count = pending_count + ? WHERE context_id = ?",
+        (count, conversation_id),
+    )
+
+
+def reply_arrived(tx: Tx, conversation_id: str) -> int:
+    """One reply the conversation awaited came; how many it still awaits."""
+    sql = (
+        "UPDATE agent_contexts SET pending_count = pending_count - 1 WHERE context_id = ?"
+        " RETURNING pending_count"
+    )
+    return int(tx.execute(sql, (conversation_id,)).fetchone()[0])
+
+
+def close_context(tx: Tx, conversation_id: str) -> None:
+    """The conversation answered the request it served: it serves none now."""
+    tx.execute(
+        "UPDATE agent_contexts SET status = 'closed', serving_call_id = NULL,"
+        " request_call_id = NULL WHERE context_id = ?",
+        (conversation_id,),
+    )
+
+
+def reopen_context(tx: Tx, conversation_id: str, call_id: str) -> None:
+    """A Send continues the conversation: it owes an answer to `call_id`."""
+    tx.execute(
+        "UPDATE agent_contexts SET status = 'open', request_call_id = ? WHERE context_id = ?",
+        (call_id, conversation_id),
+    )
+
+
+def continuation(tx: Tx, conversation_id: str) -> tuple[Any, ...] | None:
+    """What a Send continuing the conversation checks: state, initiator, parent id, in
+    turn, context status, replies awaited, whether its inbox holds anything (None: no
+    such conversation)."""
+    row = tx.execute(
+        "SELECT c.state, c.initiator, c.parent_id, c.in_turn, a.status, a.pending_count,"
+        " EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id)"
+        " FROM conversations c JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.conversation_id = ?",
+        (conversation_id,),
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def neighbours(tx: Tx, conversation_id: str, parent_id: str | None) -> dict[str, str]:
+    """Active conversations near this one (its parent, its siblings, its children): their
+    ids, each with its agent."""
+    near = (conversation_id, parent_id, conversation_id, parent_id, parent_id)
+    sql = (
+        "SELECT conversation_id, agent FROM conversations WHERE state = 'active'"
+        " AND conversation_id != ? AND (conversation_id = ? OR parent_id = ?"
+        " OR (parent_id = ? AND ? IS NOT NULL))"
+    )
+    return dict(tx.execute(sql, near).fetchall())
+
+
+def end_turn(tx: Tx, conversation_id: str) -> None:
+    """The conversation's turn ended (its final output is recorded)."""
+    tx.execute("UPDATE conversations SET in_turn = 0 WHERE conversation_id = ?", (conversation_id,))
+
+
+def keep_result(tx: Tx, conversation_id: str, text: str) -> None:
+    """A root conversation's final output, kept as its result."""
+    tx.execute(
+        "UPDATE conversations SET result = ? WHERE conversation_id = ?", (text, conversation_id)
+    )
+
+
+def mark_closed(tx: Tx, conversation_id: str, *, at: float) -> None:
+    """The conversation is closed: it takes nothing more and never runs again."""
+    tx.execute(
+        "UPDATE conversations SET state = 'closed', in_turn = 0, closed_at = ?"
+        " WHERE conversation_id = ?",
+        (at, conversation_id),
+    )
+
+
+def await_input(tx: Tx, conversation_id: str) -> None:
+    """The conversation waits on one more gate."""
+    tx.execute(
+        "UPDATE conversations SET awaiting_input = awaiting_input + 1 WHERE conversation_id = ?",
+        (conversation_id,),
+    )
+
+
+def input_came(tx: Tx, conversation_id: str) -> None:
+    """A gate the conversation waited on was answered or closed."""
+    tx.execute(
+        "UPDATE conversations SET awaiting_input = max(awaiting_input - 1, 0)"
+        " WHERE conversation_id = ?",
+        (conversation_id,),
+    )
+
+
+def first_content(tx: Tx, conversation_id: str) -> str | None:
+    """The stored content (JSON) of the conversation's first message, if it has one."""
+    row = tx.execute(
+        "SELECT content FROM messages WHERE conversation_id = ? ORDER BY seq LIMIT 1",
+        (conversation_id,),
+    ).fetchone()
+    return None if row is None else row[0]

@@ -41,16 +41,13 @@ _COLUMNS = "wait_key, job_id, kind, reason, since, until, attempts"
 def record(
     tx: Tx, key: str, *, job_id: int | None, kind: WaitKind, reason: str, at: float, until: float
 ) -> Wait:
-    """Wait `key` until `until`; a wait already under way keeps its `since` and counts on.
-
-    A conversation's wait belongs to the conversation's job when `job_id` is None.
-    """
+    """Wait `key` (of job `job_id`, None: of none) until `until`; a wait already under
+    way keeps its `since` and counts on."""
     tx.execute(
-        f"INSERT INTO waits ({_COLUMNS}) VALUES (?, coalesce(?, (SELECT job_id FROM"
-        " conversations WHERE conversation_id = ?)), ?, ?, ?, ?, 1)"
+        f"INSERT INTO waits ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, 1)"
         " ON CONFLICT (wait_key) DO UPDATE SET reason = excluded.reason,"
         " until = excluded.until, attempts = attempts + 1",
-        (key, job_id, key, kind, reason, at, until),
+        (key, job_id, kind, reason, at, until),
     )
     found = of_key(tx, key)
     assert found is not None
