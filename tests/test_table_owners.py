@@ -121,8 +121,6 @@ DEBT = {
     "orchestrator/jobs/withdraw.py": {"waits"},
     "orchestrator/proxy/decisions.py": {"gates"},
     "orchestrator/proxy/overrides.py": {"proxy_decisions"},
-    "orchestrator/teams/tools.py": {"conversations", "messages"},
-    "orchestrator/teams/transactions.py": {"conversations"},
     "orchestrator/workspace/layout.py": {"conversations", "jobs", "tasks"},
     "orchestrator/workspace/rebuild.py": {"job_workspaces", "tasks", "worktree_slots"},
     "orchestrator/workspace/tools.py": {"conversations", "jobs", "tasks"},

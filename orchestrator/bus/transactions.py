@@ -568,3 +568,64 @@ def first_content(tx: Tx, conversation_id: str) -> str | None:
         (conversation_id,),
     ).fetchone()
     return None if row is None else row[0]
+
+
+# For the layers above the bus (issue 32: one owner per table): conversations by kind, task
+# and parent, and a job's first request.
+
+
+def working_on(tx: Tx, task_id: int, kind: ConversationKind) -> bool:
+    """Whether an active conversation of `kind` works on the task."""
+    row = tx.execute(
+        "SELECT 1 FROM conversations WHERE task_id = ? AND kind = ? AND state = 'active'",
+        (task_id, kind.value),
+    ).fetchone()
+    return row is not None
+
+
+def last_seq(tx: Tx, conversation_id: str) -> int | None:
+    """The seq of the conversation's last message (0: none yet; None: no such conversation)."""
+    row = tx.execute(
+        "SELECT last_seq FROM conversations WHERE conversation_id = ?", (conversation_id,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def started(tx: Tx, job_id: int, kind: ConversationKind) -> int:
+    """How many of the job's active conversations of `kind` have started (have a message)."""
+    (count,) = tx.execute(
+        "SELECT count(*) FROM conversations WHERE job_id = ? AND kind = ? AND state = 'active'"
+        " AND last_seq > 0",
+        (job_id, kind.value),
+    ).fetchone()
+    return int(count)
+
+
+def not_started(tx: Tx, job_id: int | None, kind: ConversationKind) -> list[str]:
+    """The job's active conversations of `kind` with no message yet, oldest first."""
+    rows = tx.execute(
+        "SELECT conversation_id FROM conversations WHERE job_id = ? AND kind = ?"
+        " AND state = 'active' AND last_seq = 0 ORDER BY created_at, conversation_id",
+        (job_id, kind.value),
+    )
+    return [str(cid) for (cid,) in rows]
+
+
+def active_children(tx: Tx, parent_id: str) -> list[str]:
+    """The active conversations `parent_id` opened."""
+    rows = tx.execute(
+        "SELECT conversation_id FROM conversations WHERE parent_id = ? AND state = 'active'",
+        (parent_id,),
+    ).fetchall()
+    return [str(cid) for (cid,) in rows]
+
+
+def first_request(tx: Tx, job_id: int) -> str | None:
+    """The stored content (JSON) of the first user message of the job's root conversations."""
+    row = tx.execute(
+        "SELECT m.content FROM messages m JOIN conversations c"
+        " ON c.conversation_id = m.conversation_id WHERE c.job_id = ?"
+        " AND c.parent_id IS NULL AND m.role = 'user' ORDER BY m.seq LIMIT 1",
+        (job_id,),
+    ).fetchone()
+    return None if row is None else row[0]

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from orchestrator.bus import jobs as job_rows
-from orchestrator.bus.transactions import listed
+from orchestrator.bus.transactions import first_request, listed
 from orchestrator.config import Project, Workgroup
 from orchestrator.core.errors import StoreError, ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
@@ -341,15 +341,8 @@ class TeamTools:
         return await self.store.read(lambda tx: count_events(tx, ref.job_id, event))
 
     async def _request(self, ref: TeamRef) -> str:
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT m.content FROM messages m JOIN conversations c"
-                " ON c.conversation_id = m.conversation_id WHERE c.job_id = ?"
-                " AND c.parent_id IS NULL AND m.role = 'user' ORDER BY m.seq LIMIT 1",
-                (ref.job_id,),
-            ).fetchone()
-        )
-        text = str(json.loads(row[0]).get("text", "")) if row else ""
+        content = await self.store.read(lambda tx: first_request(tx, ref.job_id))
+        text = str(json.loads(content).get("text", "")) if content is not None else ""
         return _clip(text, REQUEST_MAX)
 
 

@@ -19,8 +19,13 @@ from orchestrator.bus.transactions import (
     ConversationRow,
     Opened,
     Outcome,
+    active_children,
     create_conversation,
     deliver,
+    last_seq,
+    not_started,
+    started,
+    working_on,
 )
 from orchestrator.config import Workgroup
 from orchestrator.core.errors import ToolError
@@ -153,10 +158,7 @@ def _refusal(tx: Tx, row: ConversationRow, intent: DispatchIntent) -> str | tupl
         return f"task #{intent.task} is {state}; only a pending or blocked task can be dispatched"
     if waits := unfinished_blockers(tx, task_id):
         return f"task #{intent.task} waits for {waits}; dispatch it once they are done"
-    if tx.execute(
-        "SELECT 1 FROM conversations WHERE task_id = ? AND kind = 'task' AND state = 'active'",
-        (task_id,),
-    ).fetchone():
+    if working_on(tx, task_id, ConversationKind.TASK):
         return f"a mini-team is already working on task #{intent.task}"
     if workgroup is None:
         return f"task #{intent.task} names no workgroup"
@@ -169,44 +171,25 @@ def _refusal(tx: Tx, row: ConversationRow, intent: DispatchIntent) -> str | tupl
     return int(task_id), str(workgroup), str(project)
 
 
-_STARTED = (
-    "SELECT count(*) FROM conversations WHERE job_id = ? AND kind = 'task' AND state = 'active'"
-    " AND last_seq > 0"
-)
-
-
 def may_start(tx: Tx, row: ConversationRow) -> bool:
     """Whether a mini-team that has not started yet may start now, within its job's bound."""
     if row.kind != ConversationKind.TASK or row.job_id is None:
         return True
-    if tx.execute(
-        "SELECT last_seq FROM conversations WHERE conversation_id = ?", (row.conversation_id,)
-    ).fetchone() != (0,):
+    if last_seq(tx, row.conversation_id) != 0:
         return True
-    (running,) = tx.execute(_STARTED, (row.job_id,)).fetchone()
+    running = started(tx, row.job_id, ConversationKind.TASK)
     job = job_rows.get(tx, row.job_id)
-    return job is not None and int(running) < job.max_parallel
+    return job is not None and running < job.max_parallel
 
 
 def waiting_teams(tx: Tx, job_id: int | None) -> list[str]:
     """Mini-teams of a job that were dispatched but have not started, oldest first."""
-    return [
-        cid
-        for (cid,) in tx.execute(
-            "SELECT conversation_id FROM conversations WHERE job_id = ? AND kind = 'task'"
-            " AND state = 'active' AND last_seq = 0 ORDER BY created_at, conversation_id",
-            (job_id,),
-        )
-    ]
+    return not_started(tx, job_id, ConversationKind.TASK)
 
 
 def end_team(tx: Tx, row: ConversationRow, outcome: Outcome) -> None:
     """A mini-team's members exit with it, and a waiting mini-team of the job may start."""
-    members = tx.execute(
-        "SELECT conversation_id FROM conversations WHERE parent_id = ? AND state = 'active'",
-        (row.conversation_id,),
-    ).fetchall()
-    for (member,) in members:
+    for member in active_children(tx, row.conversation_id):
         close(tx, member)
     close(tx, row.conversation_id)
     outcome.closed = True
