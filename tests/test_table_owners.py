@@ -122,7 +122,6 @@ DEBT = {
     "orchestrator/proxy/decisions.py": {"gates"},
     "orchestrator/proxy/overrides.py": {"proxy_decisions"},
     "orchestrator/workspace/layout.py": {"conversations", "jobs", "tasks"},
-    "orchestrator/workspace/rebuild.py": {"job_workspaces", "tasks", "worktree_slots"},
     "orchestrator/workspace/tools.py": {"conversations", "jobs", "tasks"},
 }
 

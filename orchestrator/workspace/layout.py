@@ -774,3 +774,26 @@ def _record_job(tx: Tx, space: JobSpace) -> int | None:
         ),
     )
     return None
+
+
+# For the workspace's other modules (issue 32: one owner per table).
+
+
+def record_moved(tx: Tx, recorded: JobSpace, space: JobSpace) -> list[tuple[int, bool]]:
+    """Record the job's workspace at its new paths; the tasks whose slots were leased, by
+    number, and whether each is merged (their rows are dropped: the slots are leased again)."""
+    repos = (str(recorded.repo), str(space.repo))
+    leased = [
+        (int(number), state == "done")
+        for (number, state) in tx.execute(
+            "SELECT t.number, t.state FROM worktree_slots s JOIN tasks t"
+            " ON t.task_id = s.task_id WHERE s.mirror IN (?, ?) ORDER BY t.number",
+            repos,
+        )
+    ]
+    tx.execute("DELETE FROM worktree_slots WHERE mirror IN (?, ?)", repos)
+    tx.execute(
+        "UPDATE job_workspaces SET mirror = ?, repo = ?, path = ?, removed = 0 WHERE job_id = ?",
+        (str(space.mirror), str(space.repo), str(space.path), space.job_id),
+    )
+    return leased

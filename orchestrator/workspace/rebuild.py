@@ -28,10 +28,9 @@ import logging
 import shutil
 from dataclasses import replace
 
-from orchestrator.store.sqlite import Tx
 from orchestrator.workspace import preserve
 from orchestrator.workspace.git import GitError, git, rev
-from orchestrator.workspace.layout import JobSpace, Workspace, job_repo, task_branch
+from orchestrator.workspace.layout import JobSpace, Workspace, job_repo, record_moved, task_branch
 from orchestrator.workspace.preserve import Fetched
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ async def rebuild(
     await git(repo, "update-ref", f"refs/heads/{space.branch}", start)
     for number, commit in sorted(fetched.tasks.items()):
         await git(repo, "update-ref", f"refs/heads/{task_branch(space, number)}", commit)
-    leased = await workspace.store.write(lambda tx: _moved(tx, recorded, space))
+    leased = await workspace.store.write(lambda tx: record_moved(tx, recorded, space))
     await workspace.reopen(space)
     for number, merged in leased:
         await _lease_again(workspace, space, number, merged=merged, fetched=fetched)
@@ -121,23 +120,3 @@ async def _start(space: JobSpace, preserved: str | None, source: str) -> str:
         base[:12],
     )
     return base
-
-
-def _moved(tx: Tx, recorded: JobSpace, space: JobSpace) -> list[tuple[int, bool]]:
-    """Record the job's workspace at its new paths; the tasks whose slots were leased, by
-    number, and whether each is merged (their rows are dropped: the slots are leased again)."""
-    repos = (str(recorded.repo), str(space.repo))
-    leased = [
-        (int(number), state == "done")
-        for (number, state) in tx.execute(
-            "SELECT t.number, t.state FROM worktree_slots s JOIN tasks t"
-            " ON t.task_id = s.task_id WHERE s.mirror IN (?, ?) ORDER BY t.number",
-            repos,
-        )
-    ]
-    tx.execute("DELETE FROM worktree_slots WHERE mirror IN (?, ?)", repos)
-    tx.execute(
-        "UPDATE job_workspaces SET mirror = ?, repo = ?, path = ?, removed = 0 WHERE job_id = ?",
-        (str(space.mirror), str(space.repo), str(space.path), space.job_id),
-    )
-    return leased
