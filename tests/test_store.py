@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -12,7 +14,7 @@ import pytest
 
 from orchestrator.core.errors import StoreError, StoreLockedError
 from orchestrator.store.migrations import MIGRATIONS
-from orchestrator.store.sqlite import Store, check_aiosqlite
+from orchestrator.store.sqlite import LOCK_PATIENCE_S, Store, _lock, check_aiosqlite, held
 
 TABLES = {
     "jobs",
@@ -67,6 +69,43 @@ async def test_a_second_engine_on_one_store_is_refused(tmp_path: Path) -> None:
     await store.close()
     again = await Store.open(tmp_path / "s.db")
     await again.close()
+
+
+async def test_whether_an_engine_holds_the_store_is_seen_without_taking_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    assert not held(path)
+    assert not (tmp_path / "s.db.lock").exists(), "looking made nothing"
+    store = await Store.open(path)
+    assert held(path)
+    assert held(path), "a look leaves the holder holding"
+    await store.close()
+    assert not held(path)
+
+
+def test_an_engine_starting_while_someone_looks_waits_for_the_look(tmp_path: Path) -> None:
+    """A probe holds the lock shared for an instant: the engine that meets it tries again."""
+    path = tmp_path / "s.db"
+    look = os.open(tmp_path / "s.db.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(look, fcntl.LOCK_SH)
+    waited: list[float] = []
+
+    def look_ends(seconds: float) -> None:
+        waited.append(seconds)
+        os.close(look)
+
+    fd = _lock(path, sleep=look_ends)
+    os.close(fd)
+    assert len(waited) == 1
+
+    holder = _lock(path)
+    try:
+        with pytest.raises(StoreLockedError, match="in use by another teaparty process"):
+            _lock(path, sleep=waited.append)
+    finally:
+        os.close(holder)
+    assert sum(waited[1:]) == pytest.approx(LOCK_PATIENCE_S), "a held store: refused soon"
 
 
 async def test_a_failing_transaction_commits_nothing(tmp_path: Path) -> None:

@@ -301,17 +301,48 @@ def _private(path: Path) -> None:
     os.chmod(path, 0o600)
 
 
-def _lock(path: Path) -> int:
-    lock_path = path.with_name(path.name + ".lock")
+# A reader's probe (`held`) takes the lock shared for an instant; an engine that meets one
+# tries again for this long before it calls the store in use.
+LOCK_PATIENCE_S = 0.5
+LOCK_RETRY_S = 0.01
+
+
+def _lock(path: Path, *, sleep: Callable[[float], None] = time.sleep) -> int:
+    lock_path = _lock_path(path)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    for _ in range(round(LOCK_PATIENCE_S / LOCK_RETRY_S)):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            sleep(LOCK_RETRY_S)
+        else:
+            return fd
+    os.close(fd)
+    raise StoreLockedError(f"{path} is in use by another teaparty process (lock {lock_path})")
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def held(path: Path) -> bool:
+    """Whether an engine holds the store at `path` now (a `teaparty run` or `serve`).
+
+    The probe takes the lock shared and lets it go at once, without creating anything; an
+    engine starting in that instant waits for it (`_lock` tries again for a moment). The lock
+    itself is the same flock every teaparty takes, so the answer is right beside an older one.
+    """
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = os.open(_lock_path(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
-        raise StoreLockedError(
-            f"{path} is in use by another teaparty process (lock {lock_path})"
-        ) from None
-    return fd
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor lets go of a shared lock it took
+    return False
 
 
 @contextlib.contextmanager
