@@ -1,7 +1,8 @@
 """`teaparty jobs`: see the jobs in a state directory, follow one, answer, cancel, clean up.
 
 `list`, `show` and `log` read the store read-only, beside a running `teaparty serve` or
-`teaparty run` and without its lock. `answer` and `clean` take the store (exit 3 while
+`teaparty run` and without its lock; a local job nothing runs is shown interrupted, with the
+command that resumes it. `answer` and `clean` take the store (exit 3 while
 another process holds it); `cancel` asks the process holding it to cancel, when one does.
 Exit codes: 0 done, 1 no such job or the operation failed (or was declined), 2 usage,
 3 environment (the store is in use, or of another teaparty version), 130 interrupted.
@@ -31,6 +32,7 @@ from orchestrator.api import (
     Gate,
     JobNotFoundError,
     JobStateError,
+    JobSummary,
     JobViews,
     LogEntry,
     OrchestratorError,
@@ -91,7 +93,12 @@ JOBS = Command(
         _action(
             "log",
             "a job's conversations, message by message",
-            Option("--follow", short="-f", action="store_true", help="keep printing until it ends"),
+            Option(
+                "--follow",
+                short="-f",
+                action="store_true",
+                help="keep printing until it ends (exit 1 when it is interrupted: nothing runs it)",
+            ),
             job_id=True,
         ),
         _action(
@@ -161,6 +168,13 @@ class Where:
         """Whether a store exists there yet."""
         return (self.home / "teaparty.db").is_file()
 
+    def resume(self, summary: JobSummary) -> str | None:
+        """The command that continues an interrupted job; None for any other."""
+        if summary.state != "interrupted" or summary.origin.repository is None:
+            return None
+        repo = Path(summary.origin.repository)
+        return resume_command(summary.job_id, repo, self.home)
+
 
 def _fail(args: argparse.Namespace, message: str, code: int) -> int:
     return fail(f"teaparty jobs {args.action}", message, code, as_json=args.json)
@@ -185,7 +199,9 @@ async def _list(args: argparse.Namespace, where: Where) -> int:
         found = await views.jobs(state=args.state, repo=_repository(args.repo))
     now = time.time()
     lines = jobs_text.table(found, now=now) if found else ["no jobs", *_demo_runs(where)]
-    _out(args, [jobs_json.summary(s, now=now) for s in found], lines)
+    resumes = {s.job_id: where.resume(s) for s in found}
+    lines += [jobs_text.interrupted(s, r) for s in found if (r := resumes[s.job_id])]
+    _out(args, [jobs_json.summary(s, now=now, resume=resumes[s.job_id]) for s in found], lines)
     return EXIT_OK
 
 
@@ -210,7 +226,12 @@ async def _show(args: argparse.Namespace, where: Where) -> int:
     async with where.views() as views:
         job = await views.job(args.job_id)
     now = time.time()
-    _out(args, jobs_json.view(job, now=now), jobs_text.view(job, now=now))
+    resume = where.resume(job.summary)
+    _out(
+        args,
+        jobs_json.view(job, now=now, resume=resume),
+        jobs_text.view(job, now=now, resume=resume),
+    )
     return EXIT_OK
 
 
@@ -224,9 +245,12 @@ async def _log(args: argparse.Namespace, where: Where) -> int:
             else:
                 sys.stdout.write(jobs_text.joined(transcript.lines(entry)))
                 sys.stdout.flush()
-        if args.follow and not args.json:
-            job = await views.job(args.job_id)
-            print(f"job {job.summary.job_id} {job.summary.state}: {job.summary.step}")
+        job = await views.job(args.job_id) if args.follow else None
+    if job is not None and (resume := where.resume(job.summary)):  # nothing more will come
+        print(jobs_text.interrupted(job.summary, resume), file=sys.stderr if args.json else None)
+        return EXIT_FAILED
+    if job is not None and not args.json:
+        print(f"job {job.summary.job_id} {job.summary.state}: {job.summary.step}")
     return EXIT_OK
 
 

@@ -29,8 +29,8 @@ def iso(at: float | None) -> str | None:
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def summary(job: JobSummary, *, now: float) -> dict[str, Any]:
-    """One job of `jobs list`."""
+def summary(job: JobSummary, *, now: float, resume: str | None = None) -> dict[str, Any]:
+    """One job of `jobs list`; `resume`, the command that continues it when interrupted."""
     u = job.usage
     wait = job.waiting
     return {
@@ -46,6 +46,8 @@ def summary(job: JobSummary, *, now: float) -> dict[str, Any]:
         if wait is None
         else {"kind": wait.kind, "reason": wait.reason, "since": iso(wait.since),
               "until": iso(wait.until)},
+        "store_held": job.held,
+        "resume": resume,
         "open_gates": job.open_gates,
         "cost_usd": job.cost_usd,
         "tokens": {"input": u.input_tokens, "output": u.output_tokens,
@@ -56,9 +58,9 @@ def summary(job: JobSummary, *, now: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def view(job: JobView, *, now: float) -> dict[str, Any]:
+def view(job: JobView, *, now: float, resume: str | None = None) -> dict[str, Any]:
     """The tracking view of `jobs show`: a summary and the rest."""
-    return summary(job.summary, now=now) | {
+    return summary(job.summary, now=now, resume=resume) | {
         "branch": job.branch,
         "worktree": job.worktree,
         "worktree_present": job.worktree_present,

@@ -63,11 +63,24 @@ def where(summary: JobSummary) -> str:
 
 
 def state(summary: JobSummary, *, now: float) -> str:
-    """The state, with what it waits out and until when."""
+    """The state, with what it waits out and until when (or that it waits for a server)."""
+    if unserved(summary):
+        return f"{summary.state} (goes on when teaparty serve runs)"
     if summary.waiting is None:
         return summary.state
     what = _WAITS.get(summary.waiting.kind, summary.waiting.kind)
     return f"{summary.state} ({what}; again at {clock(summary.waiting.until, now=now)})"
+
+
+def unserved(summary: JobSummary) -> bool:
+    """Whether a GitHub job that has not ended waits for a `teaparty serve` to carry it on."""
+    going = summary.state not in ("done", "failed", "cancelled")
+    return going and not summary.held and summary.origin.forge == "github"
+
+
+def interrupted(summary: JobSummary, resume: str) -> str:
+    """What to say of an interrupted job: that nothing runs it, and how to go on."""
+    return f"job {summary.job_id} is interrupted: nothing runs it; resume it with: {resume}"
 
 
 def table(summaries: Sequence[JobSummary], *, now: float) -> list[str]:
@@ -92,8 +105,9 @@ def table(summaries: Sequence[JobSummary], *, now: float) -> list[str]:
     ]
 
 
-def view(job: JobView, *, now: float) -> list[str]:
-    """The tracking view: the job's facts, then its tasks, gates, commands and result."""
+def view(job: JobView, *, now: float, resume: str | None = None) -> list[str]:
+    """The tracking view: the job's facts (with `resume`, the command that continues an
+    interrupted job), then its tasks, gates, commands and result."""
     s = job.summary
     u = s.usage
     tokens = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
@@ -101,6 +115,7 @@ def view(job: JobView, *, now: float) -> list[str]:
     facts = [
         ("repository", f"{where(s)} ({s.origin.forge})"),
         ("state", state(s, now=now) + ("" if s.step == s.state else f": {printable(s.step)}")),
+        *([("resume", resume)] if resume else []),
         ("open gates", str(s.open_gates)),
         ("branch", job.branch or "-"),
         ("worktree", worktree or "-"),

@@ -11,6 +11,7 @@ call it was in would still be going on (it never ends by itself), however loaded
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from jobs_cli_support import jobs_json, teaparty
 from local_repo import ENV, git, make_repo
 from terminal import Terminal
 
@@ -37,6 +39,7 @@ class Anthropic(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.asked = threading.Event()  # a model call is under way
         self.closing = threading.Event()
+        self.overloaded = False  # answer every message 529 at once (the SDK's retries quick)
 
     @property
     def url(self) -> str:
@@ -58,11 +61,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.server.asked.set()
+        if self.server.overloaded:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            error = {"type": "overloaded_error", "message": "Overloaded"}
+            return self._json(529, {"type": "error", "error": error}, {"retry-after-ms": "1"})
         self.server.closing.wait()  # never answered: only the fixture's end lets it go
 
-    def _json(self, status: int, body: object) -> None:
+    def _json(self, status: int, body: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode()
         self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -210,3 +219,64 @@ def test_ctrl_c_during_git_stops_at_once(repo: Path, tmp_path: Path) -> None:
     assert clean.returncode == 0, clean.stderr
     branch = "teaparty/job-1-add-docs^{tree}"
     assert git(repo, "rev-parse", branch) == git(untouched, "rev-parse", branch)
+
+
+def test_a_run_stopped_by_ctrl_c_is_shown_interrupted_with_its_resume_command(
+    anthropic: Anthropic, tmp_path: Path
+) -> None:
+    """While the run holds the store its job is planning; once Ctrl-C stopped it, `jobs
+    list`, `show` and a `log --follow` begun beside the run say it is interrupted and how to
+    resume it (the repository's and the state directory's paths quoted), and the command works."""
+    repo, home = make_repo(tmp_path / "my widgets"), tmp_path / "state dir"
+    argv = [*run_args(tmp_path)[:-1], str(home)]
+    with Terminal(argv, repo, env_for(anthropic, GOOD_KEY)) as term:
+        term.until(anthropic.asked.is_set)
+        [running] = jobs_json("list", home=home)
+        assert (running["state"], running["store_held"], running["resume"]) == (
+            "planning",
+            True,
+            None,
+        )
+        follow = subprocess.Popen(
+            [*CLI, "jobs", "log", "1", "--follow", "--home", str(home)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        )  # fmt: skip
+        assert follow.stdout is not None
+        assert "engine -> office-manager  [request]" in follow.stdout.readline()
+        term.send("\x03")
+        assert term.wait() == 130, term.output
+    resume = f"teaparty run --repo '{repo}' --resume 1 --home '{home}'"
+    assert f"continue it with: teaparty run --repo '{repo}' --resume 1" in term.output
+    out, err = follow.communicate(timeout=60)  # it ends by itself: nothing more will come
+    assert (follow.returncode, err) == (1, ""), err
+    said = f"job 1 is interrupted: nothing runs it; resume it with: {resume}\n"
+    assert out.endswith(said)
+
+    listed = teaparty("jobs", "list", home=home)
+    assert listed.returncode == 0, listed.stderr
+    header, row, line = listed.stdout.splitlines()
+    assert row.split()[:2] == ["1", str(repo).split()[0]]
+    assert " interrupted " in row
+    assert line == said.strip()
+    [summary] = jobs_json("list", home=home)
+    assert (summary["state"], summary["store_held"], summary["resume"]) == (
+        "interrupted",
+        False,
+        resume,
+    )
+    shown = teaparty("jobs", "show", "1", home=home).stdout
+    assert "  state       interrupted: planning the work\n" in shown
+    assert f"  resume      {resume}\n" in shown
+    again = teaparty("jobs", "log", "1", "--follow", home=home)
+    assert (again.returncode, again.stdout.endswith(said)) == (1, True), again.stderr
+    as_json = teaparty("jobs", "log", "1", "--follow", "--json", home=home)
+    assert (as_json.returncode, as_json.stderr) == (1, said)
+    assert [json.loads(line)["id"] for line in as_json.stdout.splitlines()]
+
+    pasted = [*CLI, *shlex.split(resume)[1:], "--model", "scripted", "--yes"]  # from anywhere
+    resumed = subprocess.run(
+        pasted, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=90
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "job 1 resumed" in resumed.stdout
+    assert jobs_json("show", "1", home=home)["state"] == "done"

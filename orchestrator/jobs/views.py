@@ -4,7 +4,10 @@ Read from the store opened read-only beside whichever process holds it (`Store.a
 a look neither waits for `teaparty serve` or a `teaparty run` nor disturbs them. A job's
 state is the one its requester sees (`JobDriver.status`): planning, working, waiting (at
 a question), delivering, done, failed or cancelled, and what it waits out (a model outage,
-a forge's rate limit) with when that ends. Cost is counted and priced as the budget does it:
+a forge's rate limit) with when that ends. Nothing carries a job on while no process holds
+the store: a local job then is interrupted (its run was stopped; it goes on when resumed),
+unless it waits at a question; a GitHub job goes on when `teaparty serve` runs; neither
+shows a wait's end, which nobody would act on. Cost is counted and priced as the budget does it:
 each agent's tokens (the proxy's at the job's gates included) at its model, found in the
 project the job runs under, at the organisation's prices.
 """
@@ -36,14 +39,15 @@ from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
 from orchestrator.jobs.ports import JobState
 from orchestrator.jobs.pricing import JobPricing
-from orchestrator.store.sqlite import Store, Tx, attach_beside
+from orchestrator.store.sqlite import Store, Tx, attach_beside, held
 from orchestrator.teams.board import Task, list_tasks
 
 ENDED: frozenset[str] = frozenset({"done", "cancelled"})
 STATE_FILTERS = (
-    "planning", "working", "waiting", "delivering", "done", "failed", "cancelled", "active",
-    "ended",
+    "planning", "working", "waiting", "delivering", "interrupted", "done", "failed", "cancelled",
+    "active", "ended",
 )  # fmt: skip
+ViewState = JobState | Literal["interrupted"]  # interrupted: local, and nothing runs it
 Forge = Literal["local", "github", "other"]
 Sleep = Callable[[float], Awaitable[None]]
 Row = TypeVar("Row", Failure, Wait)
@@ -87,14 +91,15 @@ class JobSummary:
     job_key: str
     origin: JobOrigin
     title: str
-    state: JobState
-    step: str
+    state: ViewState
+    step: str  # what it does, or (interrupted) what it was doing
     open_gates: int
     usage: Usage
     cost_usd: float | None  # None: not priced (its project or a model's price is unknown)
     created_at: float
     updated_at: float
     waiting: Wait | None = None  # the wait ending last, while the job is not ended
+    held: bool = True  # a teaparty process held the store as it was read: one to carry it on
 
 
 @dataclass(frozen=True)
@@ -154,8 +159,9 @@ class JobViews:
         """Every job, newest first; only those in `state` (see STATE_FILTERS) or of `repo`."""
         if self.store is None:
             return []
+        attended = self._held()  # before the facts: a run that ends first has ended its job
         facts = await self.store.read(lambda tx: _every_job(tx, self.pricing.proxy))
-        found = [self._summary(fact) for fact in facts]
+        found = [self._summary(fact, attended) for fact in facts]
         return [
             s for s in found if _in_state(s, state) and (repo is None or s.origin.matches(repo))
         ]
@@ -164,13 +170,14 @@ class JobViews:
         """The job's tracking view (JobNotFoundError: no such job)."""
         if self.store is None:
             raise JobNotFoundError(job_id)
+        attended = self._held()
         fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id, self.pricing.proxy))
         branch, worktree, present, gates, failed, done = detail
         kept = await self.store.read(lambda tx: _preferences(tx, job_id))
         checks = await self.store.read(lambda tx: latest_checks(tx, job_id))
         refused = await self.store.read(lambda tx: refusals.of_job(tx, job_id))
         return JobView(
-            self._summary(fact), branch, worktree, present, fact.result,
+            self._summary(fact, attended), branch, worktree, present, fact.result,
             fact.tasks, tuple(gates), tuple(failed), tuple(done), kept, checks, refused,
         )  # fmt: skip
 
@@ -184,11 +191,11 @@ class JobViews:
         self, job_id: int, *, interval: float = commands.POLL_S, sleep: Sleep = asyncio.sleep
     ) -> AsyncIterator[LogEntry]:
         """The job's messages, then each new one as it is written, until the job is done,
-        failed or cancelled."""
+        failed, cancelled or interrupted."""
         after = 0
         while True:
             # The state is read first: every message written before the job ended is shown.
-            stopped = (await self.job(job_id)).summary.state in (*ENDED, "failed")
+            stopped = (await self.job(job_id)).summary.state in (*ENDED, "failed", "interrupted")
             for entry in await self.log(job_id, after=after):
                 after = entry.message_id
                 yield entry
@@ -196,18 +203,30 @@ class JobViews:
                 return
             await sleep(interval)
 
-    def _summary(self, fact: _JobFact) -> JobSummary:
+    def _held(self) -> bool:
+        return self.store is not None and held(self.store.path)
+
+    def _summary(self, fact: _JobFact, attended: bool) -> JobSummary:
         failure = fact.failures[-1].reason if fact.failures else None
         gates = list(range(fact.open_gates))
         state, step = job_phase(fact.state, fact.tasks, gates, fact.result, failure)
         usage = sum(fact.spent.values(), Usage())
         cost = self.pricing.cost(fact.project, fact.project_text, fact.spent)
-        ended = state in ENDED
+        origin = JobOrigin.of_key(fact.job_key)
+        going = state not in (*ENDED, "failed")
         return JobSummary(
-            fact.job_id, fact.job_key, JobOrigin.of_key(fact.job_key), fact.title, state, step,
+            fact.job_id, fact.job_key, origin, fact.title, _shown(state, origin, attended), step,
             fact.open_gates, usage, cost, fact.created_at, fact.updated_at,
-            fact.waits[0] if fact.waits and not ended and failure is None else None,
+            fact.waits[0] if fact.waits and going and attended else None, attended,
         )  # fmt: skip
+
+
+def _shown(state: JobState, origin: JobOrigin, attended: bool) -> ViewState:
+    """A local job that has not ended, fails nothing and waits at no question is interrupted
+    while no process holds the store: nothing carries it on until it is resumed."""
+    if attended or origin.forge != "local" or state in (*ENDED, "failed", "waiting"):
+        return state
+    return "interrupted"
 
 
 @dataclass(frozen=True)
