@@ -280,3 +280,31 @@ def test_a_run_stopped_by_ctrl_c_is_shown_interrupted_with_its_resume_command(
     assert resumed.returncode == 0, resumed.stderr
     assert "job 1 resumed" in resumed.stdout
     assert jobs_json("show", "1", home=home)["state"] == "done"
+
+
+def test_an_interrupted_run_shows_no_retry_time_nobody_will_keep(
+    anthropic: Anthropic, repo: Path, tmp_path: Path
+) -> None:
+    """The model is overloaded: the run waits it out, `jobs list` says until when; after
+    Ctrl-C nothing will try again at that time, and the list no longer says it will."""
+    anthropic.overloaded = True
+    home = tmp_path / "home"
+
+    def waiting() -> bool:
+        if not anthropic.asked.is_set():  # the store is made by then (a look at one being
+            return False  # migrated fails: "the teaparty holding it is older")
+        listed = jobs_json("list", home=home, in_process=True)
+        return bool(listed) and listed[0]["waiting"] is not None
+
+    with Terminal(run_args(tmp_path), repo, env_for(anthropic, GOOD_KEY)) as term:
+        term.until(waiting)
+        assert "the model is unavailable; again at" in teaparty("jobs", "list", home=home).stdout
+        term.send("\x03")
+        assert term.wait() == 130, term.output
+    listed = teaparty("jobs", "list", home=home).stdout
+    assert "again at" not in listed
+    assert f"job 1 is interrupted: nothing runs it; resume it with: teaparty run --repo {repo}" in (
+        listed
+    )
+    [summary] = jobs_json("list", home=home)
+    assert (summary["state"], summary["waiting"]) == ("interrupted", None)
