@@ -209,3 +209,48 @@ def test_cancelling_a_github_job_without_the_app_says_its_issue_was_not_told(
         "  note: no teaparty serve holds this store, so the issue's tracking comment was not "
         "updated",
     ]
+
+
+def test_jobs_nothing_runs_say_what_carries_them_on(repo: Path, tmp_path: Path) -> None:
+    """A GitHub job goes on when teaparty serve runs; a local one was interrupted. While a
+    process holds the store, both are what they are doing."""
+    home = tmp_path / "home"
+
+    async def two_jobs() -> None:
+        office = await open_office(home)
+        try:
+            await start(office, repo, "Fix typo", key="github:octo/widgets#7")
+            await start(office, repo, "Add docs")
+        finally:
+            await office.close()
+
+    asyncio.run(two_jobs())
+    listed = teaparty("jobs", "list", home=home)
+    assert listed.returncode == 0, listed.stderr
+    _, local, github, line = listed.stdout.splitlines()
+    assert local.split()[:3] == ["2", str(repo), "interrupted"]
+    assert github.split()[:2] == ["1", "octo/widgets#7"]
+    assert "  planning (goes on when teaparty serve runs)  " in github
+    assert line == (
+        f"job 2 is interrupted: nothing runs it; resume it with: teaparty run --repo {repo} "
+        f"--resume 2 --home {home}"
+    )
+    shown = teaparty("jobs", "show", "1", home=home).stdout
+    assert "  state       planning (goes on when teaparty serve runs): planning the work\n" in (
+        shown
+    )
+    assert [(j["state"], j["store_held"]) for j in jobs_json("list", home=home)] == [
+        ("interrupted", False),
+        ("planning", False),
+    ]
+
+    async def held() -> list[tuple[str, bool]]:
+        office = await open_office(home)  # as teaparty serve would, or a run
+        try:
+            return [(j["state"], j["store_held"]) for j in jobs_json("list", home=home)]
+        finally:
+            await office.close()
+
+    assert asyncio.run(held()) == [("planning", True), ("planning", True)]
+    held_list = teaparty("jobs", "list", home=home).stdout
+    assert "interrupted" in held_list, "let go again"
