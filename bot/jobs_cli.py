@@ -38,6 +38,7 @@ from orchestrator.api import (
     OrchestratorError,
     Removal,
     StoreError,
+    StoreLockedError,
     answer_job,
     cancel_job,
     clean,
@@ -273,9 +274,15 @@ async def _answer(args: argparse.Namespace, where: Where) -> int:
     if chosen is None:
         wanted = " or ".join(gate.options) or "some text"
         raise UsageError(f"gate {gate.gate_id} takes {wanted}, not {args.text!r}")
-    answered = await answer_job(
-        where.home, args.job_id, gate.gate_id, text=chosen, org_dir=where.org
-    )
+    try:
+        answered = await answer_job(
+            where.home, args.job_id, gate.gate_id, text=chosen, org_dir=where.org
+        )
+    except StoreLockedError as exc:  # most likely the run asking this very question
+        raise StoreLockedError(
+            f"{exc}: if it is job {args.job_id}'s teaparty run, answer gate {gate.gate_id} at "
+            "that run's terminal; else answer here once it ends"
+        ) from None
     resume = resume_command(args.job_id, job.summary.origin.repository or "", where.home)
     lines = [
         f"gate {answered.gate_id} of job {args.job_id} answered as {answered.answered_by}: "

@@ -44,6 +44,10 @@ from orchestrator.api import git as run_git
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_PARKED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
 EXIT_CODES = RUN_EXIT_CODES
+IN_USE = (
+    "a teaparty run or teaparty serve is using this state directory: wait for it to end, "
+    "or give this run a state directory of its own with --home DIR"
+)
 
 
 class UsageError(Exception):
@@ -90,7 +94,7 @@ def _outcome(exc: Exception, started: list[int], request: Request) -> tuple[str,
     if isinstance(exc, (ResumeError, ConfigError)):
         return str(exc), EXIT_USAGE
     if isinstance(exc, StoreLockedError):
-        return str(exc), EXIT_ENVIRONMENT
+        return f"{exc}\n  {IN_USE}", EXIT_ENVIRONMENT
     if isinstance(exc, JobCancelledError):  # `teaparty jobs cancel`, from another terminal
         return f"{exc}; it cannot be resumed", EXIT_FAILED
     if not started:

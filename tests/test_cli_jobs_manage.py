@@ -254,3 +254,33 @@ def test_jobs_nothing_runs_say_what_carries_them_on(repo: Path, tmp_path: Path) 
     assert asyncio.run(held()) == [("planning", True), ("planning", True)]
     held_list = teaparty("jobs", "list", home=home).stdout
     assert "interrupted" in held_list, "let go again"
+
+
+def test_a_store_in_use_names_the_next_step(repo: Path, tmp_path: Path) -> None:
+    """A run waits at its question on a terminal: answering it from elsewhere is sent to that
+    terminal, and a second run is told to wait or take a state directory of its own, which
+    then works beside the first."""
+    home = tmp_path / "home"
+    argv = [*CLI, "run", "--title", "Add docs", "--home", str(home), "--model", "scripted"]
+    with Terminal(argv, repo, ENV) as term:
+        term.expect("your answer [yes/no]: ")
+        answered = teaparty("jobs", "answer", "1", "yes", home=home)
+        assert answered.returncode == 3
+        assert answered.stderr == (
+            f"teaparty jobs answer: {home / 'teaparty.db'} is in use by another teaparty process "
+            f"(lock {home / 'teaparty.db.lock'}): if it is job 1's teaparty run, answer gate 1 "
+            "at that run's terminal; else answer here once it ends\n"
+        )
+        fix = ("run", "--repo", str(repo), "--title", "Fix typo", "--yes")
+        second = teaparty(*fix, home=home)
+        assert second.returncode == 3
+        assert second.stderr.splitlines()[-2:] == [
+            f"teaparty run: {home / 'teaparty.db'} is in use by another teaparty process "
+            f"(lock {home / 'teaparty.db.lock'})",
+            "  a teaparty run or teaparty serve is using this state directory: wait for it to "
+            "end, or give this run a state directory of its own with --home DIR",
+        ]
+        beside = teaparty(*fix, home=tmp_path / "own")
+        assert beside.returncode == 0, beside.stderr
+        term.send("yes\n")
+        assert term.wait() == 0, term.output
