@@ -44,6 +44,7 @@ from orchestrator.api import (
     clean,
     managing,
     plan_clean,
+    run_scope,
 )
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -279,10 +280,8 @@ async def _answer(args: argparse.Namespace, where: Where) -> int:
             where.home, args.job_id, gate.gate_id, text=chosen, org_dir=where.org
         )
     except StoreLockedError as exc:  # most likely the run asking this very question
-        raise StoreLockedError(
-            f"{exc}: if it is job {args.job_id}'s teaparty run, answer gate {gate.gate_id} at "
-            "that run's terminal; else answer here once it ends"
-        ) from None
+        where_to = await _answered_there(where, args.job_id, gate.gate_id)
+        raise StoreLockedError(f"{exc}: {where_to}") from None
     resume = resume_command(args.job_id, job.summary.origin.repository or "", where.home)
     lines = [
         f"gate {answered.gate_id} of job {args.job_id} answered as {answered.answered_by}: "
@@ -293,6 +292,20 @@ async def _answer(args: argparse.Namespace, where: Where) -> int:
              "answered_by": answered.answered_by}  # fmt: skip
     _out(args, value, lines)
     return EXIT_OK
+
+
+async def _answered_there(where: Where, job_id: int, gate_id: int) -> str:
+    """Where a question is answered while another process holds the store."""
+    async with where.views() as views:
+        scope = views.holder()
+    run = f"job {job_id}'s teaparty run"
+    if scope == run_scope(job_id):
+        return f"{run} is asking it: answer gate {gate_id} at that run's terminal"
+    if scope == "":  # a teaparty serve, or a teaparty that does not say
+        return f"if it is {run}, answer gate {gate_id} at its terminal; else here once it ends"
+    if scope is None:
+        return "it has just let go of it: try again"
+    return "it is another job's teaparty run: answer here once it ends"
 
 
 def _open_gate(gates: Sequence[Gate], job_id: int, wanted: int | None) -> Gate:

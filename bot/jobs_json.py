@@ -46,7 +46,7 @@ def summary(job: JobSummary, *, now: float, resume: str | None = None) -> dict[s
         if wait is None
         else {"kind": wait.kind, "reason": wait.reason, "since": iso(wait.since),
               "until": iso(wait.until)},
-        "store_held": job.held,
+        "running": job.held,
         "resume": resume,
         "open_gates": job.open_gates,
         "cost_usd": job.cost_usd,

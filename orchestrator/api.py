@@ -135,6 +135,7 @@ from orchestrator.jobs.views import (
     JobView,
     JobViews,
     LogEntry,
+    run_scope,
 )
 from orchestrator.jobs.withdraw import Withdrawn, withdraw
 from orchestrator.memory.entries import Learning
@@ -325,6 +326,7 @@ __all__ = [
     "reset_config",
     "restore_store",
     "run_local",
+    "run_scope",
     "serve_commands",
     "shipped_org_dir",
     "slug",

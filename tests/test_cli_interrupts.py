@@ -26,6 +26,7 @@ from local_repo import ENV, git, make_repo
 from terminal import Terminal
 
 CLI = [sys.executable, "-m", "bot.cli"]
+SOURCE = Path(__file__).resolve().parent.parent  # run from here, `-m bot.cli` is this checkout's
 pytestmark = pytest.mark.timeout(120)
 GOOD_KEY, BAD_KEY = "sk-ant-good", "sk-ant-bad"
 
@@ -228,11 +229,11 @@ def test_a_run_stopped_by_ctrl_c_is_shown_interrupted_with_its_resume_command(
     list`, `show` and a `log --follow` begun beside the run say it is interrupted and how to
     resume it (the repository's and the state directory's paths quoted), and the command works."""
     repo, home = make_repo(tmp_path / "my widgets"), tmp_path / "state dir"
-    argv = [*run_args(tmp_path)[:-1], str(home)]
-    with Terminal(argv, repo, env_for(anthropic, GOOD_KEY)) as term:
+    argv = [*run_args(tmp_path)[:-1], str(home), "--repo", str(repo)]
+    with Terminal(argv, SOURCE, env_for(anthropic, GOOD_KEY)) as term:
         term.until(anthropic.asked.is_set)
         [running] = jobs_json("list", home=home)
-        assert (running["state"], running["store_held"], running["resume"]) == (
+        assert (running["state"], running["running"], running["resume"]) == (
             "planning",
             True,
             None,
@@ -259,7 +260,7 @@ def test_a_run_stopped_by_ctrl_c_is_shown_interrupted_with_its_resume_command(
     assert " interrupted " in row
     assert line == said.strip()
     [summary] = jobs_json("list", home=home)
-    assert (summary["state"], summary["store_held"], summary["resume"]) == (
+    assert (summary["state"], summary["running"], summary["resume"]) == (
         "interrupted",
         False,
         resume,
@@ -273,9 +274,21 @@ def test_a_run_stopped_by_ctrl_c_is_shown_interrupted_with_its_resume_command(
     assert (as_json.returncode, as_json.stderr) == (1, said)
     assert [json.loads(line)["id"] for line in as_json.stdout.splitlines()]
 
-    pasted = [*CLI, *shlex.split(resume)[1:], "--model", "scripted", "--yes"]  # from anywhere
+    second = [*CLI, "run", "--repo", str(repo), "--title", "Fix typo", "--home", str(home)]
+    with Terminal([*second, "--model", "scripted"], SOURCE, ENV) as term:
+        term.expect("your answer [yes/no]: ")  # job 2's run holds the store: job 1's stopped
+        listed = jobs_json("list", home=home)
+        assert [(j["id"], j["state"], j["running"]) for j in listed] == [
+            (2, "waiting", True),
+            (1, "interrupted", False),
+        ]
+        assert "job 1 is interrupted" in teaparty("jobs", "list", home=home).stdout
+        term.send("no\n")
+        assert term.wait() == 1, term.output  # the plan refused: nothing delivered
+
+    pasted = [*CLI, *shlex.split(resume)[1:], "--model", "scripted", "--yes"]
     resumed = subprocess.run(
-        pasted, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=90
+        pasted, cwd=SOURCE, env=ENV, capture_output=True, text=True, timeout=90
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "job 1 resumed" in resumed.stdout

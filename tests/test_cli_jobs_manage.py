@@ -17,7 +17,10 @@ from jobs_harness import open_office, start
 from local_repo import ENV, git, make_repo
 from terminal import Terminal
 
+from orchestrator.api import run_scope
+
 pytestmark = pytest.mark.timeout(180)
+SOURCE = Path(__file__).resolve().parent.parent  # run from here, `-m bot.cli` is this checkout's
 
 
 @pytest.fixture
@@ -239,19 +242,27 @@ def test_jobs_nothing_runs_say_what_carries_them_on(repo: Path, tmp_path: Path) 
     assert "  state       planning (goes on when teaparty serve runs): planning the work\n" in (
         shown
     )
-    assert [(j["state"], j["store_held"]) for j in jobs_json("list", home=home)] == [
+    assert [(j["state"], j["running"]) for j in jobs_json("list", home=home)] == [
         ("interrupted", False),
         ("planning", False),
     ]
 
-    async def held() -> list[tuple[str, bool]]:
-        office = await open_office(home)  # as teaparty serve would, or a run
+    def states() -> list[tuple[str, bool]]:
+        return [(j["state"], j["running"]) for j in jobs_json("list", home=home)]
+
+    async def held() -> list[list[tuple[str, bool]]]:
+        office = await open_office(home)  # as teaparty serve would (it says nothing)
         try:
-            return [(j["state"], j["store_held"]) for j in jobs_json("list", home=home)]
+            every = states()
+            office.engine.store.claim(run_scope(2))  # as a teaparty run of job 2 says
+            return [every, states()]
         finally:
             await office.close()
 
-    assert asyncio.run(held()) == [("planning", True), ("planning", True)]
+    assert asyncio.run(held()) == [
+        [("planning", True), ("planning", True)],
+        [("planning", True), ("planning", False)],
+    ]
     held_list = teaparty("jobs", "list", home=home).stdout
     assert "interrupted" in held_list, "let go again"
 
@@ -261,15 +272,23 @@ def test_a_store_in_use_names_the_next_step(repo: Path, tmp_path: Path) -> None:
     terminal, and a second run is told to wait or take a state directory of its own, which
     then works beside the first."""
     home = tmp_path / "home"
-    argv = [*CLI, "run", "--title", "Add docs", "--home", str(home), "--model", "scripted"]
-    with Terminal(argv, repo, ENV) as term:
+    park("Park it", home=home, repo=repo)  # job 1, at gate 1
+    in_use = (
+        f"teaparty jobs answer: {home / 'teaparty.db'} is in use by another teaparty process "
+        f"(lock {home / 'teaparty.db.lock'}): "
+    )
+    argv = [*CLI, "run", "--repo", str(repo), "--title", "Add docs", "--home", str(home)]
+    with Terminal([*argv, "--model", "scripted"], SOURCE, ENV) as term:
         term.expect("your answer [yes/no]: ")
-        answered = teaparty("jobs", "answer", "1", "yes", home=home)
-        assert answered.returncode == 3
-        assert answered.stderr == (
-            f"teaparty jobs answer: {home / 'teaparty.db'} is in use by another teaparty process "
-            f"(lock {home / 'teaparty.db.lock'}): if it is job 1's teaparty run, answer gate 1 "
-            "at that run's terminal; else answer here once it ends\n"
+        answered = teaparty("jobs", "answer", "2", "yes", home=home)
+        assert (answered.returncode, answered.stderr) == (
+            3,
+            f"{in_use}job 2's teaparty run is asking it: answer gate 2 at that run's terminal\n",
+        )
+        other = teaparty("jobs", "answer", "1", "yes", home=home)
+        assert (other.returncode, other.stderr) == (
+            3,
+            f"{in_use}it is another job's teaparty run: answer here once it ends\n",
         )
         fix = ("run", "--repo", str(repo), "--title", "Fix typo", "--yes")
         second = teaparty(*fix, home=home)
@@ -284,3 +303,4 @@ def test_a_store_in_use_names_the_next_step(repo: Path, tmp_path: Path) -> None:
         assert beside.returncode == 0, beside.stderr
         term.send("yes\n")
         assert term.wait() == 0, term.output
+    assert here("answer", "1", "yes", home=home).returncode == 0, "once the run has ended"

@@ -14,7 +14,14 @@ import pytest
 
 from orchestrator.core.errors import StoreError, StoreLockedError
 from orchestrator.store.migrations import MIGRATIONS
-from orchestrator.store.sqlite import LOCK_PATIENCE_S, Store, _lock, check_aiosqlite, held
+from orchestrator.store.sqlite import (
+    LOCK_PATIENCE_S,
+    Store,
+    _lock,
+    check_aiosqlite,
+    held,
+    holder,
+)
 
 TABLES = {
     "jobs",
@@ -82,6 +89,24 @@ async def test_whether_an_engine_holds_the_store_is_seen_without_taking_it(
     assert held(path), "a look leaves the holder holding"
     await store.close()
     assert not held(path)
+
+
+async def test_what_an_engine_carries_on_is_read_beside_it(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = await Store.open(path)
+    assert holder(path) == "", "said nothing: every job"
+    store.claim("job:12")
+    assert holder(path) == "job:12"
+    store.claim("job:3")
+    assert holder(path) == "job:3"
+    await store.close()
+    assert holder(path) is None
+    (tmp_path / "s.db.lock").write_text("job:99")  # left by a holder that died
+    again = await Store.open(path)
+    try:
+        assert holder(path) == ""
+    finally:
+        await again.close()
 
 
 def test_an_engine_starting_while_someone_looks_waits_for_the_look(tmp_path: Path) -> None:

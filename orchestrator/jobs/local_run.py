@@ -40,6 +40,7 @@ from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import JobFailedError, JobSource, Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobStatus
+from orchestrator.jobs.views import run_scope
 from orchestrator.sandbox.probe import announce, probe
 from orchestrator.teams.board import board_line
 from orchestrator.workspace.git import IDENTITY, git, slug
@@ -149,6 +150,7 @@ async def run_local(
             job_id, branch = await _resumed(office, repo, resume)
             on_job(job_id)
             say(f"job {job_id} resumed: branch {branch}")
+        office.engine.store.claim(run_scope(job_id))  # for `teaparty jobs`: this job only
         forge = LocalForge(
             office, repo, decider=project.humans.decider, approve=approve, say=say, auto=auto
         )

@@ -5,7 +5,8 @@ a look neither waits for `teaparty serve` or a `teaparty run` nor disturbs them.
 state is the one its requester sees (`JobDriver.status`): planning, working, waiting (at
 a question), delivering, done, failed or cancelled, and what it waits out (a model outage,
 a forge's rate limit) with when that ends. Nothing carries a job on while no process holds
-the store: a local job then is interrupted (its run was stopped; it goes on when resumed),
+the store, or only a `teaparty run` of another job (`Store.claim`): a local job then is
+interrupted (its run was stopped; it goes on when resumed),
 unless it waits at a question; a GitHub job goes on when `teaparty serve` runs; neither
 shows a wait's end, which nobody would act on. Cost is counted and priced as the budget does it:
 each agent's tokens (the proxy's at the job's gates included) at its model, found in the
@@ -39,7 +40,7 @@ from orchestrator.jobs.commands import JobCommand
 from orchestrator.jobs.driver import job_phase
 from orchestrator.jobs.ports import JobState
 from orchestrator.jobs.pricing import JobPricing
-from orchestrator.store.sqlite import Store, Tx, attach_beside, held
+from orchestrator.store.sqlite import Store, Tx, attach_beside, holder
 from orchestrator.teams.board import Task, list_tasks
 
 ENDED: frozenset[str] = frozenset({"done", "cancelled"})
@@ -99,7 +100,7 @@ class JobSummary:
     created_at: float
     updated_at: float
     waiting: Wait | None = None  # the wait ending last, while the job is not ended
-    held: bool = True  # a teaparty process held the store as it was read: one to carry it on
+    held: bool = True  # a teaparty process that carries it on held the store as it was read
 
 
 @dataclass(frozen=True)
@@ -159,9 +160,9 @@ class JobViews:
         """Every job, newest first; only those in `state` (see STATE_FILTERS) or of `repo`."""
         if self.store is None:
             return []
-        attended = self._held()  # before the facts: a run that ends first has ended its job
+        scope = self.holder()  # before the facts: a run that ends first has ended its job
         facts = await self.store.read(lambda tx: _every_job(tx, self.pricing.proxy))
-        found = [self._summary(fact, attended) for fact in facts]
+        found = [self._summary(fact, scope) for fact in facts]
         return [
             s for s in found if _in_state(s, state) and (repo is None or s.origin.matches(repo))
         ]
@@ -170,14 +171,14 @@ class JobViews:
         """The job's tracking view (JobNotFoundError: no such job)."""
         if self.store is None:
             raise JobNotFoundError(job_id)
-        attended = self._held()
+        scope = self.holder()
         fact, detail = await self.store.read(lambda tx: _one_job(tx, job_id, self.pricing.proxy))
         branch, worktree, present, gates, failed, done = detail
         kept = await self.store.read(lambda tx: _preferences(tx, job_id))
         checks = await self.store.read(lambda tx: latest_checks(tx, job_id))
         refused = await self.store.read(lambda tx: refusals.of_job(tx, job_id))
         return JobView(
-            self._summary(fact, attended), branch, worktree, present, fact.result,
+            self._summary(fact, scope), branch, worktree, present, fact.result,
             fact.tasks, tuple(gates), tuple(failed), tuple(done), kept, checks, refused,
         )  # fmt: skip
 
@@ -203,10 +204,12 @@ class JobViews:
                 return
             await sleep(interval)
 
-    def _held(self) -> bool:
-        return self.store is not None and held(self.store.path)
+    def holder(self) -> str | None:
+        """What the process holding the store carries on (`run_scope` of a local run's job;
+        "" every job, or it did not say); None when no process holds it."""
+        return None if self.store is None else holder(self.store.path)
 
-    def _summary(self, fact: _JobFact, attended: bool) -> JobSummary:
+    def _summary(self, fact: _JobFact, scope: str | None) -> JobSummary:
         failure = fact.failures[-1].reason if fact.failures else None
         gates = list(range(fact.open_gates))
         state, step = job_phase(fact.state, fact.tasks, gates, fact.result, failure)
@@ -214,11 +217,17 @@ class JobViews:
         cost = self.pricing.cost(fact.project, fact.project_text, fact.spent)
         origin = JobOrigin.of_key(fact.job_key)
         going = state not in (*ENDED, "failed")
+        attended = scope is not None and scope in ("", run_scope(fact.job_id))
         return JobSummary(
             fact.job_id, fact.job_key, origin, fact.title, _shown(state, origin, attended), step,
             fact.open_gates, usage, cost, fact.created_at, fact.updated_at,
             fact.waits[0] if fact.waits and going and attended else None, attended,
         )  # fmt: skip
+
+
+def run_scope(job_id: int) -> str:
+    """What a local run that holds the store says it carries on: its one job."""
+    return f"job:{job_id}"
 
 
 def _shown(state: JobState, origin: JobOrigin, attended: bool) -> ViewState:

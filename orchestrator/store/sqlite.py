@@ -217,6 +217,13 @@ class Store:
 
         return await _in_thread(self._conn, snapshot)
 
+    def claim(self, scope: str) -> None:
+        """Say, in the lock file, what this engine carries on (`holder` reads it): a local
+        run its one job. Nothing said means all the store's jobs."""
+        if self._lock_fd is not None:
+            os.ftruncate(self._lock_fd, 0)
+            os.pwrite(self._lock_fd, scope.encode(), 0)
+
     async def checkpoint(self) -> None:
         """Copy the WAL into the database file on a second connection, off the write path."""
         conn = self._checkpoint_conn or self._conn
@@ -250,6 +257,7 @@ class Store:
         if self._checkpoint_conn is not None:
             await self._checkpoint_conn.close()
         if self._lock_fd is not None:
+            os.ftruncate(self._lock_fd, 0)  # what it carried on is nobody's now
             os.close(self._lock_fd)
 
 
@@ -316,6 +324,7 @@ def _lock(path: Path, *, sleep: Callable[[float], None] = time.sleep) -> int:
         except BlockingIOError:
             sleep(LOCK_RETRY_S)
         else:
+            os.ftruncate(fd, 0)  # what a holder before this one said it carried on
             return fd
     os.close(fd)
     raise StoreLockedError(f"{path} is in use by another teaparty process (lock {lock_path})")
@@ -326,7 +335,13 @@ def _lock_path(path: Path) -> Path:
 
 
 def held(path: Path) -> bool:
-    """Whether an engine holds the store at `path` now (a `teaparty run` or `serve`).
+    """Whether an engine holds the store at `path` now (a `teaparty run` or `serve`)."""
+    return holder(path) is not None
+
+
+def holder(path: Path) -> str | None:
+    """What the engine holding the store at `path` carries on, as it said (`Store.claim`;
+    "" when it said nothing: every job); None when no engine holds it.
 
     The probe takes the lock shared and lets it go at once, without creating anything; an
     engine starting in that instant waits for it (`_lock` tries again for a moment). The lock
@@ -335,14 +350,14 @@ def held(path: Path) -> bool:
     try:
         fd = os.open(_lock_path(path), os.O_RDONLY)
     except FileNotFoundError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return True
+        return os.pread(fd, 200, 0).decode(errors="replace")
     finally:
         os.close(fd)  # closing the descriptor lets go of a shared lock it took
-    return False
+    return None
 
 
 @contextlib.contextmanager
