@@ -19,7 +19,6 @@ from orchestrator.store.sqlite import (
     Store,
     _lock,
     check_aiosqlite,
-    held,
     holder,
 )
 
@@ -82,13 +81,13 @@ async def test_whether_an_engine_holds_the_store_is_seen_without_taking_it(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "s.db"
-    assert not held(path)
+    assert holder(path) is None
     assert not (tmp_path / "s.db.lock").exists(), "looking made nothing"
     store = await Store.open(path)
-    assert held(path)
-    assert held(path), "a look leaves the holder holding"
+    assert holder(path) is not None
+    assert holder(path) is not None, "a look leaves the holder holding"
     await store.close()
-    assert not held(path)
+    assert holder(path) is None
 
 
 async def test_what_an_engine_carries_on_is_read_beside_it(tmp_path: Path) -> None:

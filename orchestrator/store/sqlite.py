@@ -334,11 +334,6 @@ def _lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
-def held(path: Path) -> bool:
-    """Whether an engine holds the store at `path` now (a `teaparty run` or `serve`)."""
-    return holder(path) is not None
-
-
 def holder(path: Path) -> str | None:
     """What the engine holding the store at `path` carries on, as it said (`Store.claim`;
     "" when it said nothing: every job); None when no engine holds it.
