@@ -246,6 +246,8 @@ def test_jobs_nothing_runs_say_what_carries_them_on(repo: Path, tmp_path: Path) 
         ("interrupted", False),
         ("planning", False),
     ]
+    for state, ids in (("interrupted", [2]), ("planning", [1]), ("active", [2, 1])):
+        assert [j["id"] for j in jobs_json("list", "--state", state, home=home)] == ids
 
     def states() -> list[tuple[str, bool]]:
         return [(j["state"], j["running"]) for j in jobs_json("list", home=home)]
