@@ -274,7 +274,8 @@ def test_a_job_never_builds_on_or_moves_a_branch_it_did_not_make(
         assert git(repo, "merge-base", made, main).strip() == main, f"{made} starts at main"
         assert "unrelated" not in git(repo, "log", "--format=%s", made)
     resumed = teaparty("run", "--resume", "1", "--yes", home=tmp_path / "home-a", cwd=repo)
-    assert f"job 1 resumed: branch {wanted}-2" in resumed.stdout, resumed.stderr
+    assert resumed.returncode == 2, "a done job is not resumed; it names its own branch"
+    assert f"job 1 is done: its branch was {wanted}-2; nothing to resume" in resumed.stderr
 
 
 def test_delivering_over_a_branch_made_meanwhile_says_what_to_do(
