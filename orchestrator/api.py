@@ -3,7 +3,9 @@
 bot/ imports orchestrator only from here (tests/test_layering.py holds it to that), so the
 engine's modules can move and change behind it. What is here:
 
-- the Office (the engine wired) and its records, jobs and their driver;
+- the Office (the engine wired), jobs and their driver, and the narrow ports (`Ports`) the
+  edge reaches the Office's collaborators through: records, reviews, CI, orders, the proxy,
+  issue revisions, deliveries; only the calls the edge makes, so they can move behind it;
 - what `teaparty jobs` reads (views of jobs, their transcripts) and changes (a cancel, an
   answer, a clean-up), and the command rows a process holding the store carries out;
 - the ports the edge implements or passes in (`Forge` and the records its methods return,
@@ -21,7 +23,10 @@ engine's modules can move and change behind it. What is here:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from orchestrator.bus.events import (
     Event,
@@ -167,6 +172,14 @@ from orchestrator.workspace.git import (
 from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
 
 __all__ = [
+    "CiWatch",
+    "Deliveries",
+    "IssueRevisions",
+    "Orders",
+    "Ports",
+    "ProxyDesk",
+    "Records",
+    "Reviews",
     "KeptLearning",
     "Learning",
     "forget_learning",
@@ -353,3 +366,197 @@ def check_path(path: Path, *, org_dir: Path) -> CheckReport:
     """Check an organisation, a repository's project or one YAML file (`teaparty config
     check`), against the engine's gate kinds."""
     return _check_path(path, org_dir=org_dir, kinds=GATE_KINDS)
+
+
+class Records(Protocol):
+    """The jobs as the edge finds them: by key, conversation or link, and what started them."""
+
+    async def job(self, job_id: int) -> JobRecord | None:
+        """The job with this id."""
+
+    async def job_for_key(self, job_key: str) -> JobRecord | None:
+        """The job started under this key (one per key, ever)."""
+
+    async def latest_for_key(self, job_key: str) -> JobRecord | None:
+        """The newest job of a subject (its key, or a later `key/k`)."""
+
+    async def job_of_conversation(self, conversation_id: str) -> int | None:
+        """The job a conversation works for, if any."""
+
+    async def link(self, job_id: int, forge: str, subject: str) -> None:
+        """Link a job to the forge that started it (the first link stays)."""
+
+    async def subject(self, job_id: int, forge: str) -> str | None:
+        """The subject `forge` linked to the job (None: another, or none, started it)."""
+
+    async def linked(self, forge: str, *, active: bool = True) -> list[LinkedJob]:
+        """The jobs `forge` started (the active ones by default), oldest first."""
+
+
+class Reviews(Protocol):
+    """A job's change request and the review rounds its feedback starts."""
+
+    async def pull(self, job_id: int) -> Pull | None:
+        """The job's change request, if it has one."""
+
+    async def resting_with_open_pull(self) -> list[int]:
+        """The jobs that rest with their change request open."""
+
+    async def job_of_pull(self, repo: str, number: int) -> int | None:
+        """The job whose change request is `number` of `repo`."""
+
+    async def pull_state(self, job_id: int, state: PullState) -> None:
+        """The change request is now `state`; a round waiting on it may start."""
+
+    async def feedback(self, job_id: int, feedback: Feedback) -> Taken:
+        """Take a review's points into the job's next round."""
+
+    async def handled(self, job_id: int) -> dict[str, int]:
+        """Per review thread, the newest comment a round took."""
+
+
+class CiWatch(Protocol):
+    """CI on a job's change request: what is known of a head, and what came of it."""
+
+    async def facts(self, job_id: int, sha: str) -> CiFacts:
+        """What the store says of CI on the job and head `sha`."""
+
+    async def reran(self, job_id: int, sha: str, names: Sequence[str], *, note: str | None) -> None:
+        """Checks were re-run on `sha`, or could not be; `note` says so."""
+
+    async def say(self, job_id: int, sha: str, said: CiSay) -> bool:
+        """Keep what a decision says; False when it was said before."""
+
+    async def note(self, job_id: int, sha: str, key: str, note: str) -> bool:
+        """`note` on the tracking comment, once per head commit and `key`."""
+
+    async def start_round(
+        self, job_id: int, sha: str, checks: Sequence[FailedCheck], *, flaky: Sequence[str] = ()
+    ) -> Taken | None:
+        """Start head `sha`'s automatic round (None: it had its round)."""
+
+    async def watch(self, job_id: int, sha: str, *, now: float, wait_s: float) -> str | None:
+        """Whether to look for CI on the resting head `sha` now."""
+
+    async def ran(self, job_id: int, sha: str, *, note: str | None = None) -> None:
+        """CI ran on `sha`, or did not (`note` says so): it is looked for no more."""
+
+
+class Orders(Protocol):
+    """A decider's orders to a running job: hold it, release it, steer it, cap its spending."""
+
+    async def pause(self, job_id: int, *, by: str) -> bool:
+        """Hold the job; False when it was held already."""
+
+    async def resume(self, job_id: int) -> bool:
+        """Release a held job; False when it was not held."""
+
+    async def paused_by(self, job_id: int) -> str | None:
+        """Who holds the job, if anyone does."""
+
+    async def steer(self, job_id: int, text: str, *, by: str, ref: str | None = None) -> bool:
+        """Give the job's lead direction; False when `ref` steered already."""
+
+    async def set_budget(
+        self, job_id: int, usd: float, *, by: str, ref: str | None = None
+    ) -> Gate | None:
+        """The job's own spending cap; the budget gate it approves, if one was open."""
+
+
+class ProxyDesk(Protocol):
+    """The human proxy as a decider orders it: answer alone, be overridden."""
+
+    async def set_auto(self, job_id: int, *, on: bool, by: str) -> None:
+        """Let the proxy answer every eligible gate of the job."""
+
+    async def record_override(
+        self, gate_id: int, answer: str, by: str, *, ref: str | None = None
+    ) -> Override:
+        """Record the decider's `/override` of the proxy's answer at a gate."""
+
+    async def alone_answers(self, job_id: int) -> list[ProxyDecision]:
+        """The job's gates the proxy answered alone, oldest first."""
+
+
+class IssueRevisions(Protocol):
+    """The text of a job's issue: what it started from, and each edit since."""
+
+    async def started(self, job_id: int, text: IssueText) -> bool:
+        """Keep the text the job starts from, once."""
+
+    async def edited(
+        self,
+        job_id: int,
+        text: IssueText,
+        *,
+        by: str,
+        edited_at: float | None = None,
+        before: IssueText | None = None,
+    ) -> Edited:
+        """The job's issue now reads `text`: a gate asks whether the job works to it."""
+
+
+class Deliveries(Protocol):
+    """The stored webhook deliveries: taken in, worked off, retried, and what was read when."""
+
+    async def record_all(self, arrivals: Sequence[Arrival]) -> list[bool]:
+        """Store each arrival unless stored already; which were new."""
+
+    async def due(self, *, limit: int = 50) -> list[Delivery]:
+        """The pending deliveries due now, oldest first."""
+
+    async def next_due_at(self) -> float | None:
+        """When the next pending delivery is due, if any is."""
+
+    async def done(self, delivery_id: str, *, outcome: str) -> None:
+        """The delivery was handled: what came of it."""
+
+    async def failed_attempt(self, delivery_id: str, *, error: str, retry: bool) -> bool:
+        """An attempt failed; whether the delivery is tried again."""
+
+    async def retry_later(self, delivery_id: str, *, not_before: float, error: str) -> None:
+        """Try the delivery again no sooner than `not_before`."""
+
+    async def get(self, delivery_id: str) -> DeliveryRecord | None:
+        """The stored delivery, if any."""
+
+    async def read_mark(self, scope: str) -> float | None:
+        """Up to when `scope` was read from GitHub, if ever."""
+
+    async def set_read_mark(self, scope: str, at: float) -> None:
+        """`scope` was read from GitHub up to `at`."""
+
+    async def prune(self) -> int:
+        """Drop old handled deliveries; how many."""
+
+    async def backlog(self) -> Backlog:
+        """How many deliveries wait, and the oldest's age."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    """What the edge does with the engine beyond the Office's own methods, each port only
+    the calls it makes: the Office's collaborators stay behind them, free to move."""
+
+    records: Records
+    reviews: Reviews
+    ci: CiWatch
+    orders: Orders
+    proxy: ProxyDesk
+    revisions: IssueRevisions
+    deliveries: Deliveries
+    gate_kinds: GateKinds
+
+    @classmethod
+    def of(cls, office: Office) -> Ports:
+        """The ports of `office`, built once by the edge's composition root."""
+        return cls(
+            records=office.records,
+            reviews=office.rounds,
+            ci=office.ci,
+            orders=office.control,
+            proxy=office.proxy,
+            revisions=office.issue_edits,
+            deliveries=office.deliveries,
+            gate_kinds=office.gate_kinds,
+        )

@@ -123,7 +123,7 @@ class Office:
 
     Built whole by `open`: the store first, then the workspace and every tool, then the
     engine with its budget and checkpoint. The edge reads and writes the store only
-    through its methods and `records`.
+    through its methods and the ports `orchestrator.api.Ports` makes of its collaborators.
     """
 
     def __init__(
@@ -319,6 +319,10 @@ class Office:
         kept = await self.control.remember(job_id, text, by=by, ref=ref)
         self.agents.remember(await self.control.preferences())
         return kept
+
+    def project(self, name: str) -> Project | None:
+        """The project this office serves under `name`, if it serves one."""
+        return self.projects.get(name)
 
     def network(self, project: str) -> Network:
         """What the project's agents' processes may reach (its `sandbox.network`)."""
@@ -733,6 +737,12 @@ class Office:
         if await self.budget.waiting(job_id):
             return False
         return bool(await self.engine.bus.runnable(job_id))
+
+    async def close_workspace(self, job_id: int) -> None:
+        """Give back the job's worktrees (its branches stay); nothing when it has none."""
+        space = await self.workspace.job(job_id)
+        if space is not None:
+            await self.workspace.close_job(space)
 
     async def has_work(self, job: JobHandle) -> bool:
         """Whether the job branch holds commits beyond the one it started from."""
