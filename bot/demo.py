@@ -33,7 +33,7 @@ from bot.progress import Lines, View, view_for
 from bot.serve import model_kind, models
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from orchestrator.api import AgentDef, AssistantTurn, Model, ModelRequest, Office, progress
+from orchestrator.api import AgentDef, AssistantTurn, Model, ModelRequest, progress
 
 OWNER, REPO, DECIDER, APP_ID = "octo", "demo", "maintainer", 1
 TITLE = "Add a CHANGELOG"
@@ -144,7 +144,7 @@ async def run_demo(
                     await asyncio.sleep(0.02)
                 say(f"a GitHub stand-in at {api_url} · teaparty serve at http://127.0.0.1:{port}")
                 await runtime.catchup.passed.wait()  # what it missed while down: nothing here
-                code = await _story(hub, runtime.office, view)
+                code = await _story(hub, runtime, view)
                 inspect(hub)
                 return code
         except TimeoutError:
@@ -184,10 +184,10 @@ def _slowed(
     return lambda agent: Slow(models(agent))
 
 
-async def _story(hub: FakeGitHub, office: Office, view: View) -> int:
+async def _story(hub: FakeGitHub, runtime: Runtime, view: View) -> int:
     say = view.say
     number = hub.open_issue(OWNER, REPO, title=TITLE, body=BODY, author=DECIDER)
-    watching = asyncio.create_task(_watch(office, view, f"github:{OWNER}/{REPO}#{number}"))
+    watching = asyncio.create_task(_watch(runtime, view, f"github:{OWNER}/{REPO}#{number}"))
     try:
         return await _thread(hub, number, say)
     finally:
@@ -196,11 +196,11 @@ async def _story(hub: FakeGitHub, office: Office, view: View) -> int:
             await watching
 
 
-async def _watch(office: Office, view: View, key: str) -> None:
+async def _watch(runtime: Runtime, view: View, key: str) -> None:
     """Show the job's progress, once it has a job, about twice a second."""
     while True:
-        if (job := await office.records.job_for_key(key)) is not None:
-            view.update(await progress(office, job.job_id))
+        if (job := await runtime.ports.records.job_for_key(key)) is not None:
+            view.update(await progress(runtime.office, job.job_id))
         await asyncio.sleep(0.5)
 
 

@@ -545,6 +545,7 @@ class Ports:
     proxy: ProxyDesk
     revisions: IssueRevisions
     deliveries: Deliveries
+    objects: ForgeObjects  # what a job's forge made on GitHub, kept for the forge
     gate_kinds: GateKinds
 
     @classmethod
@@ -558,5 +559,6 @@ class Ports:
             proxy=office.proxy,
             revisions=office.issue_edits,
             deliveries=office.deliveries,
+            objects=office.records,
             gate_kinds=office.gate_kinds,
         )

@@ -22,22 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # loop handed to a supervisor as a callable.
 ALLOWED = {"org", "serve"}
 
-DEBT = {
-    "bot/demo.py": {"records"},
-    "bot/handlers/app_context.py": {"control", "issue_edits", "proxy", "records", "workspace"},
-    "bot/handlers/ci.py": {"ci", "records", "rounds"},
-    "bot/handlers/installation.py": {"records"},
-    "bot/handlers/issue_comment.py": {"gate_kinds", "projects", "proxy", "records"},
-    "bot/handlers/issue_withdrawal.py": {"records", "rounds"},
-    "bot/handlers/issues.py": {"records", "rounds"},
-    "bot/handlers/lifecycle_actions.py": {"control", "records", "rounds"},
-    "bot/handlers/pull_request.py": {"records", "rounds"},
-    "bot/handlers/review.py": {"rounds"},
-    "bot/handlers/service.py": {"gate_kinds", "records"},
-    "bot/runner/action.py": {"ci", "deliveries", "records", "rounds"},
-    "bot/server/backfill.py": {"records", "rounds"},
-    "bot/server/runtime.py": {"deliveries", "records", "rounds"},
-}
+DEBT: dict[str, set[str]] = {}
 
 
 def _is_office(node: ast.expr) -> bool:

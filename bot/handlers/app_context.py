@@ -49,6 +49,7 @@ from orchestrator.api import (
     JobStateError,
     NotProxyAnsweredError,
     Office,
+    Ports,
     slug,
     withdraw,
 )
@@ -58,11 +59,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AppContext:
-    """The App's GitHub client, the Office and its job driver, and the repositories' cache."""
+    """The App's GitHub client, the Office, its ports and its job driver, and the
+    repositories' cache."""
 
     settings: Settings
     github: GitHubApp
     office: Office
+    ports: Ports
     driver: JobDriver
     repos: Repos
 
@@ -108,7 +111,7 @@ class AppContext:
             case ReviseIssue():
                 return await self._revise(action)
             case AutoProxy():
-                await self.office.proxy.set_auto(action.job_id, on=True, by=action.by)
+                await self.ports.proxy.set_auto(action.job_id, on=True, by=action.by)
                 await self.driver.sync(action.job_id)
                 return f"job {action.job_id}: the proxy decides (by {action.by})", action.job_id
         raise AssertionError(f"no way to perform {action!r}")
@@ -130,7 +133,7 @@ class AppContext:
                 action.title if action.before_title is None else action.before_title,
                 action.body if action.before_body is None else action.before_body,
             )
-        edited = await self.office.issue_edits.edited(
+        edited = await self.ports.revisions.edited(
             action.job_id,
             IssueText(action.title, action.body),
             by=action.by,
@@ -179,20 +182,20 @@ class AppContext:
 
     async def _control(self, repo: Repo, number: int, action: Control) -> Outcome:
         """Carry out a decider's order, then bring the tracking comment in line."""
-        control, job_id = self.office.control, action.job_id
+        orders, job_id = self.ports.orders, action.job_id
         try:
             if action.order == "pause":
-                done = "paused" if await control.pause(job_id, by=action.by) else "already paused"
+                done = "paused" if await orders.pause(job_id, by=action.by) else "already paused"
             elif action.order == "resume":
-                done = "resumed" if await control.resume(job_id) else "was not paused"
+                done = "resumed" if await orders.resume(job_id) else "was not paused"
             elif action.order == "steer":
-                given = await control.steer(job_id, action.text, by=action.by, ref=action.ref)
+                given = await orders.steer(job_id, action.text, by=action.by, ref=action.ref)
                 done = "steered" if given else "already steered by this comment"
             elif action.order == "withdraw":
                 done = await self.withdraw_job(job_id, by=f"{action.by} (/withdraw)")
             elif action.order == "budget":
                 usd = float(action.text)  # the amount, as the decision read it
-                gate = await control.set_budget(job_id, usd, by=action.by, ref=action.ref)
+                gate = await orders.set_budget(job_id, usd, by=action.by, ref=action.ref)
                 done = f"budget set to ${usd:.2f}"
                 done += f", approving question {gate.gate_id}" if gate is not None else ""
             elif action.order == "reopen":
@@ -216,7 +219,7 @@ class AppContext:
     async def _override(self, repo: Repo, number: int, action: Override) -> Outcome:
         """Record the decider's correction of the proxy and tell the asking agent."""
         try:
-            await self.office.proxy.record_override(
+            await self.ports.proxy.record_override(
                 action.gate_id, action.answer, action.by, ref=action.ref
             )
         except NotProxyAnsweredError as exc:
@@ -231,9 +234,7 @@ class AppContext:
         """End the job as cancelled and give back its worktrees (its branch stays); `by`
         says who asked and how, for its log. What changed, said short."""
         withdrawn = await withdraw(self.office, job_id, by=by)
-        space = await self.office.workspace.job(job_id)
-        if space is not None:
-            await self.office.workspace.close_job(space)
+        await self.office.close_workspace(job_id)
         return withdrawn.describe().removeprefix(f"job {job_id} ")
 
     async def _post_once(self, repo: Repo, number: int, action: PostOnce) -> None:
@@ -262,9 +263,9 @@ class AppContext:
             source=source,
             project_text=action.project_text,
         )
-        await self.office.records.link(job.job_id, "github", subject.to_json())
+        await self.ports.records.link(job.job_id, "github", subject.to_json())
         started_from = IssueText(subject.title, action.issue_body)
-        await self.office.issue_edits.started(job.job_id, started_from)  # kept once
+        await self.ports.revisions.started(job.job_id, started_from)  # kept once
         if not job.created and (retried := await self.driver.retry(job.job_id)):
             log.info("job %d: retrying %s", job.job_id, ", ".join(retried))
         return job.job_id

@@ -71,7 +71,7 @@ async def on_checks_completed(command: ChecksCompleted, ctx: AppContext) -> Outc
     if identity.login != f"{ACTIONS}[bot]" and command.app_id == identity.app_id:
         return Ignore(f"check suite {command.suite_id} is the App's own").outcome
     for number in command.pull_numbers:
-        job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", number)
+        job_id = await ctx.ports.reviews.job_of_pull(f"github/{repo.full_name}", number)
         if job_id is not None:
             return await follow(ctx, job_id, command, own_app=identity.app_id)
     return Ignore(f"check suite {command.suite_id} is on no job's pull request").outcome
@@ -91,7 +91,7 @@ async def follow(
     reader = CiReader(await ctx.installation(repo), repo.owner, repo.name)
     suites, problems = await read_suites(reader, command, own_app=own_app)
     for _ in range(2):  # a second pass when no failing check could be re-run
-        facts = await ctx.office.ci.facts(job_id, sha)
+        facts = await ctx.ports.ci.facts(job_id, sha)
         decided = decide_ci(suites, facts, on=on, limit=limit, sha=sha, head=head)
         if not isinstance(decided, CiRerun):
             break
@@ -101,7 +101,7 @@ async def follow(
             f"🔁 re-running {_names(asked)} on {sha[:12]} once, to tell a flaky failure from "
             "a real one."
         )
-        await ctx.office.ci.reran(job_id, sha, names, note=note if asked else None)
+        await ctx.ports.ci.reran(job_id, sha, names, note=note if asked else None)
         await _say_problems(ctx, job_id, sha, problems)
         if asked:
             await ctx.driver.sync(job_id)
@@ -122,14 +122,14 @@ async def _carry_out(
             await _say_problems(ctx, job_id, sha, problems, sync=True)
             return Ignore(decided.why, job_id).outcome
         case CiSay():
-            fresh = await ctx.office.ci.say(job_id, sha, decided)
+            fresh = await ctx.ports.ci.say(job_id, sha, decided)
             await _say_problems(ctx, job_id, sha, problems)
             await ctx.driver.sync(job_id)
             said = "said" if fresh else "said before"
             return Report(f"{decided.kind} on {sha[:12]}: {said}", job_id).outcome
         case CiRound():
             checks = [await enrich(reader, c, problems) for c in decided.checks]
-            taken = await ctx.office.ci.start_round(job_id, sha, checks, flaky=decided.flaky)
+            taken = await ctx.ports.ci.start_round(job_id, sha, checks, flaky=decided.flaky)
             await _say_problems(ctx, job_id, sha, problems)
             await ctx.driver.sync(job_id)
             if taken is None or taken.round_number is None:
@@ -145,7 +145,7 @@ async def _carry_out(
 async def _say_problems(
     ctx: AppContext, job_id: int, sha: str, problems: list[str], *, sync: bool = False
 ) -> None:
-    fresh = [await ctx.office.ci.note(job_id, sha, f"refused:{p[:60]}", p) for p in problems]
+    fresh = [await ctx.ports.ci.note(job_id, sha, f"refused:{p[:60]}", p) for p in problems]
     if sync and any(fresh):
         await ctx.driver.sync(job_id)
 
@@ -288,8 +288,8 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
     """A resting job whose pull request is open: once its head has rested `wait_s` with no
     check suite that runs (Actions', or one with check runs), say on the tracking comment
     that no CI ran on it and why that may be. What this look found (None: nothing to do)."""
-    found = await ctx.office.rounds.pull(job_id)
-    subject = await ctx.office.records.subject(job_id, "github")
+    found = await ctx.ports.reviews.pull(job_id)
+    subject = await ctx.ports.records.subject(job_id, "github")
     if found is None or found.state != "open" or subject is None:
         return None
     if not (await ctx.office.round_settings(job_id)).on_failed_checks:
@@ -297,7 +297,7 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
     sha = await ctx.office.branch_head(job_id)
     if sha is None:
         return None
-    step = await ctx.office.ci.watch(job_id, sha, now=now, wait_s=wait_s)
+    step = await ctx.ports.ci.watch(job_id, sha, now=now, wait_s=wait_s)
     if step != "look":
         return step
     where = Subject.from_json(subject)
@@ -307,7 +307,7 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
     except GitHubError as exc:
         if exc.status != 403:
             raise
-        await ctx.office.ci.ran(job_id, sha, note=refused("checks: read"))
+        await ctx.ports.ci.ran(job_id, sha, note=refused("checks: read"))
         await ctx.driver.sync(job_id)
         return "refused"
     started = [
@@ -316,9 +316,9 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
         if _app(s).get("slug") == ACTIONS or int(s.get("latest_check_runs_count") or 0) > 0
     ]
     if started:
-        await ctx.office.ci.ran(job_id, sha)
+        await ctx.ports.ci.ran(job_id, sha)
         return "ran"
-    await ctx.office.ci.ran(job_id, sha, note=no_ci_note(sha, minutes=wait_s / 60))
+    await ctx.ports.ci.ran(job_id, sha, note=no_ci_note(sha, minutes=wait_s / 60))
     await ctx.driver.sync(job_id)
     return "no ci"
 

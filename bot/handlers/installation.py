@@ -34,7 +34,7 @@ async def on_repos_removed(command: ReposRemoved, ctx: AppContext) -> Outcome:
     """Withdraw the jobs of the repositories the App lost, and delete their folders."""
     jobs = tuple(
         InstalledJob(job.job_id, job.state, s.installation_id, f"{s.owner}/{s.repo}")
-        for job in await ctx.office.records.linked("github", active=False)
+        for job in await ctx.ports.records.linked("github", active=False)
         for s in (Subject.from_json(job.subject),)
     )
     return await perform(ctx, decide_removed(command, jobs), repo=None, number=None)

@@ -77,7 +77,7 @@ async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Ou
 async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     """Read the issue's job, its link and its open gates from the store; ask GitHub for the
     author's access only when the comment could move a gate."""
-    repo, records = command.repo, ctx.office.records
+    repo, records = command.repo, ctx.ports.records
     job = await records.latest_for_key(job_key(repo.owner, repo.name, command.issue.number))
     linked = None if job is None else await records.subject(job.job_id, "github")
     if job is None or linked is None:
@@ -85,9 +85,9 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
     subject = Subject.from_json(linked)
     gates = tuple(await ctx.office.open_gates(job.job_id))
     answered = await ctx.office.answered_from(comment_ref(command.comment_id))
-    project = ctx.office.projects.get(job.project)
+    project = ctx.office.project(job.project)
     advisors = frozenset(a.casefold() for a in project.humans.advisors) if project else frozenset()
-    kinds = ctx.office.gate_kinds.names
+    kinds = ctx.ports.gate_kinds.names
     facts = CommentFacts(job, subject, gates, answered, advisors, kinds=kinds)
     author = command.author.login.casefold()
     commands = bool(parse_reply(command.body).commands)
@@ -106,7 +106,7 @@ async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:
         decider_access = await gh.permission(repo.owner, repo.name, decider)
     proxied: tuple[int, ...] = ()
     if any(c.name == "override" for c in parse_reply(command.body).commands):
-        proxied = tuple(d.gate_id for d in await ctx.office.proxy.alone_answers(job.job_id))
+        proxied = tuple(d.gate_id for d in await ctx.ports.proxy.alone_answers(job.job_id))
     return CommentFacts(
         job, subject, gates, answered, advisors, access, decider_access, proxied, kinds
     )

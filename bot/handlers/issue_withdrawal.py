@@ -52,13 +52,13 @@ async def gather(command: IssueClosed | LabelRemoved, ctx: AppContext) -> IssueF
     job runs and has one (a review round)."""
     repo = command.repo
     key = job_key(repo.owner, repo.name, command.issue.number)
-    job = await ctx.office.records.latest_for_key(key)
-    linked = None if job is None else await ctx.office.records.subject(job.job_id, "github")
+    job = await ctx.ports.records.latest_for_key(key)
+    linked = None if job is None else await ctx.ports.records.subject(job.job_id, "github")
     if job is None or linked is None or job.state != "active":
         return IssueFacts(job)
     trigger = Subject.from_json(linked).trigger_label
     failed = bool(await ctx.office.failures(job.job_id))
-    pull = await ctx.office.rounds.pull(job.job_id)
+    pull = await ctx.ports.reviews.pull(job.job_id)
     merged = False
     if pull is not None and isinstance(command, IssueClosed):
         gh = await ctx.installation(repo)

@@ -75,10 +75,10 @@ async def gather(command: LabelAdded, ctx: AppContext) -> LabelFacts:
     if command.label not in (trigger_label(config), auto_label(config)):
         return LabelFacts(config)
     permission = await ctx.repos.permission(gh, repo.owner, repo.name, sender.login)
-    job = await ctx.office.records.latest_for_key(
+    job = await ctx.ports.records.latest_for_key(
         job_key(repo.owner, repo.name, command.issue.number)
     )
-    pull = None if job is None else await ctx.office.rounds.pull(job.job_id)
+    pull = None if job is None else await ctx.ports.reviews.pull(job.job_id)
     return LabelFacts(config, permission, job, pull)
 
 
@@ -119,7 +119,7 @@ def decide_label(command: LabelAdded, facts: LabelFacts) -> tuple[Action, ...]:
 async def on_issues_edited(command: IssueEdited, ctx: AppContext) -> Outcome:
     """Put an edit of a running job's issue to its decider."""
     repo = command.repo
-    job = await ctx.office.records.latest_for_key(
+    job = await ctx.ports.records.latest_for_key(
         job_key(repo.owner, repo.name, command.issue.number)
     )
     actions = decide_edit(command, job)

@@ -31,6 +31,7 @@ from orchestrator.api import (
     JobNotFoundError,
     JobStateError,
     Office,
+    Ports,
     forget_repository,
     pull_ended,
     withdraw,
@@ -49,6 +50,11 @@ class AppContext(Protocol):
     @property
     def office(self) -> Office:
         """The engine."""
+        ...
+
+    @property
+    def ports(self) -> Ports:
+        """What the edge does with the engine beyond the Office's own methods."""
         ...
 
     @property
@@ -150,16 +156,16 @@ async def _lifecycle(ctx: AppContext, action: LifecycleAction) -> Outcome:
 
 
 async def _set_pull(ctx: AppContext, action: SetPull) -> str:
-    control, job_id = ctx.office.control, action.job_id
+    orders, job_id = ctx.ports.orders, action.job_id
     said = f"job {job_id}: pull request {'a draft' if action.state == 'draft' else 'open'}"
     if action.state == "draft":
         with contextlib.suppress(ControlError):  # a job at rest has no work to hold
-            if await control.pause(job_id, by=f"{action.by} {DRAFT_HOLD}"):
+            if await orders.pause(job_id, by=f"{action.by} {DRAFT_HOLD}"):
                 said += ", the job paused"
-    elif (held := await control.paused_by(job_id)) is not None and held.endswith(DRAFT_HOLD):
-        await control.resume(job_id)
+    elif (held := await orders.paused_by(job_id)) is not None and held.endswith(DRAFT_HOLD):
+        await orders.resume(job_id)
         said += ", the job resumed"
-    await ctx.office.rounds.pull_state(job_id, action.state)  # open: a waiting round starts
+    await ctx.ports.reviews.pull_state(job_id, action.state)  # open: a waiting round starts
     return f"{said} (by {action.by})"
 
 
@@ -186,7 +192,7 @@ async def _leave(ctx: AppContext, action: LeaveRepos) -> str:
 async def reopen_pull(ctx: AppContext, job_id: int) -> str:
     """`/reopen`: open the job's closed pull request again while its branch exists (the
     pull state is `open` again); ControlError says why it cannot be."""
-    pull = await ctx.office.rounds.pull(job_id)
+    pull = await ctx.ports.reviews.pull(job_id)
     if pull is None:
         raise ControlError(f"job {job_id} has no pull request")
     if pull.state in ("open", "draft"):
@@ -195,7 +201,7 @@ async def reopen_pull(ctx: AppContext, job_id: int) -> str:
         raise ControlError(
             f"pull request #{pull.number} was merged; add the label again for a new job"
         )
-    linked = await ctx.office.records.subject(job_id, "github")
+    linked = await ctx.ports.records.subject(job_id, "github")
     if linked is None:
         raise ControlError(f"job {job_id} was not started on GitHub")
     s = Subject.from_json(linked)
@@ -215,5 +221,5 @@ async def reopen_pull(ctx: AppContext, job_id: int) -> str:
         if exc.status != 422:
             raise
         raise ControlError(f"GitHub would not reopen pull request #{pull.number}: {exc}") from None
-    await ctx.office.rounds.pull_state(job_id, "draft" if reopened.get("draft") else "open")
+    await ctx.ports.reviews.pull_state(job_id, "draft" if reopened.get("draft") else "open")
     return f"reopened pull request #{pull.number}"

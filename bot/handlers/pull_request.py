@@ -48,12 +48,12 @@ async def gather(command: PullChanged, ctx: AppContext) -> PullFacts:
     """Read the job of the pull request from the store; ask GitHub for its head branch only
     when it was closed unmerged (one call)."""
     repo = command.repo
-    job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", command.number)
+    job_id = await ctx.ports.reviews.job_of_pull(f"github/{repo.full_name}", command.number)
     if job_id is None:
         return PullFacts()
-    job = await ctx.office.records.job(job_id)
-    pull = await ctx.office.rounds.pull(job_id)
-    linked = await ctx.office.records.subject(job_id, "github")
+    job = await ctx.ports.records.job(job_id)
+    pull = await ctx.ports.reviews.pull(job_id)
+    linked = await ctx.ports.records.subject(job_id, "github")
     subject = None if linked is None else Subject.from_json(linked)
     exists = None
     if command.action == "closed" and not command.merged:

@@ -77,7 +77,7 @@ def decide_review(command: ReviewSubmitted, facts: ReviewFacts) -> Ignore | Late
 async def on_review_submitted(command: ReviewSubmitted, ctx: AppContext) -> Outcome:
     """Take a writer's review of a job's pull request into the job's next round."""
     repo = command.repo
-    job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", command.pull_number)
+    job_id = await ctx.ports.reviews.job_of_pull(f"github/{repo.full_name}", command.pull_number)
     facts = ReviewFacts(job_id)
     gh: Installation | None = None
     if job_id is not None and command.state in STARTS:
@@ -124,7 +124,7 @@ async def take_round(
     out their window, and hand what is new to the job's next round: the first to come due
     gathers them all, so a burst is one round."""
     repo = where.repo
-    handled = await ctx.office.rounds.handled(job_id)
+    handled = await ctx.ports.reviews.handled(job_id)
     threads = await _threads(PullReviews(gh), repo, where.number)
     known: dict[str, bool] = {where.asker: True}
 
@@ -139,7 +139,7 @@ async def take_round(
     points = gather(said, threads, handled, app_login=where.app_login, writers=writers)
     asks = await _conversation_asks(gh, where, writes)
     points = (*points[:1], *(a for a in asks if a.source != said.source), *points[1:])
-    taken = await ctx.office.rounds.feedback(job_id, Feedback((where.asker,), points))
+    taken = await ctx.ports.reviews.feedback(job_id, Feedback((where.asker,), points))
     if taken.round_number is None or not taken.added:
         return Report(f"{what}: nothing new", job_id).outcome
     result = f"round {taken.round_number}: {taken.added} point(s), {taken.state}"
@@ -283,7 +283,7 @@ def decide_pull_comment(command: CommentAdded, facts: ReviewFacts) -> Ignore | L
 async def on_pull_comment(command: CommentAdded, ctx: AppContext) -> Outcome:
     """Take a writer's `/teaparty` (or @-mention) on a job's pull request into its next round."""
     repo = command.repo
-    job_id = await ctx.office.rounds.job_of_pull(f"github/{repo.full_name}", command.issue.number)
+    job_id = await ctx.ports.reviews.job_of_pull(f"github/{repo.full_name}", command.issue.number)
     facts = ReviewFacts(job_id)
     gh: Installation | None = None
     if job_id is not None:

@@ -22,7 +22,7 @@ from bot.handlers.payloads import parse_command
 from bot.handlers.repos import Repos, default_text
 from bot.handlers.router import dispatch
 from bot.settings import Settings
-from orchestrator.api import ConfigError, ConfigIssue, Delivery, Forge, JobDriver, Office
+from orchestrator.api import ConfigError, ConfigIssue, Delivery, Forge, JobDriver, Office, Ports
 
 log = logging.getLogger(__name__)
 
@@ -37,21 +37,27 @@ class GitHubService:
         self.office = office
         self.github = github
         self.clock = clock
+        self.ports = Ports.of(office)
         self.driver = JobDriver(office, self.forge, clock=clock)
         self.context = AppContext(
-            settings, github, office, self.driver, Repos(office.org, office.gate_kinds)
+            settings,
+            github,
+            office,
+            self.ports,
+            self.driver,
+            Repos(office.org, self.ports.gate_kinds),
         )
 
     async def forge(self, job_id: int) -> Forge | None:
         """The Forge of a job the App started, or None for any other job."""
-        subject = await self.office.records.subject(job_id, "github")
+        subject = await self.ports.records.subject(job_id, "github")
         if subject is None:
             return None
         return GitHubForge(
             self.github,
-            self.office.records,
+            self.ports.objects,
             Subject.from_json(subject),
-            kinds=self.office.gate_kinds,
+            kinds=self.ports.gate_kinds,
             server_url=self.settings.server_url,
             progress_interval_s=self.settings.progress_interval_s,
             clock=self.clock,
@@ -74,7 +80,7 @@ class GitHubService:
         Its subject may hold the text; otherwise the repository's default branch has it now
         (the defaults, with the job's decider, when GitHub cannot be asked).
         """
-        linked = await self.office.records.subject(job_id, "github")
+        linked = await self.ports.records.subject(job_id, "github")
         if linked is None:
             raise ConfigError((ConfigIssue(f"job {job_id}", None, "", "no project stored"),))
         s = Subject.from_json(linked)

@@ -164,7 +164,7 @@ async def run_action(
         backfill = Backfill(
             runtime.github,
             runtime.office,
-            runtime.office.deliveries,
+            runtime.ports,
             runtime.service.context.repos,
             clock=clock,
         )
@@ -199,14 +199,14 @@ async def _work(
     soon (a gathering window); the event's outcome, each job's status, and whether the
     deadline stopped the run."""
     touched: set[int] = set()
-    worker = DeliveryWorker(runtime.office.deliveries, runtime.service.handle, on_job=touched.add)
+    worker = DeliveryWorker(runtime.ports.deliveries, runtime.service.handle, on_job=touched.add)
     outcome = "a continuation of the runs before it"
     if arrival is not None and not fresh:
         outcome = "handled already: an earlier run read it from GitHub"
     while True:
         await worker.drain()
         if arrival is not None and fresh:
-            outcome = _outcome(await runtime.office.deliveries.get(arrival.delivery_id))
+            outcome = _outcome(await runtime.ports.deliveries.get(arrival.delivery_id))
         jobs, timed_out = await drive(runtime, touched, deadline=deadline)
         wait = await _wait_for(runtime, deadline)
         if timed_out or wait is None:
@@ -232,7 +232,7 @@ async def _reconcile(
     The first read of a state (no read mark yet) reads only the replies to parked questions."""
     scope = f"github/{env.owner}/{env.repo}"
     read_at = clock()
-    since = await runtime.office.deliveries.read_mark(scope)
+    since = await runtime.ports.deliveries.read_mark(scope)
     earlier: list[Arrival] = []
     later: list[Arrival] = []
     if since is None:
@@ -256,7 +256,7 @@ async def _reconcile(
     if backfill.unread:  # the next run reads again from the old mark: nothing is passed by
         log.warning("not read this run: %s; the next run reads them", ", ".join(backfill.unread))
     else:
-        await runtime.office.deliveries.set_read_mark(scope, read_at)
+        await runtime.ports.deliveries.set_read_mark(scope, read_at)
     return arrival is not None and arrival.delivery_id in stored
 
 
@@ -280,7 +280,7 @@ def _outcome(record: DeliveryRecord | None) -> str:
 async def _wait_for(runtime: Runtime, deadline: Deadline) -> float | None:
     """How long until the next pending delivery is due, when this run should wait for it (a
     gathering window, a short backoff); None when none is, or not before the run must end."""
-    due = await runtime.office.deliveries.next_due_at()
+    due = await runtime.ports.deliveries.next_due_at()
     if due is None:
         return None
     wait = max(0.0, due - time.time())  # the queue keeps wall-clock times
@@ -296,7 +296,7 @@ async def drive(
     this run can do, or the deadline passes (from then on no conversation starts a model or
     tool call); each job's status at the end, and whether the deadline stopped it."""
     office, driver = runtime.office, runtime.service.driver
-    jobs = sorted(touched | {job.job_id for job in await office.records.linked("github")})
+    jobs = sorted(touched | {job.job_id for job in await runtime.ports.records.linked("github")})
     while True:
         for job_id in jobs:
             await driver.sync(job_id)
@@ -322,9 +322,9 @@ NO_CI = (
 async def _say_no_ci(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> None:
     """With GITHUB_TOKEN, say once on each job with a pull request that CI cannot run on it."""
     for status in jobs:
-        if await runtime.office.rounds.pull(status.job_id) is None:
+        if await runtime.ports.reviews.pull(status.job_id) is None:
             continue
-        if await runtime.office.ci.note(status.job_id, "", "token", NO_CI):
+        if await runtime.ports.ci.note(status.job_id, "", "token", NO_CI):
             await runtime.service.driver.sync(status.job_id)
 
 
@@ -336,7 +336,7 @@ async def _work_left(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> bool:
     for status in jobs:
         if await runtime.office.busy(status.job_id):
             return True
-    due = await runtime.office.deliveries.next_due_at()
+    due = await runtime.ports.deliveries.next_due_at()
     return due is not None and due - time.time() <= WAIT_CAP_S
 
 

@@ -44,7 +44,7 @@ from bot.handlers.actions import job_key
 from bot.handlers.issue_comment import comment_ref
 from bot.handlers.repos import PROJECT_FILE, Repos, load_config, trigger_label
 from bot.server.webhooks import subject_of
-from orchestrator.api import Arrival, DeliveryQueue, Gate, Office, OrchestratorError, Pull
+from orchestrator.api import Arrival, Gate, Office, OrchestratorError, Ports, Pull
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Backfill:
         self,
         github: GitHubApp,
         office: Office,
-        queue: DeliveryQueue,
+        ports: Ports,
         repos: Repos,
         *,
         on_stored: Callable[[], None] = lambda: None,
@@ -78,7 +78,7 @@ class Backfill:
     ) -> None:
         self.github = github
         self.office = office
-        self.queue = queue
+        self.ports = ports
         self.repos = repos
         self.on_stored = on_stored
         # Labels added from this (whole) second on reach the App as webhooks; one added just
@@ -128,8 +128,8 @@ class Backfill:
         app = (await self.github.identity()).login.casefold()
         start = since - CLOCK_SKEW_S
         found: list[Found] = []
-        for linked in await self.office.records.linked("github", active=False):
-            pull = await self.office.rounds.pull(linked.job_id)
+        for linked in await self.ports.records.linked("github", active=False):
+            pull = await self.ports.reviews.pull(linked.job_id)
             ended = pull is None or pull.state in ENDED_PULLS
             if linked.state not in LIVE or (linked.state == "complete" and ended):
                 continue
@@ -217,7 +217,7 @@ class Backfill:
         found = []
         for issue in await gh.labelled_issues(owner, name, label):
             number = int(issue["number"])
-            if "pull_request" in issue or await self.office.records.job_for_key(
+            if "pull_request" in issue or await self.ports.records.job_for_key(
                 job_key(owner, name, number)
             ):
                 continue
@@ -248,7 +248,7 @@ class Backfill:
                 by_job.setdefault(gate.job_id, []).append(gate)
         parked = {}
         for job_id, gates in by_job.items():
-            linked = await self.office.records.subject(job_id, "github")
+            linked = await self.ports.records.subject(job_id, "github")
             if linked is None:
                 continue
             parked[job_id] = Parked(
@@ -261,7 +261,7 @@ class Backfill:
     async def _store(self, arrivals: list[Arrival]) -> list[str]:
         if not arrivals:
             return []
-        stored = await self.queue.record_all(arrivals)
+        stored = await self.ports.deliveries.record_all(arrivals)
         new = [a.delivery_id for a, fresh in zip(arrivals, stored, strict=True) if fresh]
         if new:
             self.on_stored()

@@ -24,7 +24,7 @@ from collections.abc import Collection
 from bot.errors import GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Json, github_time
 from bot.server.backfill import Backfill
-from orchestrator.api import DeliveryQueue
+from orchestrator.api import Deliveries
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class CatchUp:
     def __init__(
         self,
         github: GitHubApp,
-        queue: DeliveryQueue,
+        queue: Deliveries,
         *,
         events: Collection[str],
         clock: Clock = time.time,

@@ -27,7 +27,7 @@ from starlette.requests import ClientDisconnect
 from bot.errors import DeliveryError
 from bot.server.supervisor import WorkerHealth
 from bot.server.webhooks import MAX_BODY_BYTES, Head, Signature, check_head, decode, shown
-from orchestrator.api import Arrival, DeliveryQueue
+from orchestrator.api import Arrival, Deliveries
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ Workers = Callable[[], Mapping[str, WorkerHealth]]
 
 
 def create_app(
-    queue: DeliveryQueue,
+    queue: Deliveries,
     *,
     secret: str | None,
     events: frozenset[str],
@@ -97,7 +97,7 @@ def create_app(
     return app
 
 
-async def _health(queue: DeliveryQueue, workers: Mapping[str, WorkerHealth]) -> JSONResponse:
+async def _health(queue: Deliveries, workers: Mapping[str, WorkerHealth]) -> JSONResponse:
     """200 while every worker runs (or restarts); 503 naming a worker that was given up on.
 
     Deliveries are still stored (and answered 202) while a worker is down: they are durable,
@@ -223,7 +223,7 @@ class Ingest:
     flight the statements per delivery fall from three to one.
     """
 
-    def __init__(self, queue: DeliveryQueue) -> None:
+    def __init__(self, queue: Deliveries) -> None:
         self.queue = queue
         self._pending: list[tuple[Arrival, asyncio.Future[bool]]] = []
         self._flusher: asyncio.Task[None] | None = None

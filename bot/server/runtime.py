@@ -45,6 +45,7 @@ from orchestrator.api import (
     KnownSecrets,
     Model,
     Office,
+    Ports,
     Register,
     Sandbox,
     StateChanged,
@@ -65,6 +66,7 @@ class Runtime:
 
     settings: Settings
     office: Office
+    ports: Ports
     github: GitHubApp
     service: GitHubService
     worker: DeliveryWorker
@@ -128,11 +130,12 @@ class Runtime:
         )
         github.minted = lambda token: known.add(token, "an installation token")
         service = GitHubService(settings, office, github, clock=clock)
+        ports = service.ports
         runtime: Runtime
-        worker = DeliveryWorker(office.deliveries, service.handle, on_job=lambda j: runtime.kick(j))
+        worker = DeliveryWorker(ports.deliveries, service.handle, on_job=lambda j: runtime.kick(j))
         supervisor = Supervisor()
         app = create_app(
-            office.deliveries,
+            ports.deliveries,
             secret=None if settings.insecure_no_signature else settings.webhook_secret,
             events=HANDLED_EVENTS,
             on_stored=worker.wake,
@@ -141,15 +144,15 @@ class Runtime:
         backfill = Backfill(
             github,
             office,
-            office.deliveries,
+            ports,
             service.context.repos,
             on_stored=worker.wake,
             clock=clock,
         )
         catchup = CatchUp(
-            github, office.deliveries, events=HANDLED_EVENTS, clock=clock, backfill=backfill
+            github, ports.deliveries, events=HANDLED_EVENTS, clock=clock, backfill=backfill
         )
-        runtime = cls(settings, office, github, service, worker, app, supervisor, catchup)
+        runtime = cls(settings, office, ports, github, service, worker, app, supervisor, catchup)
         return runtime
 
     def __post_init__(self) -> None:
@@ -204,7 +207,7 @@ class Runtime:
 
     async def _job(self, conversation_id: str) -> int | None:
         if conversation_id not in self._job_of:
-            job_id = await self.office.records.job_of_conversation(conversation_id)
+            job_id = await self.ports.records.job_of_conversation(conversation_id)
             if job_id is None:
                 return None
             self._job_of[conversation_id] = job_id
@@ -229,7 +232,7 @@ class Runtime:
 
     async def _watch_ci(self) -> None:
         """Resting jobs with an open pull request: say where no CI started on the head."""
-        for job_id in await self.office.rounds.resting_with_open_pull():
+        for job_id in await self.ports.reviews.resting_with_open_pull():
             try:
                 await watch_started(
                     self.service.context,
@@ -241,7 +244,7 @@ class Runtime:
                 log.warning("job %d: CI not looked for: %s", job_id, exc)
 
     async def _active(self) -> list[int]:
-        return [job.job_id for job in await self.office.records.linked("github")]
+        return [job.job_id for job in await self.ports.records.linked("github")]
 
     async def run(self, server: uvicorn.Server | None = None) -> None:
         """Resume, then serve until the server stops (or forever without one).

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 
 from bot.errors import BotError, NotYetError, RateLimitedError
 from bot.handlers.payloads import PayloadError
-from orchestrator.api import Delivery, DeliveryQueue, OrchestratorError
+from orchestrator.api import Deliveries, Delivery, OrchestratorError
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class DeliveryWorker:
 
     def __init__(
         self,
-        queue: DeliveryQueue,
+        queue: Deliveries,
         handler: Handler,
         *,
         on_job: Callable[[int], None] = lambda _: None,
