@@ -18,7 +18,7 @@ from orchestrator.api import (
     Sandbox,
     SandboxError,
     check_setup,
-    git,
+    git_version,
     load_organisation,
     probe,
     shipped_org_dir,
@@ -87,8 +87,7 @@ async def _doctor(home: Path, environ: Mapping[str, str]) -> int:
     store = home / "teaparty.db"
     if store.exists():
         print(f"store: {store} ({_mode(store)})")
-    code, version = await git(None, "--version", check=False)
-    print(f"git: {version.strip() if code == 0 else 'not found'}")
+    print(f"git: {await git_version() or 'not found'}")
     return EXIT_OK if chosen.mode in ("bwrap", "landlock", "off") else EXIT_UNCONFINED
 
 

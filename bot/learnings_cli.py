@@ -67,11 +67,11 @@ def learnings_command(args: argparse.Namespace, environ: Mapping[str, str]) -> i
     """Run the `teaparty learnings` action `args.action` and return its exit code."""
     # The engine only for a learnings command: building the parser loads none of it.
     from bot.local import state_home
-    from orchestrator.api import StoreError, is_learning_id, kept_learnings
+    from orchestrator.api import StoreError, is_learning_id, kept_learnings, repository_top
 
     home = state_home(args.home, environ)
     try:
-        top = asyncio.run(_top_level((args.repo or Path.cwd()).expanduser().resolve()))
+        top = asyncio.run(repository_top((args.repo or Path.cwd()).expanduser().resolve()))
         repo = None if top is None else top.resolve()  # as `teaparty run` names it
         if repo is None:
             return _fail(args, f"{args.repo or Path.cwd()} is not a git repository", EXIT_USAGE)
@@ -84,13 +84,6 @@ def learnings_command(args: argparse.Namespace, environ: Mapping[str, str]) -> i
         return EXIT_INTERRUPTED
     except StoreError as exc:
         return _fail(args, str(exc), EXIT_ENVIRONMENT)
-
-
-async def _top_level(path: Path) -> Path | None:
-    from orchestrator.api import git as run_git
-
-    code, top = await run_git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
-    return Path(top.strip()) if code == 0 else None
 
 
 def _list(args: argparse.Namespace, kept: tuple[KeptLearning, ...]) -> int:

@@ -36,10 +36,12 @@ from orchestrator.api import (
     StoreLockedError,
     UnansweredGateError,
     check_model,
+    has_head,
+    repository_top,
     run_local,
     shipped_org_dir,
+    uncommitted,
 )
-from orchestrator.api import git as run_git
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_PARKED = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -181,16 +183,10 @@ def _top_level(path: Path) -> Path:
     path = path.expanduser().resolve()
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory")
-    code, top = asyncio.run(
-        run_git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
-    )
-    if code != 0:
+    repo = asyncio.run(repository_top(path))
+    if repo is None:
         raise UsageError(f"{path} is not a git repository")
-    repo = Path(top.strip())
-    code, _ = asyncio.run(
-        run_git(None, "-C", str(repo), "rev-parse", "--verify", "--quiet", "HEAD", check=False)
-    )
-    if code != 0:
+    if not asyncio.run(has_head(repo)):
         raise UsageError(f"{repo} has no commits yet: a job starts from HEAD, so commit first")
     return repo
 
@@ -254,8 +250,7 @@ async def _run(
 
 async def _warn_if_dirty(repo: Path) -> None:
     """A job starts from HEAD: say what in the working tree it leaves out."""
-    _, status = await run_git(None, "-C", str(repo), "status", "--porcelain", check=False)
-    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    changed = await uncommitted(repo)
     if changed:
         shown = ", ".join(changed[:5]) + (
             f" and {len(changed) - 5} more" if len(changed) > 5 else ""

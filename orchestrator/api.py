@@ -16,6 +16,8 @@ engine's modules can move and change behind it. What is here:
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree;
 - the store as one file (a consistent snapshot, putting one in place, pruning ended jobs)
   and the engine's hardened git, for runner mode's state kept on a git ref;
+- what the local commands ask of a person's repository (its top level, whether it has a
+  HEAD, what is not committed, git's version), through that same git;
 - jobs' unpublished work kept on their remote between runner runs (`Office.preserve_all`
   before the store is saved, `forget_ended_work` or `Office.forget_ended` after;
   `Office.prepare` rebuilds).
@@ -172,6 +174,10 @@ from orchestrator.workspace.git import (
 from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
 
 __all__ = [
+    "git_version",
+    "has_head",
+    "repository_top",
+    "uncommitted",
     "CiWatch",
     "Deliveries",
     "IssueRevisions",
@@ -366,6 +372,32 @@ def check_path(path: Path, *, org_dir: Path) -> CheckReport:
     """Check an organisation, a repository's project or one YAML file (`teaparty config
     check`), against the engine's gate kinds."""
     return _check_path(path, org_dir=org_dir, kinds=GATE_KINDS)
+
+
+async def git_version() -> str | None:
+    """The git the engine runs, as `git --version` names it (None: it would not say)."""
+    code, version = await git(None, "--version", check=False)
+    return version.strip() if code == 0 else None
+
+
+async def repository_top(path: Path) -> Path | None:
+    """The top level of the git repository `path` is in (None: it is in none)."""
+    code, top = await git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
+    return Path(top.strip()) if code == 0 else None
+
+
+async def has_head(repo: Path) -> bool:
+    """Whether the repository has a commit at HEAD for a job to start from."""
+    code, _ = await git(
+        None, "-C", str(repo), "rev-parse", "--verify", "--quiet", "HEAD", check=False
+    )
+    return code == 0
+
+
+async def uncommitted(repo: Path) -> tuple[str, ...]:
+    """The paths in the repository's working tree that differ from HEAD (`git status`)."""
+    _, status = await git(None, "-C", str(repo), "status", "--porcelain", check=False)
+    return tuple(line[3:] for line in status.splitlines() if line.strip())
 
 
 class Records(Protocol):
