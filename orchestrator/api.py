@@ -93,7 +93,7 @@ from orchestrator.jobs.ci_rounds import (
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
 from orchestrator.jobs.commands import JobCancelledError, JobCommand
 from orchestrator.jobs.commands import serve as serve_commands
-from orchestrator.jobs.control import ControlError, JobControl, Steer
+from orchestrator.jobs.control import ControlError, Steer
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import FEATURES, GATE_KINDS, Register
 from orchestrator.jobs.handle import JobHandle
@@ -122,7 +122,7 @@ from orchestrator.jobs.ports import (
 )
 from orchestrator.jobs.preserved import forget_ended_work
 from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_ended
-from orchestrator.jobs.records import ForgeObject, JobRecord, JobRecords, LinkedJob
+from orchestrator.jobs.records import ForgeObject, JobRecord, LinkedJob
 from orchestrator.jobs.refusals import Refused
 from orchestrator.jobs.revisions import Edited, IssueText
 from orchestrator.jobs.rounds import (
@@ -149,7 +149,6 @@ from orchestrator.memory.entries import Learning
 from orchestrator.memory.entries import is_id as is_learning_id
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.proxy.overrides import Override
-from orchestrator.proxy.proxy import Proxy
 from orchestrator.proxy.stats import ProxyStats, proxy_stats, proxy_stats_at
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.probe import announce, probe
@@ -159,7 +158,6 @@ from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQu
 from orchestrator.store.migrations import SCHEMA_VERSION
 from orchestrator.store.prune import KEEP_ENDED_DAYS, Pruned, prune_store
 from orchestrator.store.snapshot import restore_store, snapshot_store
-from orchestrator.store.sqlite import now
 from orchestrator.teams.board import Task
 from orchestrator.workspace.git import (
     NETWORK_TIMEOUT_S,
@@ -233,13 +231,11 @@ __all__ = [
     "IssueText",
     "JobCancelledError",
     "JobCommand",
-    "JobControl",
     "JobDriver",
     "JobHandle",
     "JobNotFoundError",
     "JobOrigin",
     "JobRecord",
-    "JobRecords",
     "JobSource",
     "JobStarted",
     "JobState",
@@ -283,7 +279,6 @@ __all__ = [
     "Point",
     "Progress",
     "Project",
-    "Proxy",
     "ProxyDecision",
     "ProxySettings",
     "ProxyStats",
@@ -334,7 +329,6 @@ __all__ = [
     "load_project",
     "managing",
     "models",
-    "now",
     "plan_clean",
     "probe",
     "progress",
