@@ -7,7 +7,7 @@ repository, that repository's project file (a run refuses a bad one, exit 2).
 from __future__ import annotations
 
 import argparse
-import subprocess
+import asyncio
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -100,23 +100,21 @@ def _default_paths(environ: Mapping[str, str]) -> list[Path]:
 
 def _repository(here: Path) -> Path | None:
     """The top level of the git repository `here` is in; None outside one."""
-    found = _git(here, "rev-parse", "--show-toplevel")
-    return Path(found.strip()) if found is not None else None
+    from orchestrator.api import repository_top
+
+    return asyncio.run(repository_top(here))
 
 
 def _uncommitted(path: Path) -> bool:
     """Whether `path`, a repository, has a project file that differs from its HEAD's."""
+    from orchestrator.api import uncommitted
+
     if not (path / ".git").exists() or not (path / PROJECT_FILE).is_file():
         return False
-    return _git(path, "diff", "--quiet", "HEAD", "--", PROJECT_FILE) is None
-
-
-def _git(where: Path, *args: str) -> str | None:
-    """git's output in `where`; None when it fails (not a repository, a difference)."""
-    done = subprocess.run(
-        ["git", "-C", str(where), *args], capture_output=True, text=True, check=False
+    changed = asyncio.run(uncommitted(path))  # an untracked folder is named, not its files
+    return any(
+        PROJECT_FILE == c or (c.endswith("/") and PROJECT_FILE.startswith(c)) for c in changed
     )
-    return done.stdout if done.returncode == 0 else None
 
 
 def _plural(count: int, noun: str) -> str:
