@@ -118,7 +118,6 @@ DEBT = {
         "messages",
         "project_preferences",
     },
-    "orchestrator/jobs/withdraw.py": {"waits"},
     "orchestrator/proxy/decisions.py": {"gates"},
     "orchestrator/proxy/overrides.py": {"proxy_decisions"},
     "orchestrator/workspace/layout.py": {"conversations", "jobs", "tasks"},

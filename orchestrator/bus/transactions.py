@@ -629,3 +629,35 @@ def first_request(tx: Tx, job_id: int) -> str | None:
         (job_id,),
     ).fetchone()
     return None if row is None else row[0]
+
+# Named for the modules whose own SQL named these tables (issue 32).
+
+
+@dataclass(frozen=True)
+class OpenConversation:
+    """An open conversation of a job as a live view shows it; `busy` while it has work."""
+
+    conversation_id: str
+    kind: str
+    agent: str
+    parent_id: str | None
+    busy: bool
+
+
+_OPEN_SQL = """
+SELECT c.conversation_id, c.kind, c.agent, c.parent_id,
+       c.in_turn OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id)
+FROM conversations c
+WHERE c.job_id = ? AND c.state = 'active'
+ORDER BY c.created_at, c.conversation_id
+"""
+
+
+def open_of_job(tx: Tx, job_id: int) -> list[OpenConversation]:
+    """The job's open conversations, oldest first: busy while a turn is under way or mail
+    waits in the inbox."""
+    rows = tx.execute(_OPEN_SQL, (job_id,)).fetchall()
+    return [
+        OpenConversation(cid, kind, agent, parent, bool(busy))
+        for cid, kind, agent, parent, busy in rows
+    ]

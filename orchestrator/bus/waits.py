@@ -76,3 +76,11 @@ def every(tx: Tx) -> list[Wait]:
 def clear(tx: Tx, key: str) -> None:
     """The work under `key` succeeded: it no longer waits."""
     tx.execute("DELETE FROM waits WHERE wait_key = ?", (key,))
+
+
+# Named for the modules whose own SQL named this table (issue 32).
+
+
+def clear_job(tx: Tx, job_id: int) -> None:
+    """Nothing of the job waits any more."""
+    tx.execute("DELETE FROM waits WHERE job_id = ?", (job_id,))

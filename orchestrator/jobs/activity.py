@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from orchestrator.bus import transactions as txn
 from orchestrator.core.messages import ConversationKind
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
@@ -47,22 +48,15 @@ class Progress:
         return next((team for team in self.teams if team.task == task), None)
 
 
-_OPEN = """
-SELECT c.conversation_id, c.kind, c.agent, c.parent_id,
-       c.in_turn OR EXISTS (SELECT 1 FROM inbox i WHERE i.conversation_id = c.conversation_id)
-FROM conversations c
-WHERE c.job_id = ? AND c.state = 'active'
-ORDER BY c.created_at, c.conversation_id
-"""
-
-
 def open_teams(tx: Tx, job_id: int) -> tuple[Team, ...]:
     """The job's open teams: its own agents first, then each task's open run in order."""
-    rows = tx.execute(_OPEN, (job_id,)).fetchall()
+    rows = txn.open_of_job(tx, job_id)
     task_of = {
-        cid: int(cid.split(":")[2]) for cid, kind, *_ in rows if kind == ConversationKind.TASK
+        row.conversation_id: int(row.conversation_id.split(":")[2])
+        for row in rows
+        if row.kind == ConversationKind.TASK
     }
-    parent_of = {cid: parent for cid, _, _, parent, _ in rows}
+    parent_of = {row.conversation_id: row.parent_id for row in rows}
 
     def task(cid: str | None) -> int | None:  # the task run a conversation is under, if any
         while cid is not None and cid not in task_of:
@@ -72,10 +66,10 @@ def open_teams(tx: Tx, job_id: int) -> tuple[Team, ...]:
     members: dict[int | None, list[Member]] = {None: []}
     for number in sorted(set(task_of.values())):
         members[number] = []
-    for _, kind, agent, parent, busy in rows:
-        if kind in (ConversationKind.JOB, ConversationKind.TASK):
+    for row in rows:
+        if row.kind in (ConversationKind.JOB, ConversationKind.TASK):
             continue  # the job and a task run are the frames; their members do the work
-        members[task(parent)].append(Member(str(agent), bool(busy)))
+        members[task(row.parent_id)].append(Member(str(row.agent), row.busy))
     return tuple(Team(task, tuple(found)) for task, found in members.items() if found)
 
 

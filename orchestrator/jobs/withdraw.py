@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.bus import gates
+from orchestrator.bus import gates, waits
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import transactions as txn
 from orchestrator.bus.events import StateChanged
@@ -119,7 +119,7 @@ def _end_rows(tx: Tx, job_id: int, *, state: str, event: str, detail: str) -> Wi
     closed = gates.close_every(tx, job_id, at=at)
     conversations = txn.close_job(tx, job_id, at=at)
     tasks = cancel_unfinished(tx, job_id, at=at)
-    tx.execute("DELETE FROM waits WHERE job_id = ?", (job_id,))
+    waits.clear_job(tx, job_id)
     log_event(tx, job_id, None, event, detail)
     return Withdrawn(job_id, False, tuple(sorted(closed)), len(conversations), tuple(sorted(tasks)))
 
