@@ -20,6 +20,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
 from orchestrator.core.clock import run_deadline_passed
 from orchestrator.core.errors import TurnDeferred
 from orchestrator.core.messages import (
@@ -138,14 +140,13 @@ def _engine_only(messages: Sequence[Message]) -> bool:
 def _facts(tx: Tx, conversation_id: str) -> tuple[int, str, int] | None:
     """The job of a lead's conversation the office manager opened: its id, its title and
     how many of its tasks are not done; None when it is no such conversation."""
-    row = tx.execute(
-        "SELECT j.job_id, j.title FROM conversations c JOIN jobs j USING (job_id)"
-        " WHERE c.conversation_id = ? AND c.kind = ?",
-        (conversation_id, ConversationKind.DISPATCH.value),
-    ).fetchone()
-    if row is None:
+    listed = txn.listed(tx, conversation_id)
+    if listed is None or listed.kind != ConversationKind.DISPATCH.value or listed.job_id is None:
         return None
-    job_id, title = int(row[0]), str(row[1])
+    job = job_rows.get(tx, listed.job_id)
+    if job is None:
+        return None
+    job_id, title = job.job_id, job.title
     open_tasks = sum(t.state not in ("done", "cancelled") for t in list_tasks(tx, job_id))
     return job_id, title, open_tasks
 

@@ -60,13 +60,7 @@ class RoundWork:
         """A pull request its base now conflicts with gets a task that merges the base in
         (jobs/rounds.py `base_conflict`); a base that merges cleanly needs nothing (the
         forge merges it)."""
-        row = await self._store.read(
-            lambda tx: tx.execute(
-                "SELECT s.start, j.project FROM job_sources s JOIN jobs j USING (job_id)"
-                " WHERE s.job_id = ?",
-                (job_id,),
-            ).fetchone()
-        )
+        row = await self._store.read(lambda tx: _start_and_project(tx, job_id))
         base = None if row is None else await rev(space.mirror, row[0])
         head = await rev(space.repo, f"refs/heads/{space.branch}")
         if row is None or base is None or head is None:
@@ -94,3 +88,11 @@ class RoundWork:
         await self._store.write(write)
         await self._workspace.close_job(space)
         await self._desk.next_round(job_id)
+
+
+def _start_and_project(tx: Tx, job_id: int) -> tuple[str, str] | None:
+    """What the job branch started from and the job's project (None: a job without a kept
+    source)."""
+    kept = sources.of_job(tx, job_id)
+    project = job_rows.project_of(tx, job_id)
+    return None if kept is None or project is None else (kept.start, project)
