@@ -97,7 +97,6 @@ DEBT = {
         "jobs",
         "worktree_slots",
     },
-    "orchestrator/jobs/records.py": {"jobs"},
     "orchestrator/jobs/revisions.py": {"agent_contexts", "conversations"},
     "orchestrator/jobs/rounds.py": {
         "conversations",

@@ -237,3 +237,15 @@ def held_back(tx: Tx) -> set[int]:
     """The jobs whose conversations may not run: not ready (no workspace yet) or paused."""
     rows = tx.execute("SELECT job_id FROM jobs WHERE ready = 0 OR paused_by IS NOT NULL")
     return {int(job_id) for (job_id,) in rows}
+
+# Named for the modules whose own SQL named this table (issue 32).
+
+
+def latest_of_subject(tx: Tx, job_key: str) -> JobRow | None:
+    """The newest job of a subject: started under `job_key` itself, or a later one under
+    `job_key/k` (the k-th job of the same subject, after the first ones finished)."""
+    row = tx.execute(
+        f"{_ROW} WHERE job_key = ? OR substr(job_key, 1, ?) = ? ORDER BY job_id DESC LIMIT 1",
+        (job_key, len(job_key) + 1, f"{job_key}/"),
+    ).fetchone()
+    return None if row is None else JobRow(*row)

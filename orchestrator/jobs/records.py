@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.transactions import listed
 from orchestrator.store.sqlite import Store, Tx, now
 
@@ -43,9 +44,6 @@ class ForgeObject:
     updated_at: float
 
 
-_JOB = "SELECT job_id, job_key, project, title, state FROM jobs"
-
-
 class JobRecords:
     """The job queries and records the edge needs, over the engine's store."""
 
@@ -54,29 +52,16 @@ class JobRecords:
 
     async def job(self, job_id: int) -> JobRecord | None:
         """The job with this id."""
-        row = await self._store.read(
-            lambda tx: tx.execute(f"{_JOB} WHERE job_id = ?", (job_id,)).fetchone()
-        )
-        return None if row is None else JobRecord(*row)
+        return _record(await self._store.read(lambda tx: job_rows.get(tx, job_id)))
 
     async def job_for_key(self, job_key: str) -> JobRecord | None:
         """The job started under this key (one per key, ever)."""
-        row = await self._store.read(
-            lambda tx: tx.execute(f"{_JOB} WHERE job_key = ?", (job_key,)).fetchone()
-        )
-        return None if row is None else JobRecord(*row)
+        return _record(await self._store.read(lambda tx: job_rows.get_by_key(tx, job_key)))
 
     async def latest_for_key(self, job_key: str) -> JobRecord | None:
         """The newest job of a subject: started under `job_key` itself, or a later one under
         `job_key/k` (the k-th job of the same subject, after the first ones finished)."""
-        row = await self._store.read(
-            lambda tx: tx.execute(
-                f"{_JOB} WHERE job_key = ? OR substr(job_key, 1, ?) = ?"
-                " ORDER BY job_id DESC LIMIT 1",
-                (job_key, len(job_key) + 1, f"{job_key}/"),
-            ).fetchone()
-        )
-        return None if row is None else JobRecord(*row)
+        return _record(await self._store.read(lambda tx: job_rows.latest_of_subject(tx, job_key)))
 
     async def job_of_conversation(self, conversation_id: str) -> int | None:
         """The job a conversation works for, if any."""
@@ -102,15 +87,7 @@ class JobRecords:
 
     async def linked(self, forge: str, *, active: bool = True) -> list[LinkedJob]:
         """The jobs `forge` started (only the active ones by default), oldest first."""
-        where = " AND j.state = 'active'" if active else ""
-        rows = await self._store.read(
-            lambda tx: tx.execute(
-                "SELECT j.job_id, j.state, l.subject FROM jobs j JOIN job_links l USING (job_id)"
-                f" WHERE l.forge = ?{where} ORDER BY j.job_id",
-                (forge,),
-            ).fetchall()
-        )
-        return [LinkedJob(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return await self._store.read(lambda tx: _linked(tx, forge, active=active))
 
     async def forge_object(self, job_id: int, key: str) -> ForgeObject | None:
         """What was recorded for the job under `key`."""
@@ -158,3 +135,24 @@ def record_forge_object(
         " updated_at = excluded.updated_at",
         (job_id, key, external_id, digest, now() if at is None else at),
     )
+
+
+def _record(row: job_rows.JobRow | None) -> JobRecord | None:
+    return (
+        None
+        if row is None
+        else JobRecord(row.job_id, row.job_key, row.project, row.title, row.state)
+    )
+
+
+def _linked(tx: Tx, forge: str, *, active: bool) -> list[LinkedJob]:
+    """The jobs `forge` linked (only the active ones, with `active`), by job id."""
+    rows = tx.execute(
+        "SELECT job_id, subject FROM job_links WHERE forge = ? ORDER BY job_id", (forge,)
+    ).fetchall()
+    found = []
+    for job_id, subject in rows:
+        job = job_rows.get(tx, int(job_id))
+        if job is not None and (job.state == "active" or not active):
+            found.append(LinkedJob(job.job_id, job.state, str(subject)))
+    return found
