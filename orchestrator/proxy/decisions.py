@@ -8,10 +8,10 @@ the proxy and a crash between the two loses nothing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.bus import gates as gate_rows
 from orchestrator.proxy.autonomy import Past, agrees
 from orchestrator.proxy.brief import PastGate
 from orchestrator.store.sqlite import Tx
@@ -123,29 +123,26 @@ def insert(tx: Tx, decision: ProxyDecision, terms: Terms, *, at: float) -> Proxy
 def settle(tx: Tx) -> int:
     """Copy people's answers to consulted gates here, with agreement; how many were new."""
     rows = tx.execute(
-        "SELECT d.gate_id, d.answer, g.answer, g.options, g.answered_at"
-        " FROM proxy_decisions d JOIN gates g USING (gate_id)"
-        " WHERE d.actual IS NULL AND d.alone = 0 AND g.answer IS NOT NULL"
-        " AND g.answered_via = 'human'"
+        "SELECT gate_id, answer FROM proxy_decisions WHERE actual IS NULL AND alone = 0"
     ).fetchall()
-    for gate_id, predicted, actual, options, answered_at in rows:
-        agreed = None
-        if predicted is not None:
-            agreed = int(agrees(predicted, actual, json.loads(options or "[]")))
+    asked = gate_rows.of_ids(tx, [gate_id for gate_id, _ in rows])
+    settled = 0
+    for gate_id, predicted in rows:
+        gate = asked.get(gate_id)
+        if gate is None or gate.answer is None or gate.answered_via != "human":
+            continue
+        agreed = None if predicted is None else int(agrees(predicted, gate.answer, gate.options))
         tx.execute(
             "UPDATE proxy_decisions SET actual = ?, agreed = ?, decided_at = ? WHERE gate_id = ?",
-            (actual, agreed, answered_at, gate_id),
+            (gate.answer, agreed, gate.answered_at, gate_id),
         )
-    return len(rows)
+        settled += 1
+    return settled
 
 
 _HISTORY_SQL = """
-SELECT d.confidence, d.agreed, d.override IS NOT NULL, g.question, coalesce(d.actual, g.answer),
-       d.answer, g.options
-FROM proxy_decisions d JOIN gates g USING (gate_id)
-WHERE d.project = ? AND d.decider = ? AND d.kind = ?
-  AND (d.actual IS NOT NULL OR (d.alone = 0 AND g.answered_via = 'human'))
-ORDER BY coalesce(d.decided_at, g.answered_at) DESC, d.gate_id DESC LIMIT ?
+SELECT gate_id, confidence, agreed, override IS NOT NULL, actual, answer, alone, decided_at
+FROM proxy_decisions WHERE project = ? AND decider = ? AND kind = ?
 """
 
 
@@ -155,16 +152,52 @@ def history(
     """The group's decisions (for autonomy) and the decider's answers (for the brief), oldest
     first, of the last `limit` gates whose answer is known (-1: all). An answer not settled
     here yet is read from its gate, so this needs no write (`teaparty proxy stats`)."""
-    rows = tx.execute(_HISTORY_SQL, (group.project, group.decider, group.kind, limit)).fetchall()
     decisions: list[Past] = []
     answers: list[PastGate] = []
-    for stated, agreed, overridden, question, actual, predicted, options in reversed(rows):
+    for known in reversed(_known(tx, group, limit)):
+        agreed, predicted = known.agreed, known.predicted
         if agreed is None and predicted is not None:  # answered since the proxy last looked
-            agreed = agrees(predicted, actual, json.loads(options or "[]"))
+            agreed = agrees(predicted, known.actual, known.gate.options)
         if agreed is not None:
-            decisions.append(Past(float(stated), bool(agreed), bool(overridden) and not agreed))
-        answers.append(PastGate(str(question), str(actual), predicted, bool(overridden)))
+            decisions.append(
+                Past(float(known.confidence), bool(agreed), known.overridden and not agreed)
+            )
+        answers.append(
+            PastGate(str(known.gate.question), known.actual, predicted, known.overridden)
+        )
     return decisions, answers
+
+
+@dataclass(frozen=True)
+class _Known:
+    """A decision whose answer is known, with its gate."""
+
+    confidence: Any  # as stored
+    agreed: Any  # as stored: 0, 1, or NULL (not settled here yet)
+    overridden: bool
+    actual: str  # settled here, else read from the gate
+    predicted: str | None
+    gate: gate_rows.Gate
+    when: float | None  # when it was decided (else answered)
+
+
+def _known(tx: Tx, group: Group, limit: int) -> list[_Known]:
+    """The group's decisions whose answer is known, the latest decided (else answered) first
+    and a time unknown last, then by gate; the first `limit` (negative: all)."""
+    rows = tx.execute(_HISTORY_SQL, (group.project, group.decider, group.kind)).fetchall()
+    asked = gate_rows.of_ids(tx, [row[0] for row in rows])
+    known = []
+    for gate_id, confidence, agreed, overridden, actual, predicted, alone, decided_at in rows:
+        gate = asked.get(gate_id)
+        if gate is None or (actual is None and not (alone == 0 and gate.answered_via == "human")):
+            continue
+        when = gate.answered_at if decided_at is None else decided_at
+        answer = gate.answer if actual is None else actual
+        known.append(
+            _Known(confidence, agreed, bool(overridden), str(answer), predicted, gate, when)
+        )
+    known.sort(key=lambda k: (k.when is not None, k.when or 0.0, k.gate.gate_id), reverse=True)
+    return known if limit < 0 else known[:limit]
 
 
 @dataclass(frozen=True)
@@ -250,3 +283,23 @@ def alone_answers(tx: Tx, job_id: int) -> list[ProxyDecision]:
         (job_id,),
     ).fetchall()
     return [_decision(row) for row in rows]
+
+
+# Named for the modules whose own SQL named these tables (issue 32).
+
+
+def override_seen(tx: Tx, ref: str) -> bool:
+    """Whether an override from `ref` (a comment, say) was recorded already."""
+    row = tx.execute("SELECT gate_id FROM proxy_decisions WHERE override_ref = ?", (ref,))
+    return row.fetchone() is not None
+
+
+def record_override(
+    tx: Tx, gate_id: int, *, answer: str, agreed: bool, by: str, at: float, ref: str | None
+) -> None:
+    """The decider `by` overrode the proxy's answer at the gate with `answer` (from `ref`)."""
+    tx.execute(
+        "UPDATE proxy_decisions SET actual = ?, agreed = ?, decided_at = ?, override = ?,"
+        " overridden_by = ?, override_ref = ? WHERE gate_id = ?",
+        (answer, int(agreed), at, answer, by, ref, gate_id),
+    )

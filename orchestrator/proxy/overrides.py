@@ -38,21 +38,13 @@ def record(
     decision = decisions.get(tx, gate_id)
     if decision is None or not decision.alone or decision.answer is None:
         raise NotProxyAnsweredError(gate_id, "the proxy did not answer this gate alone")
-    if ref is not None:
-        seen = tx.execute(
-            "SELECT gate_id FROM proxy_decisions WHERE override_ref = ?", (ref,)
-        ).fetchone()
-        if seen is not None:
-            return Override(gate_id, bool(decision.agreed), None, repeated=True)
+    if ref is not None and decisions.override_seen(tx, ref):
+        return Override(gate_id, bool(decision.agreed), None, repeated=True)
     if decision.override is not None and normal(decision.override) == normal(answer):
         return Override(gate_id, bool(decision.agreed), None, repeated=True)
     gate = gates.get(tx, gate_id)
     agreed = agrees(decision.answer, answer, gate.options)
-    tx.execute(
-        "UPDATE proxy_decisions SET actual = ?, agreed = ?, decided_at = ?, override = ?,"
-        " overridden_by = ?, override_ref = ? WHERE gate_id = ?",
-        (answer, int(agreed), at, answer, by, ref, gate_id),
-    )
+    decisions.record_override(tx, gate_id, answer=answer, agreed=agreed, by=by, at=at, ref=ref)
     if agreed:
         return Override(gate_id, True, None)
     target = _target(tx, gate)
