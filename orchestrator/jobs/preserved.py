@@ -22,9 +22,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.bus import jobs as job_rows
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.jobs import sources
 from orchestrator.store.sqlite import Store, Tx
+from orchestrator.teams import board
+from orchestrator.workspace import layout as slots
 from orchestrator.workspace import preserve as refs
 from orchestrator.workspace.git import Checkout
 from orchestrator.workspace.layout import JobSpace, Workspace
@@ -126,24 +129,16 @@ async def forget_ended_work(home: Path, remote: str, *, auth: str | None = None)
 
 def _working(tx: Tx, job_id: int, repo: str) -> list[tuple[int, str]]:
     """The slots leased to the job's tasks not yet merged: (task number, path)."""
-    return [
-        (int(number), str(path))
-        for number, path in tx.execute(
-            "SELECT t.number, s.path FROM worktree_slots s JOIN tasks t ON t.task_id = s.task_id"
-            " WHERE t.job_id = ? AND s.mirror = ? AND t.state != 'done' ORDER BY t.number",
-            (job_id, repo),
-        )
-    ]
+    working = []
+    for task_id, path in slots.leases(tx, repo).items():
+        found = board.locate(tx, task_id)
+        if found is not None and found[0] == job_id:
+            if board.get_task(tx, job_id, found[1]).state != "done":
+                working.append((found[1], path))
+    return sorted(working)
 
 
 def _jobs_of(tx: Tx, remote: str, states: tuple[str, ...]) -> list[int]:
     """The jobs from `remote` in one of `states`, by id."""
-    marks = ", ".join("?" * len(states))
-    return [
-        int(job_id)
-        for (job_id,) in tx.execute(
-            f"SELECT j.job_id FROM jobs j JOIN job_sources s USING (job_id)"
-            f" WHERE s.source = ? AND j.state IN ({marks}) ORDER BY j.job_id",
-            (remote, *states),
-        )
-    ]
+    rows = (job_rows.get(tx, job_id) for job_id in sources.jobs_from(tx, remote))
+    return [row.job_id for row in rows if row is not None and row.state in states]

@@ -37,3 +37,14 @@ def of_job(tx: Tx, job_id: int) -> KeptSource | None:
         "SELECT repo, source, start, branch, slug FROM job_sources WHERE job_id = ?", (job_id,)
     ).fetchone()
     return None if row is None else KeptSource(*(str(value) for value in row))
+
+
+# Named for the modules whose own SQL named this table (issue 32).
+
+
+def jobs_from(tx: Tx, source: str) -> list[int]:
+    """The jobs whose work comes from `source` (a URL or a path), by id."""
+    rows = tx.execute(
+        "SELECT job_id FROM job_sources WHERE source = ? ORDER BY job_id", (source,)
+    ).fetchall()
+    return [int(job_id) for (job_id,) in rows]

@@ -797,3 +797,14 @@ def record_moved(tx: Tx, recorded: JobSpace, space: JobSpace) -> list[tuple[int,
         (str(space.mirror), str(space.repo), str(space.path), space.job_id),
     )
     return leased
+
+# Named for the modules whose own SQL named these tables (issue 32).
+
+
+def leases(tx: Tx, mirror: str) -> dict[int, str]:
+    """The slots of `mirror` leased to a task: the task's id (teams/board.py's) to the path."""
+    rows = tx.execute(
+        "SELECT task_id, path FROM worktree_slots WHERE mirror = ? AND task_id IS NOT NULL",
+        (mirror,),
+    ).fetchall()
+    return {int(task_id): str(path) for task_id, path in rows}
