@@ -21,10 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.jobs import sources
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.rounds import PullState
 from orchestrator.jobs.withdraw import Withdrawn, stop_work
 from orchestrator.store.sqlite import Tx
+from orchestrator.workspace import layout as slots
 from orchestrator.workspace.git import git
 from orchestrator.workspace.layout import JobSpace
 
@@ -95,22 +98,10 @@ async def forget_repository(office: Office, name: str) -> Path | None:
 
 def _forget(tx: Tx, name: str, mirror: str) -> bool:
     """Whether an active job still comes from `name`; else its jobs' workspaces recorded gone."""
-    busy = tx.execute(
-        "SELECT 1 FROM job_sources s JOIN jobs j USING (job_id)"
-        " WHERE s.repo = ? AND j.state = 'active' LIMIT 1",
-        (name,),
-    ).fetchone()
-    if busy is not None:
+    rows = (job_rows.get(tx, job_id) for job_id in sources.jobs_of_repo(tx, name))
+    if any(row is not None and row.state == "active" for row in rows):
         return True
-    repos = [
-        str(repo)
-        for (repo,) in tx.execute(
-            "SELECT repo FROM job_workspaces WHERE mirror = ? AND repo IS NOT NULL", (mirror,)
-        )
-    ]
-    for repo in repos:
-        tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (repo,))
-    tx.execute("UPDATE job_workspaces SET removed = 1 WHERE mirror = ?", (mirror,))
+    slots.forget_mirror(tx, mirror)
     return False
 
 

@@ -48,3 +48,11 @@ def jobs_from(tx: Tx, source: str) -> list[int]:
         "SELECT job_id FROM job_sources WHERE source = ? ORDER BY job_id", (source,)
     ).fetchall()
     return [int(job_id) for (job_id,) in rows]
+
+
+def jobs_of_repo(tx: Tx, repo: str) -> list[int]:
+    """The jobs of the repository the store names `repo`, by id."""
+    rows = tx.execute(
+        "SELECT job_id FROM job_sources WHERE repo = ? ORDER BY job_id", (repo,)
+    ).fetchall()
+    return [int(job_id) for (job_id,) in rows]

@@ -808,3 +808,16 @@ def leases(tx: Tx, mirror: str) -> dict[int, str]:
         (mirror,),
     ).fetchall()
     return {int(task_id): str(path) for task_id, path in rows}
+
+
+def forget_mirror(tx: Tx, mirror: str) -> None:
+    """The workspaces of every job from `mirror` are gone, and their repositories' slots."""
+    repos = [
+        str(repo)
+        for (repo,) in tx.execute(
+            "SELECT repo FROM job_workspaces WHERE mirror = ? AND repo IS NOT NULL", (mirror,)
+        )
+    ]
+    for repo in repos:
+        tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (repo,))
+    tx.execute("UPDATE job_workspaces SET removed = 1 WHERE mirror = ?", (mirror,))
