@@ -90,7 +90,6 @@ DEBT = {
     "orchestrator/jobs/budget_gate.py": {"review_rounds"},
     "orchestrator/jobs/cleanup.py": {"job_sources", "job_workspaces", "jobs"},
     "orchestrator/jobs/driver.py": {"conversations", "job_workspaces", "jobs"},
-    "orchestrator/jobs/revisions.py": {"agent_contexts", "conversations"},
     "orchestrator/jobs/rounds.py": {
         "conversations",
         "failures",

@@ -661,3 +661,15 @@ def open_of_job(tx: Tx, job_id: int) -> list[OpenConversation]:
         OpenConversation(cid, kind, agent, parent, bool(busy))
         for cid, kind, agent, parent, busy in rows
     ]
+
+
+def first_open_child(tx: Tx, parent_id: str) -> str | None:
+    """The oldest open conversation `parent_id` started whose context is open, if any."""
+    row = tx.execute(
+        "SELECT c.conversation_id FROM conversations c"
+        " JOIN agent_contexts a ON a.context_id = c.conversation_id"
+        " WHERE c.parent_id = ? AND c.state = 'active' AND a.status = 'open'"
+        " ORDER BY c.created_at LIMIT 1",
+        (parent_id,),
+    ).fetchone()
+    return None if row is None else str(row[0])

@@ -24,6 +24,7 @@ from typing import Literal
 
 from orchestrator.bus import gates
 from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import deliver, listed, runnable
 from orchestrator.core.errors import BusError
@@ -255,16 +256,10 @@ def _tell(tx: Tx, job_id: int, gate: Gate, shown: str) -> tuple[str, ...]:
     """Tell whoever is working on the job's request (its lead, else the office manager
     before it has briefed one) that the issue changed; nobody once the job's work is done."""
     root = job_conversation_id(job_id)
-    lead = tx.execute(
-        "SELECT c.conversation_id FROM conversations c"
-        " JOIN agent_contexts a ON a.context_id = c.conversation_id"
-        " WHERE c.parent_id = ? AND c.state = 'active' AND a.status = 'open'"
-        " ORDER BY c.created_at LIMIT 1",
-        (root,),
-    ).fetchone()
+    lead = txn.first_open_child(tx, root)
     office = listed(tx, root)
     if lead is not None:
-        told = str(lead[0])
+        told = lead
     elif office is not None and office.active and office.result is None:
         told = root
     else:
