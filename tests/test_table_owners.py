@@ -87,8 +87,6 @@ DEBT = {
         "review_rounds",
         "tasks",
     },
-    "orchestrator/jobs/budget_gate.py": {"review_rounds"},
-    "orchestrator/jobs/cleanup.py": {"job_sources", "job_workspaces", "jobs"},
     "orchestrator/jobs/driver.py": {"conversations", "job_workspaces", "jobs"},
     "orchestrator/jobs/rounds.py": {
         "conversations",

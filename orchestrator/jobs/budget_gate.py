@@ -22,6 +22,7 @@ from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.transactions import runnable
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
+from orchestrator.jobs import rounds
 from orchestrator.store.sqlite import Tx
 
 KIND = GateKind(
@@ -153,10 +154,7 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     if gate.job_id is None:
         return ()
     if gate.approved:
-        tx.execute(  # a review round's own cap gives way to what the decider approved
-            "UPDATE review_rounds SET uncapped = 1 WHERE job_id = ? AND state = 'running'",
-            (gate.job_id,),
-        )
+        rounds.uncap_running(tx, gate.job_id)
         proposed = gate.payload.get("proposed", {})
         job_rows.raise_caps(tx, gate.job_id, usd=proposed.get("usd"), tokens=proposed.get("tokens"))
     return tuple(runnable(tx, gate.job_id))

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.jobs import sources
 from orchestrator.jobs.office import Office
 from orchestrator.store.sqlite import Tx
+from orchestrator.workspace import layout
 from orchestrator.workspace.git import git
 
 RemovalKind = Literal["worktree", "branch", "job repository", "mirror"]
@@ -132,22 +135,19 @@ async def _branches(space: _Space, repo: Path | None) -> list[Removal]:
 
 async def _sources(office: Office) -> list[str]:
     """The repositories (mirror names) active jobs come from, workspace made or not."""
-    rows = await office.engine.store.read(
-        lambda tx: tx.execute(
-            "SELECT s.repo FROM job_sources s JOIN jobs j USING (job_id) WHERE j.state = 'active'"
-        ).fetchall()
-    )
-    return [str(name) for (name,) in rows]
+    return await office.engine.store.read(_active_sources)
+
+
+def _active_sources(tx: Tx) -> list[str]:
+    kept = (sources.of_job(tx, job.job_id) for job in job_rows.active_projects(tx))
+    return [source.repo for source in kept if source is not None]
 
 
 def _spaces(tx: Tx) -> tuple[list[_Space], set[str]]:
-    rows = tx.execute(
-        "SELECT w.job_id, j.state, w.mirror, w.repo, w.path, w.removed FROM job_workspaces w"
-        " JOIN jobs j USING (job_id) ORDER BY w.job_id"
-    ).fetchall()
     spaces = [
-        _Space(job, state, mirror, repo, path, bool(gone))
-        for job, state, mirror, repo, path, gone in rows
+        _Space(space.job_id, job.state, space.mirror, space.repo, space.path, space.removed)
+        for space in layout.recorded(tx)
+        if (job := job_rows.get(tx, space.job_id)) is not None
     ]
     return spaces, {_real(Path(s.mirror)) for s in spaces if s.state == "active"}
 

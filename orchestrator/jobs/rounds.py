@@ -632,3 +632,13 @@ def _stop_waiting(tx: Tx, job_id: int, *, why: str) -> None:
     if waiting.gate_id is not None and gates.close(tx, waiting.gate_id, why=why):
         job_rows.set_state(tx, job_id, "complete", was="active")
     _finish(tx, waiting, "stopped", why)
+
+
+# Named for the modules whose own SQL named these tables (issue 32).
+
+
+def uncap_running(tx: Tx, job_id: int) -> None:
+    """The job's running round's own cap gives way to what the decider approved."""
+    tx.execute(
+        "UPDATE review_rounds SET uncapped = 1 WHERE job_id = ? AND state = 'running'", (job_id,)
+    )

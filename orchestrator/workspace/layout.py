@@ -821,3 +821,26 @@ def forget_mirror(tx: Tx, mirror: str) -> None:
     for repo in repos:
         tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (repo,))
     tx.execute("UPDATE job_workspaces SET removed = 1 WHERE mirror = ?", (mirror,))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A job's workspace as recorded: its mirror, repository and worktree, and whether it
+    was removed."""
+
+    job_id: int
+    mirror: str
+    repo: str | None
+    path: str
+    removed: bool
+
+
+def recorded(tx: Tx) -> list[Recorded]:
+    """Every job's recorded workspace, by job id."""
+    rows = tx.execute(
+        "SELECT job_id, mirror, repo, path, removed FROM job_workspaces ORDER BY job_id"
+    ).fetchall()
+    return [
+        Recorded(job_id, mirror, repo, path, bool(removed))
+        for job_id, mirror, repo, path, removed in rows
+    ]
