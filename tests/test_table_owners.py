@@ -87,7 +87,6 @@ DEBT = {
         "review_rounds",
         "tasks",
     },
-    "orchestrator/jobs/driver.py": {"conversations", "job_workspaces", "jobs"},
     "orchestrator/jobs/rounds.py": {
         "conversations",
         "failures",

@@ -249,3 +249,9 @@ def latest_of_subject(tx: Tx, job_key: str) -> JobRow | None:
         (job_key, len(job_key) + 1, f"{job_key}/"),
     ).fetchone()
     return None if row is None else JobRow(*row)
+
+
+def result_of(tx: Tx, job_id: int) -> str | None:
+    """What the job ended with (None: no such job, or nothing recorded)."""
+    row = tx.execute("SELECT result FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]

@@ -20,6 +20,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate, open_gates
 from orchestrator.bus.waits import Wait
@@ -39,6 +41,7 @@ from orchestrator.jobs.secret_gate import Stopped
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
+from orchestrator.workspace import layout
 from orchestrator.workspace.git import rev
 from orchestrator.workspace.layout import JobSpace
 
@@ -377,21 +380,18 @@ def _clock_time(at: float) -> str:
 def _job_facts(
     tx: Tx, job_id: int
 ) -> tuple[tuple[str, str, str, str], tuple[Task, ...], list[int], str | None]:
-    row = tx.execute(
-        "SELECT j.title, j.state, coalesce(w.branch, ''), j.project FROM jobs j"
-        " LEFT JOIN job_workspaces w USING (job_id) WHERE j.job_id = ?",
-        (job_id,),
-    ).fetchone()
-    if row is None:
+    job = job_rows.get(tx, job_id)
+    if job is None:
         raise OrchestratorError(f"no job {job_id}")
     waiting = [gate.gate_id for gate in open_gates(tx, job_id)]
-    (result,) = tx.execute(  # the job's own once it ended (a refusal says so), else the reply
-        "SELECT CASE WHEN j.state = 'active' THEN c.result ELSE coalesce(j.result, c.result)"
-        " END FROM conversations c, jobs j"
-        " WHERE c.conversation_id = ? AND j.job_id = ?",
-        (job_conversation_id(job_id), job_id),
-    ).fetchone()
-    return (row[0], row[1], row[2], row[3]), tuple(list_tasks(tx, job_id)), waiting, result
+    root = txn.listed(tx, job_conversation_id(job_id))
+    if root is None:
+        raise OrchestratorError(f"no conversation of job {job_id}")
+    # the job's own once it ended (a refusal says so), else the reply
+    kept = job_rows.result_of(tx, job_id) if job.state != "active" else None
+    result = root.result if kept is None else kept
+    facts = (job.title, job.state, layout.branch_of(tx, job_id) or "", job.project)
+    return facts, tuple(list_tasks(tx, job_id)), waiting, result
 
 
 def job_phase(

@@ -844,3 +844,9 @@ def recorded(tx: Tx) -> list[Recorded]:
         Recorded(job_id, mirror, repo, path, bool(removed))
         for job_id, mirror, repo, path, removed in rows
     ]
+
+
+def branch_of(tx: Tx, job_id: int) -> str | None:
+    """The job branch of the job's recorded workspace (None: none recorded)."""
+    row = tx.execute("SELECT branch FROM job_workspaces WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]
