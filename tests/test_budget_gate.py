@@ -405,7 +405,7 @@ async def test_a_mini_team_stops_at_its_allowance_and_shares_the_job_budget_by_d
                 )
             ]
         )
-        used = await store.read(lambda tx: budget._priced(tx, "c.task_id = :key", 1))
+        used = await store.read(lambda tx: budget._task_priced(tx, 1))
         assert used > 0
         assert await budget.admit(job_id, team) is None  # within its share of $1.00
         assert await budget.admit(job_id, "job:1") is None  # not a mini-team's

@@ -673,3 +673,45 @@ def first_open_child(tx: Tx, parent_id: str) -> str | None:
         (parent_id,),
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+_BILLED = (
+    "SELECT {keys}, sum(m.input_tokens), sum(m.output_tokens), sum(m.cache_read_tokens),"
+    " sum(m.cache_write_tokens) FROM messages m JOIN conversations c USING (conversation_id)"
+    " WHERE m.input_tokens IS NOT NULL AND {where} GROUP BY {keys}"
+)
+
+
+def _usage(tokens: Sequence[Any]) -> Usage:
+    return Usage(*(int(t or 0) for t in tokens))
+
+
+def billed_by_job(tx: Tx, job_id: int | None = None) -> list[tuple[int, str, Usage]]:
+    """The tokens the turns of each job's (or only `job_id`'s) conversations were billed
+    for, per job and agent."""
+    where = "c.job_id IS NOT NULL" if job_id is None else "c.job_id = :job_id"
+    rows = tx.execute(
+        _BILLED.format(keys="c.job_id, c.agent", where=where), {"job_id": job_id}
+    ).fetchall()
+    return [(int(job), str(agent), _usage(tokens)) for job, agent, *tokens in rows]
+
+
+def billed_by_agent(
+    tx: Tx,
+    *,
+    job_id: int | None = None,
+    task_ids: Sequence[int] | None = None,
+    before: float | None = None,
+) -> list[tuple[str, Usage]]:
+    """The tokens turns were billed for, per agent: of the job's conversations, or of the
+    conversations working on the tasks (by stored id), written before `before` if given."""
+    where = [] if job_id is None else ["c.job_id = :job_id"]
+    if task_ids is not None:
+        where.append("c.task_id IN (SELECT value FROM json_each(:tasks))")
+    if before is not None:
+        where.append("m.created_at < :before")
+    rows = tx.execute(
+        _BILLED.format(keys="c.agent", where=" AND ".join(where) or "1"),
+        {"job_id": job_id, "tasks": json.dumps(list(task_ids or ())), "before": before},
+    ).fetchall()
+    return [(str(agent), _usage(tokens)) for agent, *tokens in rows]

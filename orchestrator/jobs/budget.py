@@ -11,26 +11,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.agents.ports import Refusal
+from orchestrator.bus import gates as gate_rows
 from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
 from orchestrator.core.messages import Usage
-from orchestrator.jobs import budget_gate
+from orchestrator.jobs import budget_gate, rounds
 from orchestrator.jobs.budget_gate import Overrun
+from orchestrator.proxy import decisions
 from orchestrator.store.sqlite import Store, Tx
-
-# Per job and agent: the tokens of its conversations' turns, then the proxy's at its gates.
-_SPENT_SQL = """
-SELECT c.job_id, c.agent, sum(m.input_tokens), sum(m.output_tokens),
-       sum(m.cache_read_tokens), sum(m.cache_write_tokens)
-FROM messages m JOIN conversations c USING (conversation_id)
-WHERE m.input_tokens IS NOT NULL AND {conversations} GROUP BY c.job_id, c.agent
-UNION ALL
-SELECT d.job_id, :proxy, sum(d.input_tokens), sum(d.output_tokens), 0, 0
-FROM proxy_decisions d WHERE {decisions} GROUP BY d.job_id
-"""
-_ONE_JOB = _SPENT_SQL.format(conversations="c.job_id = :job_id", decisions="d.job_id = :job_id")
-_EVERY_JOB = _SPENT_SQL.format(
-    conversations="c.job_id IS NOT NULL", decisions="d.job_id IS NOT NULL"
-)
+from orchestrator.teams import board
 
 Limits = tuple[float | None, int | None]
 
@@ -38,12 +27,14 @@ Limits = tuple[float | None, int | None]
 def spent_by_agent(tx: Tx, *, proxy: str, job_id: int | None = None) -> dict[int, dict[str, Usage]]:
     """The tokens each job (or only `job_id`) was billed for, by agent address; the
     proxy's predictions at a job's gates count under `proxy`, its agent's name."""
-    query = _EVERY_JOB if job_id is None else _ONE_JOB
-    rows = tx.execute(query, {"proxy": proxy, "job_id": job_id}).fetchall()
+    turns = txn.billed_by_job(tx, job_id)
+    predictions = [
+        (job, proxy, Usage(tin, tout)) for job, tin, tout in decisions.tokens_by_job(tx, job_id)
+    ]
     spent: dict[int, dict[str, Usage]] = {}
-    for job, agent, *tokens in rows:
-        by_agent = spent.setdefault(int(job), {})
-        by_agent[agent] = by_agent.get(agent, Usage()) + Usage(*(int(t or 0) for t in tokens))
+    for job, agent, used in [*turns, *predictions]:
+        by_agent = spent.setdefault(job, {})
+        by_agent[agent] = by_agent.get(agent, Usage()) + used
     return spent
 
 
@@ -143,18 +134,16 @@ class JobBudget:
     def _allowance(self, tx: Tx, job_id: int, conversation_id: str) -> Refusal | None:
         """Why the mini-team `conversation_id` works in may not go on (its task spent its
         allowance), or None: not a mini-team's, within it, or no dollar cap to share."""
-        row = tx.execute(
-            "SELECT t.task_id, t.number, t.allowance_usd FROM conversations c"
-            " JOIN tasks t ON t.task_id = c.task_id WHERE c.conversation_id = ?",
-            (conversation_id,),
-        ).fetchone()
-        if row is None:
+        found = txn.listed(tx, conversation_id)
+        task_id = None if found is None else found.task_id
+        task = None if task_id is None else board.allowance(tx, task_id)
+        if task_id is None or task is None:
             return None
-        task_id, number, given = row
+        number, given = task
         allowance = float(given) if given is not None else self._share(tx, job_id)
         if allowance is None:
             return None
-        used = self._priced(tx, "c.task_id = :key", task_id)
+        used = self._task_priced(tx, task_id)
         if used < allowance:
             return None
         return Refusal(
@@ -169,25 +158,19 @@ class JobBudget:
         max_usd, _ = self.limits_in(tx, job_id)
         if max_usd is None:
             return None
-        open_tasks = (
-            "SELECT task_id FROM tasks WHERE job_id = :key AND state NOT IN ('done', 'cancelled')"
-        )
-        unfinished = len(tx.execute(open_tasks, {"key": job_id}).fetchall())
+        unfinished = board.unfinished_ids(tx, job_id)
         spent = self.spent_in(tx, job_id).usd
-        theirs = self._priced(tx, f"c.task_id IN ({open_tasks})", job_id)
-        return max(max_usd - spent + theirs, 0.0) / max(unfinished, 1)
+        theirs = self._priced(txn.billed_by_agent(tx, task_ids=unfinished))
+        return max(max_usd - spent + theirs, 0.0) / max(len(unfinished), 1)
 
-    def _priced(self, tx: Tx, where: str, key: int, *, since: float = 0.0) -> float:
-        """Dollars the conversations matching `where` (`:key`, `:since` bound) were billed."""
-        rows = tx.execute(
-            "SELECT c.agent, sum(m.input_tokens), sum(m.output_tokens), sum(m.cache_read_tokens),"
-            " sum(m.cache_write_tokens) FROM messages m JOIN conversations c USING"
-            f" (conversation_id) WHERE m.input_tokens IS NOT NULL AND {where} GROUP BY c.agent",
-            {"key": key, "since": since},
-        ).fetchall()
+    def _task_priced(self, tx: Tx, task_id: int) -> float:
+        """Dollars the conversations working on the task (by stored id) were billed."""
+        return self._priced(txn.billed_by_agent(tx, task_ids=[task_id]))
+
+    def _priced(self, billed: list[tuple[str, Usage]]) -> float:
+        """Dollars the agents were billed for those tokens."""
         total = 0.0
-        for agent, *tokens in rows:
-            used = Usage(*(int(t or 0) for t in tokens))
+        for agent, used in billed:
             total += self.price(agent, used) if used != Usage() else 0.0
         return total
 
@@ -220,21 +203,23 @@ class JobBudget:
         cap = self.per_round.get(project)
         if cap is None:
             return None
-        row = tx.execute(
-            "SELECT started_at FROM review_rounds WHERE job_id = ? AND state = 'running'"
-            " AND uncapped = 0",
-            (job_id,),
-        ).fetchone()
-        if row is None:
+        since = rounds.capped_since(tx, job_id)
+        if since is None:
             return None
-        since = float(row[0])
-        before = self._priced(tx, "c.job_id = :key AND m.created_at < :since", job_id, since=since)
-        tin, tout = tx.execute(  # and the proxy's predictions at gates asked before it
-            "SELECT sum(d.input_tokens), sum(d.output_tokens) FROM proxy_decisions d"
-            " JOIN gates g USING (gate_id) WHERE d.job_id = ? AND g.asked_at < ?",
-            (job_id, since),
-        ).fetchone()
-        proxy = Usage(int(tin or 0), int(tout or 0))
+        before = self._priced(txn.billed_by_agent(tx, job_id=job_id, before=since))
+        predictions = decisions.tokens_by_gate(
+            tx, job_id
+        )  # and the proxy's at gates asked before it
+        asked = gate_rows.of_ids(tx, [gate_id for gate_id, _, _ in predictions])
+        earlier = [
+            (tin, tout)
+            for gate_id, tin, tout in predictions
+            if gate_id in asked and asked[gate_id].asked_at < since
+        ]
+        proxy = Usage(
+            sum(tin for tin, _ in earlier if tin is not None),
+            sum(tout for _, tout in earlier if tout is not None),
+        )
         if proxy != Usage():
             before += self.price(self.proxy, proxy)
         return before + cap

@@ -642,3 +642,13 @@ def uncap_running(tx: Tx, job_id: int) -> None:
     tx.execute(
         "UPDATE review_rounds SET uncapped = 1 WHERE job_id = ? AND state = 'running'", (job_id,)
     )
+
+
+def capped_since(tx: Tx, job_id: int) -> float | None:
+    """When the job's running round started, if it runs under its own cap still."""
+    row = tx.execute(
+        "SELECT started_at FROM review_rounds WHERE job_id = ? AND state = 'running'"
+        " AND uncapped = 0",
+        (job_id,),
+    ).fetchone()
+    return None if row is None else float(row[0])

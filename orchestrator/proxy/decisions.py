@@ -303,3 +303,25 @@ def record_override(
         " overridden_by = ?, override_ref = ? WHERE gate_id = ?",
         (answer, int(agreed), at, answer, by, ref, gate_id),
     )
+
+
+def tokens_by_job(tx: Tx, job_id: int | None = None) -> list[tuple[int, int, int]]:
+    """The tokens the proxy's predictions used at each job's (or only `job_id`'s) gates:
+    (job, input, output)."""
+    where = "job_id IS NOT NULL" if job_id is None else "job_id = ?"
+    rows = tx.execute(
+        f"SELECT job_id, sum(input_tokens), sum(output_tokens) FROM proxy_decisions"
+        f" WHERE {where} GROUP BY job_id",
+        () if job_id is None else (job_id,),
+    ).fetchall()
+    return [(int(job), int(tin or 0), int(tout or 0)) for job, tin, tout in rows]
+
+
+def tokens_by_gate(tx: Tx, job_id: int) -> list[tuple[int, int | None, int | None]]:
+    """The tokens of the proxy's prediction at each of the job's gates it was consulted on:
+    (gate, input, output)."""
+    rows = tx.execute(
+        "SELECT gate_id, input_tokens, output_tokens FROM proxy_decisions WHERE job_id = ?",
+        (job_id,),
+    ).fetchall()
+    return [(int(gate_id), tin, tout) for gate_id, tin, tout in rows]

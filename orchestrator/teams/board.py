@@ -422,3 +422,24 @@ class TaskBoard:
     async def list(self, job_id: int, *, state: str | None = None) -> builtins.list[Task]:
         """The job's tasks, optionally only those in `state`."""
         return await self._store.read(lambda tx: list_tasks(tx, job_id, state=state))
+
+
+# Named for the modules whose own SQL named these tables (issue 32).
+
+
+def allowance(tx: Tx, task_id: int) -> tuple[int, float | None] | None:
+    """The number of the task stored as `task_id` and the dollars its mini-team may spend
+    (None: no allowance of its own); None: no such task."""
+    row = tx.execute(
+        "SELECT number, allowance_usd FROM tasks WHERE task_id = ?", (task_id,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), row[1])
+
+
+def unfinished_ids(tx: Tx, job_id: int) -> list[int]:
+    """The stored ids of the job's tasks neither done nor cancelled."""
+    rows = tx.execute(
+        "SELECT task_id FROM tasks WHERE job_id = ? AND state NOT IN ('done', 'cancelled')",
+        (job_id,),
+    ).fetchall()
+    return [int(task_id) for (task_id,) in rows]
