@@ -500,3 +500,9 @@ def of_ids(tx: Tx, gate_ids: Sequence[int]) -> dict[int, Gate]:
         (json.dumps(list(gate_ids)),),
     ).fetchall()
     return {gate.gate_id: gate for gate in map(_gate, rows)}
+
+
+def of_job(tx: Tx, job_id: int) -> list[Gate]:
+    """Every gate of the job, oldest first."""
+    rows = tx.execute(f"{_COLUMNS} WHERE job_id = ? ORDER BY gate_id", (job_id,)).fetchall()
+    return [_gate(row) for row in rows]

@@ -255,3 +255,29 @@ def result_of(tx: Tx, job_id: int) -> str | None:
     """What the job ended with (None: no such job, or nothing recorded)."""
     row = tx.execute("SELECT result FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
     return None if row is None else row[0]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A job as `teaparty jobs` lists it: its row's facts and times, and its own result."""
+
+    job_id: int
+    job_key: str
+    project: str
+    title: str
+    state: str
+    created_at: float
+    updated_at: float
+    project_text: str | None
+    result: str | None
+
+
+def listing(tx: Tx, job_id: int | None = None) -> list[Listed]:
+    """Every job (or only `job_id`), the newest first."""
+    where = "" if job_id is None else " WHERE job_id = ?"
+    rows = tx.execute(
+        "SELECT job_id, job_key, project, title, state, created_at, updated_at, project_text,"
+        f" result FROM jobs{where} ORDER BY job_id DESC",
+        () if job_id is None else (job_id,),
+    ).fetchall()
+    return [Listed(*row) for row in rows]

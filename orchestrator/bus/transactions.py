@@ -715,3 +715,40 @@ def billed_by_agent(
         {"job_id": job_id, "tasks": json.dumps(list(task_ids or ())), "before": before},
     ).fetchall()
     return [(str(agent), _usage(tokens)) for agent, *tokens in rows]
+
+
+@dataclass(frozen=True)
+class Logged:
+    """One message of a job's transcript, in the conversation of `agent`."""
+
+    message_id: int
+    at: float
+    agent: str
+    message: Message
+
+
+def log_of_job(tx: Tx, job_id: int, *, after: int = 0) -> list[Logged]:
+    """The messages of the job's conversations after message `after`, in the order written."""
+    rows = tx.execute(
+        "SELECT m.message_id, m.created_at, c.agent, m.conversation_id, m.seq, m.sender, m.role,"
+        " m.content, m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens"
+        " FROM messages m JOIN conversations c USING (conversation_id)"
+        " WHERE c.job_id = ? AND m.message_id > ? ORDER BY m.message_id",
+        (job_id, after),
+    )
+    return [
+        Logged(
+            message_id,
+            at,
+            agent,
+            Message(
+                conversation_id,
+                seq,
+                sender,
+                role,
+                json.loads(content),
+                None if tokens[0] is None else Usage(*tokens),
+            ),
+        )  # fmt: skip
+        for message_id, at, agent, conversation_id, seq, sender, role, content, *tokens in rows
+    ]

@@ -222,3 +222,15 @@ def _steer(tx: Tx, job_id: int, text: str, by: str, ref: str | None) -> tuple[bo
         content={"text": f"Direction from {by} (the job's decider): {text}"},
     )
     return True, runnable(tx, job_id)
+
+
+# Named for the modules whose own SQL named these tables (issue 32).
+
+
+def preferences_of(tx: Tx, project: str) -> list[str]:
+    """What the project's decider asked to be remembered (`/remember`), oldest first."""
+    rows = tx.execute(
+        "SELECT text FROM project_preferences WHERE project = ? ORDER BY preference_id",
+        (project,),
+    ).fetchall()
+    return [str(text) for (text,) in rows]

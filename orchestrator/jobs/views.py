@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,13 +25,14 @@ from typing import Literal, TypeVar
 from orchestrator.bus import failures as failure_rows
 from orchestrator.bus import gates as gate_rows
 from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
 from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import Gate
 from orchestrator.bus.waits import Wait
 from orchestrator.core.errors import JobNotFoundError
-from orchestrator.core.messages import Message, Usage
-from orchestrator.jobs import commands, refusals, sources
+from orchestrator.core.messages import Message, Usage, job_conversation_id
+from orchestrator.jobs import commands, control, refusals, sources
 from orchestrator.jobs.budget import spent_by_agent
 from orchestrator.jobs.checks import JobCheck
 from orchestrator.jobs.checks import latest as latest_checks
@@ -42,6 +42,7 @@ from orchestrator.jobs.ports import JobState
 from orchestrator.jobs.pricing import JobPricing
 from orchestrator.store.sqlite import Store, Tx, attach_beside, holder
 from orchestrator.teams.board import Task, list_tasks
+from orchestrator.workspace import layout
 
 ENDED: frozenset[str] = frozenset({"done", "cancelled"})
 STATE_FILTERS = (
@@ -256,16 +257,8 @@ class _JobFact:
     spent: dict[str, Usage] = field(default_factory=dict)
 
 
-_JOBS = (
-    "SELECT j.job_id, j.job_key, j.project, j.title, j.state, j.created_at, j.updated_at,"
-    " j.project_text, coalesce(j.result, c.result) FROM jobs j LEFT JOIN conversations c"
-    " ON c.conversation_id = 'job:' || j.job_id"
-)
-
-
 def _facts(tx: Tx, job_id: int | None, proxy: str) -> list[_JobFact]:
-    where = " WHERE j.job_id = ?" if job_id is not None else ""
-    rows = tx.execute(f"{_JOBS}{where} ORDER BY j.job_id DESC", (job_id,) if where else ())
+    rows = job_rows.listing(tx, job_id)
     spent = spent_by_agent(tx, proxy=proxy, job_id=job_id)  # as the budget counts it
     waiting_at = gate_rows.open_counts(tx, job_id)
     if job_id is None:
@@ -275,18 +268,19 @@ def _facts(tx: Tx, job_id: int | None, proxy: str) -> list[_JobFact]:
         failed = {job_id: failure_rows.of_job(tx, job_id)}
         waiting = {job_id: wait_rows.of_job(tx, job_id)}  # the one ending last first
     facts = []
-    for job, key, project, title, state, created, updated, text, result in rows.fetchall():
+    for row in rows:
+        job = row.job_id
         facts.append(
             _JobFact(
                 job,
-                key,
-                project,
-                title,
-                state,
-                created,
-                updated,
-                text,
-                result,
+                row.job_key,
+                row.project,
+                row.title,
+                row.state,
+                row.created_at,
+                row.updated_at,
+                row.project_text,
+                _result(tx, row),
                 tuple(list_tasks(tx, job)),
                 waiting_at.get(job, 0),
                 tuple(failed.get(job, ())),
@@ -297,18 +291,22 @@ def _facts(tx: Tx, job_id: int | None, proxy: str) -> list[_JobFact]:
     return facts
 
 
+def _result(tx: Tx, row: job_rows.Listed) -> str | None:
+    """The job's own result, else its root conversation's (the office manager's reply)."""
+    if row.result is not None:
+        return row.result
+    root = txn.listed(tx, job_conversation_id(row.job_id))
+    return None if root is None else root.result
+
+
 def _every_job(tx: Tx, proxy: str) -> list[_JobFact]:
     return _facts(tx, None, proxy)
 
 
 def _preferences(tx: Tx, job_id: int) -> tuple[str, ...]:
     """What the job's project's decider asked to be remembered (`/remember`), oldest first."""
-    rows = tx.execute(
-        "SELECT p.text FROM project_preferences p JOIN jobs j ON j.project = p.project"
-        " WHERE j.job_id = ? ORDER BY p.preference_id",
-        (job_id,),
-    ).fetchall()
-    return tuple(str(text) for (text,) in rows)
+    project = job_rows.project_of(tx, job_id)
+    return () if project is None else tuple(control.preferences_of(tx, project))
 
 
 def _one_job(
@@ -321,18 +319,11 @@ def _one_job(
     if not found:
         raise JobNotFoundError(job_id)
     source = sources.of_job(tx, job_id)
-    space = tx.execute(
-        "SELECT branch, path, removed FROM job_workspaces WHERE job_id = ?", (job_id,)
-    ).fetchone()
-    branch = space[0] if space else source.branch if source else None
-    worktree = space[1] if space else None
-    present = space is not None and not space[2] and Path(space[1]).is_dir()
-    gates = [
-        gate_rows.get(tx, gate_id)
-        for (gate_id,) in tx.execute(
-            "SELECT gate_id FROM gates WHERE job_id = ? ORDER BY gate_id", (job_id,)
-        )
-    ]
+    space = layout.recorded_of(tx, job_id)
+    branch = space.branch if space else source.branch if source else None
+    worktree = space.path if space else None
+    present = space is not None and not space.removed and Path(space.path).is_dir()
+    gates = gate_rows.of_job(tx, job_id)
     detail = (
         branch,
         worktree,
@@ -347,28 +338,9 @@ def _one_job(
 def _log(tx: Tx, job_id: int, after: int) -> list[LogEntry]:
     if job_rows.get(tx, job_id) is None:
         raise JobNotFoundError(job_id)
-    rows = tx.execute(
-        "SELECT m.message_id, m.created_at, c.agent, m.conversation_id, m.seq, m.sender, m.role,"
-        " m.content, m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens"
-        " FROM messages m JOIN conversations c USING (conversation_id)"
-        " WHERE c.job_id = ? AND m.message_id > ? ORDER BY m.message_id",
-        (job_id, after),
-    )
     return [
-        LogEntry(
-            message_id,
-            at,
-            agent,
-            Message(
-                conversation_id,
-                seq,
-                sender,
-                role,
-                json.loads(content),
-                None if tokens[0] is None else Usage(*tokens),
-            ),
-        )  # fmt: skip
-        for message_id, at, agent, conversation_id, seq, sender, role, content, *tokens in rows
+        LogEntry(logged.message_id, logged.at, logged.agent, logged.message)
+        for logged in txn.log_of_job(tx, job_id, after=after)
     ]
 
 

@@ -831,19 +831,30 @@ class Recorded:
     job_id: int
     mirror: str
     repo: str | None
+    branch: str
     path: str
     removed: bool
 
 
+_RECORDED = "SELECT job_id, mirror, repo, branch, path, removed FROM job_workspaces"
+
+
 def recorded(tx: Tx) -> list[Recorded]:
     """Every job's recorded workspace, by job id."""
-    rows = tx.execute(
-        "SELECT job_id, mirror, repo, path, removed FROM job_workspaces ORDER BY job_id"
-    ).fetchall()
-    return [
-        Recorded(job_id, mirror, repo, path, bool(removed))
-        for job_id, mirror, repo, path, removed in rows
-    ]
+    rows = tx.execute(f"{_RECORDED} ORDER BY job_id").fetchall()
+    return [_recorded(*row) for row in rows]
+
+
+def recorded_of(tx: Tx, job_id: int) -> Recorded | None:
+    """The job's recorded workspace (None: none recorded)."""
+    row = tx.execute(f"{_RECORDED} WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else _recorded(*row)
+
+
+def _recorded(
+    job_id: int, mirror: str, repo: str | None, branch: str, path: str, removed: int
+) -> Recorded:
+    return Recorded(job_id, mirror, repo, branch, path, bool(removed))
 
 
 def branch_of(tx: Tx, job_id: int) -> str | None:
