@@ -506,3 +506,9 @@ def of_job(tx: Tx, job_id: int) -> list[Gate]:
     """Every gate of the job, oldest first."""
     rows = tx.execute(f"{_COLUMNS} WHERE job_id = ? ORDER BY gate_id", (job_id,)).fetchall()
     return [_gate(row) for row in rows]
+
+
+def last_answered_at(tx: Tx, job_id: int) -> float | None:
+    """When a gate of the job was last answered (None: none was)."""
+    row = tx.execute("SELECT max(answered_at) FROM gates WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]

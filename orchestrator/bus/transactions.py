@@ -752,3 +752,20 @@ def log_of_job(tx: Tx, job_id: int, *, after: int = 0) -> list[Logged]:
         )  # fmt: skip
         for message_id, at, agent, conversation_id, seq, sender, role, content, *tokens in rows
     ]
+
+
+def clear_result(tx: Tx, conversation_id: str) -> None:
+    """The conversation's reply no longer stands (its work goes on)."""
+    tx.execute(
+        "UPDATE conversations SET result = NULL WHERE conversation_id = ?", (conversation_id,)
+    )
+
+
+def last_message_at(tx: Tx, job_id: int) -> float | None:
+    """When the last message of the job's conversations was written (None: none was)."""
+    row = tx.execute(
+        "SELECT max(m.created_at) FROM messages m JOIN conversations c USING (conversation_id)"
+        " WHERE c.job_id = ?",
+        (job_id,),
+    ).fetchone()
+    return None if row is None else row[0]

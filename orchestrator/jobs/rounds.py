@@ -23,14 +23,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from orchestrator.bus import failures as failure_rows
 from orchestrator.bus import gates
 from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
+from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.failures import record_job
 from orchestrator.bus.gates import QUESTION, AskIntent, Gate
 from orchestrator.bus.transactions import deliver
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import InboxKind, job_conversation_id
+from orchestrator.jobs import sources
 from orchestrator.store.sqlite import Tx, now
 from orchestrator.teams.board import create_task, set_merge_base
 
@@ -147,21 +151,21 @@ def pull(tx: Tx, job_id: int) -> Pull | None:
 
 def job_of_pull(tx: Tx, repo: str, number: int) -> int | None:
     """The job whose change request is `number` in the repository the job's source names."""
-    row = tx.execute(
-        "SELECT p.job_id FROM job_pulls p JOIN job_sources s USING (job_id)"
-        " WHERE s.repo = ? AND p.number = ? ORDER BY p.job_id DESC LIMIT 1",
-        (repo, number),
-    ).fetchone()
-    return None if row is None else int(row[0])
+    rows = tx.execute(
+        "SELECT job_id FROM job_pulls WHERE number = ? ORDER BY job_id DESC", (number,)
+    ).fetchall()
+    for (job_id,) in rows:
+        kept = sources.of_job(tx, int(job_id))
+        if kept is not None and kept.repo == repo:
+            return int(job_id)
+    return None
 
 
 def resting_with_open_pull(tx: Tx) -> list[int]:
     """The jobs that rest (complete) with their change request open, oldest first."""
-    rows = tx.execute(
-        "SELECT p.job_id FROM job_pulls p JOIN jobs j USING (job_id)"
-        " WHERE p.state = 'open' AND j.state = 'complete' ORDER BY p.job_id"
-    ).fetchall()
-    return [int(job_id) for (job_id,) in rows]
+    rows = tx.execute("SELECT job_id FROM job_pulls WHERE state = 'open' ORDER BY job_id")
+    resting = (job_rows.get(tx, int(job_id)) for (job_id,) in rows.fetchall())
+    return [job.job_id for job in resting if job is not None and job.state == "complete"]
 
 
 def set_pull_state(tx: Tx, job_id: int, state: PullState, *, max_rounds: int) -> tuple[str, ...]:
@@ -305,12 +309,13 @@ def _decider_asked(tx: Tx, running: ReviewRound, asker: str | None) -> bool:
     started = tx.execute(
         "SELECT started_at FROM review_rounds WHERE round_id = ?", (running.round_id,)
     ).fetchone()[0]
-    row = tx.execute(
-        "SELECT 1 FROM gates WHERE job_id = ? AND kind = 'question' AND asked_by != ?"
-        " AND answer IS NOT NULL AND asked_at >= ? AND (? IS NULL OR conversation_id = ?)",
-        (running.job_id, gates.ENGINE, started, asker, asker),
-    ).fetchone()
-    return row is not None
+    return any(
+        gate.asked_by != gates.ENGINE
+        and gate.answer is not None
+        and gate.asked_at >= started
+        and (asker is None or gate.conversation_id == asker)
+        for gate in gates.of_kind(tx, running.job_id, "question")
+    )
 
 
 # --- delivery -----------------------------------------------------------------------------
@@ -487,28 +492,38 @@ def base_conflict(
 
 # --- the watchdog -------------------------------------------------------------------------
 
-_STALLED_SQL = """
-SELECT r.round_id, max(r.started_at,
-    coalesce((SELECT max(m.created_at) FROM messages m JOIN conversations c USING (conversation_id)
-              WHERE c.job_id = r.job_id), 0),
-    coalesce((SELECT max(g.answered_at) FROM gates g WHERE g.job_id = r.job_id), 0)) AS active
-FROM review_rounds r JOIN jobs j USING (job_id)
-WHERE r.job_id = ? AND r.state = 'running' AND r.outcome IS NULL AND j.paused_by IS NULL
-  AND NOT EXISTS (SELECT 1 FROM gates g WHERE g.job_id = r.job_id AND g.answer IS NULL
-                  AND g.closed_at IS NULL)
-  AND NOT EXISTS (SELECT 1 FROM waits w WHERE w.job_id = r.job_id)
-  AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.job_id = r.job_id)
-"""
+
+def _stalled(tx: Tx, job_id: int) -> tuple[int, float] | None:
+    """The job's running round not stopped yet, and when it was last active (started, a
+    transcript entry, an answer), unless a pause, an open gate, a wait or a failure explains
+    its silence."""
+    row = tx.execute(
+        "SELECT round_id, started_at FROM review_rounds"
+        " WHERE job_id = ? AND state = 'running' AND outcome IS NULL",
+        (job_id,),
+    ).fetchone()
+    job = job_rows.get(tx, job_id)
+    if row is None or job is None or job.paused_by is not None:
+        return None
+    if gates.open_counts(tx, job_id) or wait_rows.of_job(tx, job_id):
+        return None
+    if failure_rows.of_job(tx, job_id):
+        return None
+    said = txn.last_message_at(tx, job_id)
+    answered = gates.last_answered_at(tx, job_id)
+    return int(row[0]), max(
+        row[1], 0 if said is None else said, 0 if answered is None else answered
+    )
 
 
 def watchdog(tx: Tx, job_id: int, *, at: float, stall_s: float) -> str | None:
     """Stop the job's running round if it made no progress for `stall_s` (no transcript
     entry, no answer, and no gate, pause, wait or failure that explains it): the job fails
     saying so, once per round, and `/retry` lets it go on. The reason, if it fired."""
-    row = tx.execute(_STALLED_SQL, (job_id,)).fetchone()
-    if row is None or at - float(row[1]) < stall_s:
+    stalled = _stalled(tx, job_id)
+    if stalled is None or at - float(stalled[1]) < stall_s:
         return None
-    found = get(tx, int(row[0]))
+    found = get(tx, stalled[0])
     minutes = stall_s / 60
     reason = (
         f"review round {found.number} made no progress for {minutes:g} minutes (no model "
@@ -612,7 +627,7 @@ def _start(tx: Tx, waiting: ReviewRound) -> tuple[str, ...]:
     )
     job_rows.reopen(tx, waiting.job_id)
     root = job_conversation_id(waiting.job_id)
-    tx.execute("UPDATE conversations SET result = NULL WHERE conversation_id = ?", (root,))
+    txn.clear_result(tx, root)
     deliver(tx, root, kind=InboxKind.REQUEST, sender="engine", content={"text": brief(waiting)})
     return (root,)
 
