@@ -172,17 +172,7 @@ def transcript(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> tuple[Mes
         " cache_write_tokens FROM messages WHERE conversation_id = ? AND seq > ? ORDER BY seq",
         (conversation_id, after_seq),
     ).fetchall()
-    return tuple(
-        Message(
-            conversation_id,
-            seq,
-            sender,
-            role,
-            json.loads(content),
-            None if tin is None else Usage(tin, tout, cread, cwrite),
-        )
-        for seq, sender, role, content, tin, tout, cread, cwrite in rows
-    )
+    return tuple(_message(conversation_id, *row) for row in rows)
 
 
 def snapshot(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> Snapshot:
@@ -737,21 +727,17 @@ def log_of_job(tx: Tx, job_id: int, *, after: int = 0) -> list[Logged]:
         (job_id, after),
     )
     return [
-        Logged(
-            message_id,
-            at,
-            agent,
-            Message(
-                conversation_id,
-                seq,
-                sender,
-                role,
-                json.loads(content),
-                None if tokens[0] is None else Usage(*tokens),
-            ),
-        )  # fmt: skip
-        for message_id, at, agent, conversation_id, seq, sender, role, content, *tokens in rows
+        Logged(message_id, at, agent, _message(*message))
+        for message_id, at, agent, *message in rows
     ]
+
+
+def _message(
+    conversation_id: str, seq: int, sender: str, role: Role, content: str, *tokens: Any
+) -> Message:
+    """A message as stored: its tokens counted (a model turn's) or not (None)."""
+    usage = None if tokens[0] is None else Usage(*tokens)
+    return Message(conversation_id, seq, sender, role, json.loads(content), usage)
 
 
 def clear_result(tx: Tx, conversation_id: str) -> None:

@@ -240,16 +240,7 @@ def _shown(state: JobState, origin: JobOrigin, attended: bool) -> ViewState:
 
 
 @dataclass(frozen=True)
-class _JobFact:
-    job_id: int
-    job_key: str
-    project: str
-    title: str
-    state: str
-    created_at: float
-    updated_at: float
-    project_text: str | None
-    result: str | None = None
+class _JobFact(job_rows.Listed):  # its result: the job's own, else its root conversation's
     tasks: tuple[Task, ...] = ()
     open_gates: int = 0
     failures: tuple[Failure, ...] = ()
