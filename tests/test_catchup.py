@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -205,7 +206,8 @@ def comment(n: int, login: str, body: str = "yes", *, kind: str = "User") -> Any
 
 def backfill(app: App, office: Office, queue: DeliveryQueue, woken: list[int]) -> Backfill:
     repos = Repos(load_organisation(shipped_org_dir()))
-    return Backfill(app, office, queue, repos, on_stored=lambda: woken.append(1), clock=lambda: NOW)  # type: ignore[arg-type]
+    ports = SimpleNamespace(records=office.records, deliveries=queue)  # what it reads and writes
+    return Backfill(app, office, ports, repos, on_stored=lambda: woken.append(1), clock=lambda: NOW)  # type: ignore[arg-type]
 
 
 async def test_replies_after_a_posted_question_by_the_decider_become_deliveries(
