@@ -15,6 +15,24 @@ NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 HAND_OFF = "Hand it to the project's lead."
 
 
+def local_source(
+    source: Path | str,
+    slug: str,
+    *,
+    repo: str = "widgets",
+    start: str = "refs/remotes/origin/main",
+) -> JobSource:
+    """Where a job's repository comes from: the one at `source`, mirrored as `repo`; the job
+    branch `teaparty/job-{id}-{slug}` starts at `start` (by default origin's main)."""
+    return JobSource(
+        repo=repo,
+        source=str(source),
+        start=start,
+        branch=lambda job_id: f"teaparty/job-{job_id}-{slug}",
+        slug=slug,
+    )
+
+
 async def open_office(home: Path, project_text: str, model: Model) -> Office:
     """The office under `home`: project "widgets" configured by `project_text`, every agent
     played by `model`, no sandbox (the scripted model runs no shell)."""
@@ -48,13 +66,7 @@ async def start_job(
         key=f"local:widgets#{number}",
         title=title,
         brief=f"Job: {title}\n\n<issue>{body}</issue>\n{hand_off}".rstrip(),
-        source=JobSource(
-            repo="widgets",
-            source=str(source),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-{slug}",
-            slug=slug,
-        ),
+        source=local_source(source, slug),
         project_text=project_text,
     )
     return started.job_id

@@ -7,13 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from demo_office import local_source
 from fakes import FakeForge
 
 from orchestrator.api import load_project
 from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
 from orchestrator.core.model import Model
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.sandbox.confine import Sandbox
@@ -46,13 +47,7 @@ async def start(office: Office, repo: Path, title: str, *, key: str | None = Non
         key=key or f"local:{repo}:{slug(title)}",
         title=title,
         brief=f"Job: {title}\n\n<issue>\n{title}, please.\n</issue>\nHand it to the lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-{slug(title)}",
-            slug=slug(title),
-        ),
+        source=local_source(repo, slug(title)),
         project_text=PROJECT,
     )
     return started.job_id

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from demo_office import local_source
 from fakes import FakeForge
 
 from orchestrator.api import load_project
 from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
 from orchestrator.core.model import Model
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.sandbox.confine import Sandbox
@@ -56,13 +57,7 @@ async def start(office: Office, repo: Path, n: int, *, project: str = EARNING) -
         key=f"local:widgets#{n}",
         title=TITLE,
         brief=f"Job: {TITLE}\n\n<issue>We need one.</issue>\nHand it to the project's lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
-            slug="changelog",
-        ),
+        source=local_source(repo, "changelog"),
         project_text=project,
     )
     return started.job_id

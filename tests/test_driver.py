@@ -17,7 +17,7 @@ from local_repo import make_repo as repository
 
 from orchestrator.core.errors import ForgeError, ForgeWaitError
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.workspace.layout import job_mark
@@ -171,13 +171,7 @@ async def test_a_job_whose_workspace_cannot_be_made_fails_at_once_saying_why(
             key="local:widgets#2",
             title=TITLE,
             brief="b",
-            source=JobSource(
-                repo="widgets",
-                source=str(repo),
-                start="refs/remotes/origin/no-such-branch",
-                branch=lambda job_id: f"teaparty/job-{job_id}-x",
-                slug="x",
-            ),
+            source=demo_office.local_source(repo, "x", start="refs/remotes/origin/no-such-branch"),
             project_text=PROJECT,
         )
         forge = FakeForge(office)

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from demo_office import local_source
 from fakes import FunctionModel, calls, say, send
 
 from orchestrator.api import load_project
@@ -19,7 +20,7 @@ from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.learnings import LEARNINGS_FILE, MAX_LEARNINGS_BYTES, capped
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.sandbox.confine import Sandbox
 
 PROJECT = "humans: {decider: carol}\n"
@@ -78,13 +79,7 @@ async def start(office: Office, repo: Path, *, learnings: str | None = None) -> 
         key=KEY,
         title="Add a changelog",
         brief="Job: Add a changelog.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-changelog",
-            slug="changelog",
-        ),
+        source=local_source(repo, "changelog"),
         project_text=PROJECT,
         learnings=learnings,
     )

@@ -7,13 +7,14 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from demo_office import local_source
 from local_repo import make_repo
 
 from orchestrator.api import load_project
 from orchestrator.bus.transactions import create_conversation
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import ConversationKind, ToolCall
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.teams.board import create_task
@@ -52,13 +53,7 @@ async def test_the_lead_reads_every_merge_and_a_restarted_engine_catches_up(
             key="local:1",
             title="t",
             brief="b",
-            source=JobSource(
-                repo="local/widgets",
-                source=str(origin),
-                start="refs/remotes/origin/main",
-                branch=lambda job_id: f"teaparty/job-{job_id}-t",
-                slug="t",
-            ),
+            source=local_source(origin, "t", repo="local/widgets"),
         )
         store = office.engine.store
         for title in ("one", "two"):

@@ -40,7 +40,7 @@ from orchestrator.core.messages import ToolCall
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.network_gate import KIND, MAX_OPEN, askable
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge
 from orchestrator.jobs.views import JobViews
@@ -106,13 +106,7 @@ async def open_job(home: Path, tmp_path: Path, sandbox: Sandbox, project_text: s
         key="local:widgets#1",
         title="Fetch things",
         brief="Job: Fetch things\n\n<issue>Fetch things.</issue>",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-fetch",
-            slug="fetch",
-        ),
+        source=demo_office.local_source(repo, "fetch"),
         project_text=project_text,
     )
     await office.prepare(started.job_id)  # its workspace; no turn runs: nobody schedules them

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_office import local_source
 from fakes import FakeForge
 from local_repo import ENV, git, make_repo
 
@@ -29,7 +30,7 @@ from orchestrator.jobs import protection
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState, PushTarget
 from orchestrator.jobs.protected_gate import Held
@@ -129,13 +130,7 @@ async def setup(tmp_path: Path, *, path: str = CI, project: str = "") -> Setup:
         key="local:widgets#1",
         title=TITLE,
         brief=f"Job: {TITLE}\n\n<issue>Run the tests on push.</issue>\nHand it to the lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-ci",
-            slug="ci",
-        ),
+        source=local_source(repo, "ci"),
         project_text=text,
     )
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo)

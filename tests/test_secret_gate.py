@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from demo_office import local_source
 from fakes import FakeForge
 from local_repo import git, make_repo
 
@@ -26,7 +27,7 @@ from orchestrator.core.errors import ConfigError
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState, PushTarget
 from orchestrator.sandbox.confine import Sandbox
@@ -100,13 +101,7 @@ async def setup(tmp_path: Path, body: str, *, project: str = "") -> Setup:
         key="local:widgets#1",
         title="Note",
         brief=f"Job: Note\n\n<issue>{body}</issue>\nHand it to the lead.",
-        source=JobSource(
-            repo="widgets",
-            source=str(repo),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-note",
-            slug="note",
-        ),
+        source=local_source(repo, "note"),
         project_text=text,
     )
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo)

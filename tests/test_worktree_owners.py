@@ -13,12 +13,13 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from demo_office import local_source
 from local_repo import make_repo
 
 from orchestrator.api import load_project
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.jobs.handle import JobHandle
-from orchestrator.jobs.office import JobSource, Office
+from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.identities import Identities
@@ -56,13 +57,7 @@ async def start(office: Office, origin: Path, number: int) -> JobHandle:
         key=f"local:{number}",
         title="t",
         brief="b",
-        source=JobSource(
-            repo="local/widgets",
-            source=str(origin),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-t",
-            slug="t",
-        ),
+        source=local_source(origin, "t", repo="local/widgets"),
     )
     for title in ("one", "two"):
         await office.engine.store.write(

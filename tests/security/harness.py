@@ -29,16 +29,20 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent.parent)]
+sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent)]
+
+from demo_office import local_source  # noqa: E402
 
 from bot.secrets import take_secrets  # noqa: E402
 from orchestrator.api import load_project  # noqa: E402
 from orchestrator.config import load_organisation, shipped_org_dir  # noqa: E402
 from orchestrator.core.messages import ToolCall  # noqa: E402
 from orchestrator.jobs import secret_check  # noqa: E402
-from orchestrator.jobs.office import JobSource, Office  # noqa: E402
+from orchestrator.jobs.handle import JobHandle  # noqa: E402
+from orchestrator.jobs.office import Office  # noqa: E402
 from orchestrator.jobs.offline import DemoModel  # noqa: E402
 from orchestrator.jobs.protected_gate import Cleared, Held  # noqa: E402
+from orchestrator.sandbox.confine import Sandbox  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402
 from orchestrator.teams.board import create_task  # noqa: E402
 from orchestrator.workspace.tools import WorkspaceTools  # noqa: E402
@@ -98,6 +102,28 @@ class Listener:
                     self.received += chunk
 
 
+async def open_office(home: Path, env: dict[str, str], sandbox: Sandbox) -> Office:
+    """The office under `home`: the shipped organisation over one project, "w" (decider
+    alice), every agent the demo model, run in `sandbox` with `env`."""
+    org = load_organisation(shipped_org_dir())
+    project = load_project("humans: {decider: alice}\n", org=org, source="p", default_name="w")
+    return await Office.open(
+        home, org=org, projects=[project], models=lambda _: DemoModel(), env=env, sandbox=sandbox
+    )
+
+
+async def start_job(office: Office, origin: Path, number: int, slug: str) -> JobHandle:
+    """Job `github:o/widgets#{number}` of project "w" on `origin` (its main), branch
+    `teaparty/job-{id}-{slug}`."""
+    return await office.start_here(
+        project="w",
+        key=f"github:o/widgets#{number}",
+        title="t",
+        brief="b",
+        source=local_source(origin, slug, repo="github/o/widgets"),
+    )
+
+
 async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     base = Path(config["base"])
     home, outside = base / "home", base / "outside"
@@ -108,27 +134,12 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     plain_git("init", "-q", "--bare", str(evil))
     listener = Listener()
     sandbox = await probe(env, home=home, hidden=[key_file])
-    org = load_organisation(shipped_org_dir())
-    project = load_project("humans: {decider: alice}\n", org=org, source="p", default_name="w")
-    office = await Office.open(
-        home, org=org, projects=[project], models=lambda _: DemoModel(), env=env, sandbox=sandbox
-    )
+    office = await open_office(home, env, sandbox)
+    project = next(iter(office.projects.values()))
     report: dict[str, Any] = {"mode": sandbox.mode, "reason": sandbox.reason}
     try:
         other_mirror = await office.workspace.mirror("github/o/other", str(other))
-        job = await office.start_here(
-            project=project.name,
-            key="github:o/widgets#1",
-            title="t",
-            brief="b",
-            source=JobSource(
-                repo="github/o/widgets",
-                source=str(origin),
-                start="refs/remotes/origin/main",
-                branch=lambda job_id: f"teaparty/job-{job_id}-t",
-                slug="t",
-            ),
-        )
+        job = await start_job(office, origin, 1, "t")
         for title in ("task 1", "task 2"):
             await office.engine.store.write(
                 partial(create_task, job_id=job.job_id, title=title, spec="s", created_by="lead")
@@ -317,19 +328,7 @@ async def planted(
     """A job whose worker writes `secret` on line 2 of `path`, which the engine commits and
     merges; then delivered as the driver does (protected) or pushed as it is (not)."""
     project = next(iter(office.projects.values()))
-    job = await office.start_here(
-        project=project.name,
-        key=f"github:o/widgets#{number}",
-        title="t",
-        brief="b",
-        source=JobSource(
-            repo="github/o/widgets",
-            source=str(origin),
-            start="refs/remotes/origin/main",
-            branch=lambda job_id: f"teaparty/job-{job_id}-planted",
-            slug="planted",
-        ),
-    )
+    job = await start_job(office, origin, number, "planted")
     await office.engine.store.write(
         partial(create_task, job_id=job.job_id, title="t", spec="s", created_by="lead")
     )

@@ -32,17 +32,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent), str(HERE)]
 
 from fakes import CODING_LEAD, calls, org_router, say, send  # noqa: E402
-from harness import make_origin  # noqa: E402
+from harness import make_origin, open_office, start_job  # noqa: E402
 
 from orchestrator.agents.engine import Engine  # noqa: E402
 from orchestrator.agents.ports import AgentSpec  # noqa: E402
 from orchestrator.agents.tools import BUS_SPECS  # noqa: E402
-from orchestrator.api import load_project  # noqa: E402
-from orchestrator.config import load_organisation, shipped_org_dir  # noqa: E402
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult  # noqa: E402
 from orchestrator.core.model import ModelRequest  # noqa: E402
-from orchestrator.jobs.office import JobSource, Office  # noqa: E402
-from orchestrator.jobs.offline import DemoModel  # noqa: E402
 from orchestrator.models.scripted import FunctionModel  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402
 from orchestrator.teams.board import create_task  # noqa: E402
@@ -164,26 +160,10 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
     origin = make_origin(base / "origin.git", "README.md", "widgets\n", "init")
     env = dict(os.environ)
     sandbox = await probe(env, home=home)
-    org = load_organisation(shipped_org_dir())
-    project = load_project("humans: {decider: alice}\n", org=org, source="p", default_name="w")
-    office = await Office.open(
-        home, org=org, projects=[project], models=lambda _: DemoModel(), env=env, sandbox=sandbox
-    )
+    office = await open_office(home, env, sandbox)
     report: dict[str, Any] = {"mode": sandbox.mode, "reason": sandbox.reason}
     try:
-        job = await office.start_here(
-            project=project.name,
-            key="github:o/widgets#1",
-            title="t",
-            brief="b",
-            source=JobSource(
-                repo="github/o/widgets",
-                source=str(origin),
-                start="refs/remotes/origin/main",
-                branch=lambda job_id: f"teaparty/job-{job_id}-t",
-                slug="t",
-            ),
-        )
+        job = await start_job(office, origin, 1, "t")
         files = WorkspaceTools(
             office.engine.store,
             office.workspace,
