@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from app_harness import OWNER, app_settings, bodies, make_hub, until
+from local_repo import committed
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
@@ -32,16 +33,7 @@ PROJECT = "humans: {decider: alice}\ngates: {plan: never}\n"
 
 def source_repo(path: Path) -> Path:
     """A repository whose project lets a job run to its pull request with no question."""
-    (path / ".teaparty").mkdir(parents=True)
-    (path / ".teaparty" / "project.yaml").write_text(PROJECT)
-    (path / "README.md").write_text("gadgets\n")
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
+    return committed(path, {".teaparty/project.yaml": PROJECT, "README.md": "gadgets\n"})
 
 
 def git(repo: Path, *args: str) -> str:

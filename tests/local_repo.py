@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 ENV = {
@@ -30,4 +31,19 @@ def make_repo(path: Path) -> Path:
     (path / "README.md").write_text("widgets\n")
     git(path, "add", ".")
     git(path, "commit", "-qm", "init")
+    return path
+
+
+def committed(path: Path, files: Mapping[str, str]) -> Path:
+    """A repository at `path` on branch main whose one commit (by t <t@e>, with git as the
+    process environment runs it) holds `files`, each at its relative path."""
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    for args in (
+        ["init", "--quiet", "--initial-branch=main"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
+    ):
+        subprocess.run(["git", "-C", str(path), *args], check=True)
     return path

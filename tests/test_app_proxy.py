@@ -8,12 +8,12 @@ how to override. After alice's override the seventh question is hers again.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from app_harness import OWNER, app_settings, bodies, in_process, make_hub, until
 from fakes import FunctionModel
+from local_repo import committed
 from proxy_support import SEED, SURE
 
 from bot.demo import free_port, private_key_pem
@@ -26,18 +26,8 @@ NOWHERE = Sandbox("unavailable", "not needed: the model here runs no shell")
 
 
 def source_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    (path / ".teaparty").mkdir()
     project = "humans: {decider: alice}\ngates: {plan: when_unsure}\n"
-    (path / ".teaparty" / "project.yaml").write_text(project)
-    (path / "README.md").write_text("gadgets\n")
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
+    return committed(path, {".teaparty/project.yaml": project, "README.md": "gadgets\n"})
 
 
 async def one_issue(hub: FakeGitHub, n: int) -> tuple[list[str], list[str]]:

@@ -4,7 +4,6 @@ and the local GitHub stand-in."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 from app_harness import OWNER, app_settings, bodies, in_process, make_hub, until
 from fakes import FunctionModel
+from local_repo import committed
 from test_handler_decisions import COMMENT_ID, commented, gate, job, subject
 
 from bot.demo import free_port, private_key_pem
@@ -82,18 +82,8 @@ def test_the_deciders_answers_to_a_budget_gate(payload: Load, body: str, action:
 
 
 def source_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    (path / ".teaparty").mkdir()
     project = "humans: {decider: alice}\nbudget: {max_usd: 0.001}\ngates: {plan: never}\n"
-    (path / ".teaparty" / "project.yaml").write_text(project)
-    (path / "README.md").write_text("gadgets\n")
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
+    return committed(path, {".teaparty/project.yaml": project, "README.md": "gadgets\n"})
 
 
 async def test_budget_dollars_on_the_issue_answer_the_gate_and_the_job_finishes(

@@ -8,12 +8,12 @@ the job was started with win; a later start of the same job keeps what it read.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 from demo_office import local_source
 from fakes import FunctionModel, calls, say, send
+from local_repo import committed
 
 from orchestrator.api import load_project
 from orchestrator.config import load_organisation, shipped_org_dir
@@ -33,16 +33,7 @@ NOWHERE = Sandbox("unavailable", "not needed: the model here runs no shell")
 def repository(path: Path, files: dict[str, str]) -> Path:
     """A repository whose `main` holds `files` and a README."""
     path.mkdir()
-    for name, text in {"README.md": "widgets\n", **files}.items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
+    return committed(path, {"README.md": "widgets\n", **files})
 
 
 def lead_says_done() -> FunctionModel:

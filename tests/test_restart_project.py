@@ -10,11 +10,11 @@ force.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 
 from app_harness import OWNER, app_settings, in_process, make_hub, until
 from fakes import FunctionModel, calls
+from local_repo import committed
 
 from bot.demo import free_port, private_key_pem
 from bot.handlers.repos import project_name
@@ -52,18 +52,8 @@ NOWHERE = Sandbox("unavailable", "not needed: the model here runs no shell")
 
 
 def source_repo(path: Path) -> Path:
-    path.mkdir(parents=True)
-    (path / ".teaparty").mkdir()
-    (path / ".teaparty" / "project.yaml").write_text(PROJECT_YAML)
-    (path / ".teaparty" / "learnings.md").write_text(LEARNINGS)
-    (path / "README.md").write_text("widgets\n")
-    for args in (
-        ["init", "--quiet", "--initial-branch=main"],
-        ["add", "."],
-        ["-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "init"],
-    ):
-        subprocess.run(["git", "-C", str(path), *args], check=True)
-    return path
+    files = {".teaparty/project.yaml": PROJECT_YAML, ".teaparty/learnings.md": LEARNINGS}
+    return committed(path, {**files, "README.md": "widgets\n"})
 
 
 def short(request: ModelRequest) -> str:
