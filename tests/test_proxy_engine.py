@@ -25,11 +25,23 @@ from proxy_support import (
 from orchestrator.core.errors import NotProxyAnsweredError
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs.office import Office
 from orchestrator.proxy.stats import proxy_stats
 
 
 def sure(_: ModelRequest) -> AssistantTurn:
     return AssistantTurn(text=SURE)
+
+
+async def asking(office: Office, repo: Path, *, auto: bool = False) -> int:
+    """Job 1 on `repo` (`auto`: the proxy may answer its every eligible gate), run until it
+    waits on its first gate; its id."""
+    job_id = await start(office, repo, 1)
+    if auto:
+        await office.proxy.set_auto(job_id, on=True, by="carol")
+    await office.prepare(job_id)
+    await office.run_until_idle()
+    return job_id
 
 
 async def test_it_asks_after_four_agreements_answers_after_five_and_asks_after_an_override(
@@ -195,10 +207,7 @@ async def test_protected_kinds_are_never_answered_alone_even_earned_and_auto(
     office = await open_office(tmp_path / "home", FunctionModel(sure), project=project)
     try:
         loaded = office.projects["widgets"]
-        job_id = await start(office, repo, 1)
-        await office.proxy.set_auto(job_id, on=True, by="carol")
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo, auto=True)
         (gate,) = await office.open_gates(job_id)
         guarded = replace(gate, kind=kind)
         decision = await office.proxy.consult(guarded, project=loaded)
@@ -216,10 +225,7 @@ async def test_an_answer_given_but_not_said_is_said_at_the_next_sync(tmp_path: P
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(sure))
     try:
-        job_id = await start(office, repo, 1)
-        await office.proxy.set_auto(job_id, on=True, by="carol")
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo, auto=True)
         (gate,) = await office.open_gates(job_id)
         decided = await office.proxy.consult(gate, project=office.projects["widgets"])
         assert decided.alone
@@ -267,9 +273,7 @@ async def test_a_spent_budget_makes_no_model_call(tmp_path: Path) -> None:
     model = FunctionModel(sure)
     office = await open_office(tmp_path / "home", model)
     try:
-        job_id = await start(office, repo, 1)
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo)
         (gate,) = await office.open_gates(job_id)
         project = office.projects["widgets"]
         decided = await office.proxy.consult(gate, project=project, spent="budget: all of it")
@@ -285,10 +289,7 @@ async def test_a_correction_goes_to_the_job_when_the_asker_has_ended(tmp_path: P
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(sure))
     try:
-        job_id = await start(office, repo, 1)
-        await office.proxy.set_auto(job_id, on=True, by="carol")
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo, auto=True)
         (gate,) = await office.open_gates(job_id)
         project = office.projects["widgets"]
         decided = await office.proxy.consult(gate, project=project)
@@ -312,16 +313,13 @@ async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
     """After a restart, before its project is back (`resume`), a job's gate is still asked."""
     from orchestrator.config import load_organisation, shipped_org_dir
     from orchestrator.jobs.driver import JobDriver
-    from orchestrator.jobs.office import Office
     from orchestrator.jobs.ports import Forge
 
     repo, home = repository(tmp_path / "widgets"), tmp_path / "home"
     model = FunctionModel(sure)
     office = await open_office(home, model)
     try:
-        job_id = await start(office, repo, 1)
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo)
     finally:
         await office.close()
     org = load_organisation(shipped_org_dir())
@@ -349,10 +347,7 @@ async def test_an_answer_that_came_while_the_proxy_thought_is_the_deciders(
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(sure))
     try:
-        job_id = await start(office, repo, 1)
-        await office.proxy.set_auto(job_id, on=True, by="carol")
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo, auto=True)
         (asked,) = await office.open_gates(job_id)
         await office.answer_gate(asked.gate_id, text="no", answered_by="carol")
         decided = await office.proxy.consult(asked, project=office.projects["widgets"])
@@ -372,9 +367,7 @@ async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) ->
     model = FunctionModel(sure)
     office = await open_office(tmp_path / "home", model)
     try:
-        job_id = await start(office, repo, 1)
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo)
         assert await office.control.pause(job_id, by="carol")
         forge = FakeForge(office, answers={"The plan:": "yes"})
 
@@ -397,10 +390,7 @@ async def test_a_gate_closed_while_the_proxy_thought_is_left_closed(tmp_path: Pa
     repo = repository(tmp_path / "widgets")
     office = await open_office(tmp_path / "home", FunctionModel(sure))
     try:
-        job_id = await start(office, repo, 1)
-        await office.proxy.set_auto(job_id, on=True, by="carol")
-        await office.prepare(job_id)
-        await office.run_until_idle()
+        job_id = await asking(office, repo, auto=True)
         (asked,) = await office.open_gates(job_id)
         await withdraw(office, job_id, by="carol")
         decided = await office.proxy.consult(asked, project=office.projects["widgets"])
