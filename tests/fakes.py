@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.agents.ports import AgentSpec
@@ -173,6 +174,33 @@ class FakeForge:
 
     async def credentials(self) -> str | None:
         return None
+
+
+@dataclass
+class PushingForge(FakeForge):
+    """A FakeForge that pushes the job branch to `remote` as a real forge does (sending
+    `auth`, when given, as git's HTTP header), and leaves the gates of the kinds in `held`
+    open for the test to answer."""
+
+    remote: Path | None = None
+    held: tuple[str, ...] = ()
+    auth: str | None = None
+
+    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
+        if gate.kind in self.held:
+            if gate.gate_id not in self.asked:
+                self.asked.append(gate.gate_id)
+            return
+        await super().ask(status, gate, suggestion=suggestion)
+
+    async def push_target(self, job: Any) -> PushTarget:
+        from orchestrator.jobs.ports import PushTarget
+
+        assert self.remote is not None
+        return PushTarget(str(self.remote), auth=self.auth)
+
+    async def credentials(self) -> str | None:
+        return self.auth
 
 
 class SteppingClock:

@@ -18,12 +18,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import demo_office
+import fakes
 import pytest
 from demo_office import start_job
-from fakes import FakeForge
 from local_repo import ENV, git, make_repo
 
 from orchestrator.api import (
@@ -40,7 +39,7 @@ from orchestrator.api import (
 )
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState, PushTarget
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.rounds import Feedback, Point
 from orchestrator.store.sqlite import Store
@@ -56,26 +55,12 @@ TEXT = "humans: {decider: carol}\n"
 
 
 @dataclass
-class PushingForge(FakeForge):
-    """A FakeForge that pushes the job branch to `remote` as GitHub's does, approves plans
-    (unless `hold_plan`) and leaves protected-path gates open for the test to answer."""
+class PushingForge(fakes.PushingForge):
+    """Pushes the job branch to `remote` as GitHub's does (with AUTH), approves plans and
+    leaves protected-path gates open for the test to answer."""
 
-    remote: Path | None = None
-    hold_plan: bool = False
-
-    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
-        if gate.kind == "protected-path" or (self.hold_plan and gate.kind == "plan"):
-            if gate.gate_id not in self.asked:
-                self.asked.append(gate.gate_id)
-            return
-        await super().ask(status, gate, suggestion=suggestion)
-
-    async def push_target(self, job: Any) -> PushTarget:
-        assert self.remote is not None
-        return PushTarget(str(self.remote), auth=AUTH)
-
-    async def credentials(self) -> str | None:
-        return AUTH
+    held: tuple[str, ...] = ("protected-path",)
+    auth: str | None = AUTH
 
 
 def bare_remote(tmp_path: Path) -> Path:
@@ -252,7 +237,7 @@ async def test_a_job_held_at_its_plan_is_preserved_at_its_start_and_finishes_els
     remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
     office = await open_office(home_a, path="docs/ci.md")
     job_id = await start(office, remote)
-    held = PushingForge(office, remote=remote, hold_plan=True)
+    held = PushingForge(office, remote=remote, held=("protected-path", "plan"))
     assert await drive(office, held, job_id) == "waiting"
     (plan,) = await office.open_gates(job_id)
     assert plan.kind == "plan"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from demo_office import local_source
-from fakes import FakeForge
+from fakes import PushingForge
 from local_repo import ENV, git, make_repo
 
 from bot.github.outbound import Outbound
@@ -32,7 +32,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState, PushTarget
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.protected_gate import Held
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.git import GitError
@@ -52,25 +52,6 @@ class CountingModel(DemoModel):
     async def complete(self, request: ModelRequest) -> AssistantTurn:
         self.calls += 1
         return await super().complete(request)
-
-
-@dataclass
-class PushingForge(FakeForge):
-    """A FakeForge that pushes the job branch to `remote` as a real forge does, and leaves
-    protected-path gates open for the test to answer."""
-
-    remote: Path | None = None
-
-    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
-        if gate.kind == "protected-path":
-            if gate.gate_id not in self.asked:
-                self.asked.append(gate.gate_id)
-            return
-        await super().ask(status, gate, suggestion=suggestion)
-
-    async def push_target(self, job: Any) -> PushTarget:
-        assert self.remote is not None
-        return PushTarget(str(self.remote))
 
 
 @dataclass
@@ -133,7 +114,9 @@ async def setup(tmp_path: Path, *, path: str = CI, project: str = "") -> Setup:
         source=local_source(repo, "ci"),
         project_text=text,
     )
-    forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo)
+    forge = PushingForge(
+        office, answers={"The plan:": "yes"}, remote=repo, held=("protected-path",)
+    )
 
     async def forges(_: int) -> Forge:
         return forge

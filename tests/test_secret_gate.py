@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from demo_office import local_source
-from fakes import FakeForge
+from fakes import PushingForge
 from local_repo import git, make_repo
 
 from bot.github.outbound import Outbound
@@ -29,31 +28,13 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState, PushTarget
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 PATH = "docs/requests/note.md"  # the demo writes "# title", "", the body: the body is line 3
 AWS = "AKIA" + "QWERTYUIOPASDFGH"
 VALUE = "hook-secret-9f2c7a1e"
-
-
-@dataclass
-class PushingForge(FakeForge):
-    """A FakeForge that pushes the job branch to `remote`, and leaves secret gates open."""
-
-    remote: Path | None = None
-
-    async def ask(self, status: Any, gate: Any, *, suggestion: Any = None) -> None:
-        if gate.kind == "secret":
-            if gate.gate_id not in self.asked:
-                self.asked.append(gate.gate_id)
-            return
-        await super().ask(status, gate, suggestion=suggestion)
-
-    async def push_target(self, job: Any) -> PushTarget:
-        assert self.remote is not None
-        return PushTarget(str(self.remote))
 
 
 @dataclass
@@ -104,7 +85,7 @@ async def setup(tmp_path: Path, body: str, *, project: str = "") -> Setup:
         source=local_source(repo, "note"),
         project_text=text,
     )
-    forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo)
+    forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo, held=("secret",))
 
     async def forges(_: int) -> Forge:
         return forge
