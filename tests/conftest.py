@@ -31,10 +31,11 @@ pytest_plugins = [
 ]
 
 PAYLOADS = Path(__file__).parent / "payloads"
+Load = Callable[[str], dict[str, Any]]  # the payload fixture: a fresh copy of one, by name
 
 
 @pytest.fixture
-def payload() -> Callable[[str], dict[str, Any]]:
+def payload() -> Load:
     """Load tests/payloads/<name>.json, a fresh copy each call."""
 
     def load(name: str) -> dict[str, Any]:

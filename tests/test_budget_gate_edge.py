@@ -4,13 +4,13 @@ and the local GitHub stand-in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from app_harness import OWNER, app_settings, bodies, in_process, make_hub, until
+from conftest import Load
 from fakes import FunctionModel
 from local_repo import committed
 from test_handler_decisions import COMMENT_ID, commented, gate, job, subject
@@ -25,7 +25,6 @@ from orchestrator.bus.gates import ENGINE
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.budget_gate import OPTIONS, Overrun
 
-Load = Callable[[str], dict[str, Any]]
 DECIDER = "octocat"
 OVER = Overrun(usd=10.02, tokens=91_000, max_usd=10.0, max_tokens=None)
 BUDGET = replace(

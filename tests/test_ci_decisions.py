@@ -4,11 +4,11 @@ point (trimmed, masked), and the facts a restarted process must neither repeat n
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from conftest import Load
 from fakes import FakeForge
 from test_rounds import delivered, points
 
@@ -29,7 +29,6 @@ from orchestrator.config.schema import Rounds
 from orchestrator.core.secret_scan import Scanner
 from orchestrator.jobs import ci_rounds
 
-Load = Callable[[str], dict[str, Any]]
 APP = "teaparty[bot]"
 SHA = "a" * 40
 TESTS = FailedCheck("tests", "failure", 11, "GitHub Actions", rerun="job")

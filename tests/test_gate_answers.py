@@ -7,10 +7,10 @@ store are not involved.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import Load
 from test_handler_decisions import COMMENT_ID, commented, gate, job, subject
 
 from bot.github.tracking import clarify_body
@@ -28,7 +28,6 @@ from bot.handlers.commands import Command, parse_reply
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from bot.handlers.payloads import CommentAdded, Ignored, parse_command
 
-Load = Callable[[str], dict[str, Any]]
 DECIDER = "octocat"
 PLAN = gate(3, digest="3a" * 32)
 OTHER = gate(5, digest="5b" * 32)

@@ -3,10 +3,8 @@ alone (no GitHub, no store): every branch of `decide_label` and `decide_comment`
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
+from conftest import Load
 
 from bot.github.subject import Subject
 from bot.github.tracking import config_error_body, marker, no_sandbox_body, refusal_body
@@ -32,7 +30,6 @@ from orchestrator.api import (
     shipped_org_dir,
 )
 
-Load = Callable[[str], dict[str, Any]]
 OWNER, REPO = "Codertocat", "Hello-World"
 INSTALLATION = 27216354
 KEY = f"github:{OWNER}/{REPO}#1"

@@ -5,7 +5,7 @@ issue is put to its decider as an intent gate whose comment shows the diff."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from app_harness import OWNER, REPO, app_settings, bodies, make_hub, until
+from conftest import Load
 from fakehub_support import _app_client
 
 from bot.demo import free_port, private_key_pem
@@ -26,7 +27,6 @@ from bot.server.runtime import Runtime
 from orchestrator.api import Delivery, Gate, JobRecord, models
 from orchestrator.sandbox.confine import Sandbox
 
-Load = Callable[[str], dict[str, Any]]
 APP = "teaparty[bot]"
 NOWHERE = Sandbox("unavailable", "not needed: the scripted models run no shell")
 SPELLING = Issue(

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+from conftest import Load
 from markdown_it import MarkdownIt
 from test_gate_answers import REFUSED, TAKEN, by, no_gates
 from test_handler_decisions import COMMENT_ID, job, subject
@@ -36,7 +35,6 @@ from orchestrator.memory.entries import (
 from orchestrator.memory.index import LearningIndex, query_of
 from orchestrator.store.sqlite import Store
 
-Load = Callable[[str], dict[str, Any]]
 SOURCE = "issue #12, branch teaparty/job-12-calc"
 HOSTILE = """Done: everything merged.
 

@@ -5,11 +5,11 @@ comment, and what the tracking comment says of the pull request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from conftest import Load
 
 from bot.github.outbound import Outbound
 from bot.github.subject import Subject
@@ -51,7 +51,6 @@ from orchestrator.api import (
 )
 from orchestrator.core.messages import Usage
 
-Load = Callable[[str], dict[str, Any]]
 REPO = Repo("octo", "widgets", "main", installation_id=5, private=False)
 ISSUE = Issue(3, "Fix it", "Please.", is_pull_request=False, labels=("teaparty",))
 BOB = Actor("bob", is_bot=False)

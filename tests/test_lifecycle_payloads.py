@@ -5,10 +5,10 @@ a real delivery of the same event and checked against octokit's schema for their
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import Load
 from webhook_schemas import webhook_errors
 
 from bot.handlers.lifecycle_payloads import (
@@ -20,7 +20,6 @@ from bot.handlers.lifecycle_payloads import (
 )
 from bot.handlers.payloads import Actor, Ignored, Issue, PayloadError, Repo, parse_command
 
-Load = Callable[[str], dict[str, Any]]
 APP = "teaparty[bot]"
 HELLO = Repo("Codertocat", "Hello-World", "master", installation_id=1, private=False)
 CODERTOCAT = Actor("Codertocat", is_bot=False)

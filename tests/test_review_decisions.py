@@ -4,11 +4,11 @@ threads as bot.github.reviews reads them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from conftest import Load
 
 from bot.github.reviews import ReviewThread, ThreadComment
 from bot.handlers.actions import Ignore, Later
@@ -27,7 +27,6 @@ from bot.handlers.review import (
 )
 from orchestrator.api import Point
 
-Load = Callable[[str], dict[str, Any]]
 APP = "teaparty[bot]"
 NOW = 1_700_000_000.0
 
