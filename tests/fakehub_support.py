@@ -18,6 +18,7 @@ from githubkit import AppAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
 
 from bot.fakehub.hub import FakeGitHub
+from bot.github.client import GitHubApp
 
 APP_ID = 4242
 INSTALLATION = 77
@@ -50,6 +51,30 @@ def hub(tmp_path: Path, pem: str) -> FakeGitHub:
     hub = FakeGitHub(tmp_path / "remotes", app_id=APP_ID, private_key_pem=pem)
     hub.add_repo(OWNER, NAME, installation_id=INSTALLATION)
     return hub
+
+
+def app_hub(root: Path, pem: str, **roles: str) -> FakeGitHub:
+    """The stand-in with octo/widgets (the App's installation its first), each login in
+    `roles` a collaborator with that role."""
+    hub = FakeGitHub(root, app_id=APP_ID, private_key_pem=pem)
+    hub.add_repo(OWNER, NAME)
+    for login, role in roles.items():
+        hub.add_user(login, role)
+    return hub
+
+
+@pytest.fixture
+async def github(hub: FakeGitHub, pem: str) -> AsyncIterator[GitHubApp]:
+    """The App's client over `hub`, in-process (no socket, no pause between writes)."""
+    app = GitHubApp(
+        app_id=str(APP_ID),
+        private_key=pem,
+        api_url="http://hub/",
+        transport=httpx.ASGITransport(app=hub.asgi),
+        write_interval_s=0.0,
+    )
+    yield app
+    await app.aclose()
 
 
 @pytest.fixture

@@ -4,16 +4,14 @@ engine restates the gate because the job branch moved."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 import teams_script as script
-from app_harness import APP_ID, office_forge
+from app_harness import office_forge
+from fakehub_support import app_hub
 from test_conflict_gate import GATED, the_model
 
-from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp
 from bot.github.subject import Subject
@@ -23,28 +21,11 @@ from orchestrator.bus import gates
 from orchestrator.teams import conflict_gate
 
 OWNER, REPO = "octo", "widgets"
-PEM = private_key_pem()
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> FakeGitHub:
-    hub = FakeGitHub(tmp_path / "hub", app_id=APP_ID, private_key_pem=PEM)
-    hub.add_repo(OWNER, REPO)
-    hub.add_user("alice", "maintain")
-    return hub
-
-
-@pytest.fixture
-async def github(hub: FakeGitHub) -> AsyncIterator[GitHubApp]:
-    app = GitHubApp(
-        app_id=str(APP_ID),
-        private_key=PEM,
-        api_url="http://hub/",
-        transport=httpx.ASGITransport(app=hub.asgi),
-        write_interval_s=0.0,
-    )
-    yield app
-    await app.aclose()
+def hub(tmp_path: Path, pem: str) -> FakeGitHub:
+    return app_hub(tmp_path / "hub", pem, alice="maintain")
 
 
 def gate_comments(hub: FakeGitHub, number: int) -> list[str]:

@@ -8,46 +8,26 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from app_harness import APP_ID
+from fakehub_support import app_hub
 
-from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp, Identity
 from bot.github.forge import find_comment, find_pull
 from bot.github.tracking import marker
 
 OWNER, REPO = "octo", "widgets"
-PEM = private_key_pem()
 BOT = "teaparty-demo[bot]"
 ACTIONS = Identity("github-actions[bot]", 15368)  # runner mode's GITHUB_TOKEN
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> FakeGitHub:
-    hub = FakeGitHub(tmp_path / "hub", app_id=APP_ID, private_key_pem=PEM)
-    hub.add_repo(OWNER, REPO)
-    hub.add_user("alice", "maintain")
-    hub.add_user("mallory", "read")
-    return hub
-
-
-@pytest.fixture
-async def github(hub: FakeGitHub) -> AsyncIterator[GitHubApp]:
-    app = GitHubApp(
-        app_id=str(APP_ID),
-        private_key=PEM,
-        api_url="http://hub/",
-        transport=httpx.ASGITransport(app=hub.asgi),
-        write_interval_s=0.0,
-    )
-    yield app
-    await app.aclose()
+def hub(tmp_path: Path, pem: str) -> FakeGitHub:
+    return app_hub(tmp_path / "hub", pem, alice="maintain", mallory="read")
 
 
 async def test_the_apps_identity_is_its_bot_user_and_app_id(github: GitHubApp) -> None:

@@ -4,24 +4,21 @@ progress interval, so a round's edits do not grow with its points."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
 import pytest
-from app_harness import APP_ID, office_forge
+from app_harness import office_forge
+from fakehub_support import app_hub
 from local_repo import make_repo as repository
 from test_budget_gate import billed, open_office, project, start
 
-from bot.demo import private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.client import GitHubApp
 from bot.github.subject import Subject
 from orchestrator.api import JobDriver, JobStatus
 
 OWNER, REPO = "octo", "widgets"
-PEM = private_key_pem()
 INTERVAL = 60.0
 
 
@@ -36,24 +33,8 @@ class Clock:
 
 
 @pytest.fixture
-def hub(tmp_path: Path) -> FakeGitHub:
-    hub = FakeGitHub(tmp_path / "hub", app_id=APP_ID, private_key_pem=PEM)
-    hub.add_repo(OWNER, REPO)
-    hub.add_user("alice", "maintain")
-    return hub
-
-
-@pytest.fixture
-async def github(hub: FakeGitHub) -> AsyncIterator[GitHubApp]:
-    app = GitHubApp(
-        app_id=str(APP_ID),
-        private_key=PEM,
-        api_url="http://hub/",
-        transport=httpx.ASGITransport(app=hub.asgi),
-        write_interval_s=0.0,
-    )
-    yield app
-    await app.aclose()
+def hub(tmp_path: Path, pem: str) -> FakeGitHub:
+    return app_hub(tmp_path / "hub", pem, alice="maintain")
 
 
 def writes(hub: FakeGitHub) -> list[str]:
