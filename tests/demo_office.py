@@ -8,11 +8,13 @@ from pathlib import Path
 
 from orchestrator.api import Model, Office, load_project
 from orchestrator.config import load_organisation, shipped_org_dir
+from orchestrator.core.secrecy import SecretValues
 from orchestrator.jobs.office import JobSource
 from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 HAND_OFF = "Hand it to the project's lead."
+TO_LEAD = "Hand it to the lead."
 
 
 def local_source(
@@ -33,9 +35,11 @@ def local_source(
     )
 
 
-async def open_office(home: Path, project_text: str, model: Model) -> Office:
+async def open_office(
+    home: Path, project_text: str, model: Model, *, secrets: SecretValues | None = None
+) -> Office:
     """The office under `home`: project "widgets" configured by `project_text`, every agent
-    played by `model`, no sandbox (the scripted model runs no shell)."""
+    played by `model`, no sandbox (the scripted model runs no shell), holding `secrets`."""
     org = load_organisation(shipped_org_dir())
     return await Office.open(
         home,
@@ -45,6 +49,7 @@ async def open_office(home: Path, project_text: str, model: Model) -> Office:
         env={},
         sandbox=NOWHERE,
         scripted=True,
+        secrets=secrets,
     )
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import demo_office
 import pytest
 from demo_office import local_source
 from fakes import FunctionModel, calls, say, send
 from local_repo import committed
 
-from orchestrator.api import load_project
-from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.learnings import LEARNINGS_FILE, MAX_LEARNINGS_BYTES, capped
@@ -51,17 +50,7 @@ def lead_says_done() -> FunctionModel:
 
 
 async def open_office(home: Path, model: FunctionModel) -> Office:
-    org = load_organisation(shipped_org_dir())
-    project = load_project(PROJECT, org=org, source="p", default_name="widgets")
-    return await Office.open(
-        home,
-        org=org,
-        projects=[project],
-        models=lambda _: model,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, PROJECT, model)
 
 
 async def start(office: Office, repo: Path, *, learnings: str | None = None) -> int:

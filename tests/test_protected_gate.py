@@ -13,17 +13,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import demo_office
 import pytest
-from demo_office import local_source
 from fakes import PushingForge
 from local_repo import ENV, git, make_repo
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body
-from orchestrator.api import load_project
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
-from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import protection
@@ -93,26 +91,17 @@ class Setup:
 
 async def setup(tmp_path: Path, *, path: str = CI, project: str = "") -> Setup:
     repo = make_repo(tmp_path / "widgets")
-    org = load_organisation(shipped_org_dir())
     text = f"humans: {{decider: carol}}\n{project}"
-    loaded = load_project(text, org=org, source="p", default_name="widgets")
     model = CountingModel(path)
-    office = await Office.open(
-        tmp_path / "home",
-        org=org,
-        projects=[loaded],
-        models=lambda _: model,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
-    started = await office.start_job(
-        project="widgets",
-        key="local:widgets#1",
+    office = await demo_office.open_office(tmp_path / "home", text, model)
+    job_id = await demo_office.start_job(
+        office,
+        repo,
+        text,
         title=TITLE,
-        brief=f"Job: {TITLE}\n\n<issue>Run the tests on push.</issue>\nHand it to the lead.",
-        source=local_source(repo, "ci"),
-        project_text=text,
+        body="Run the tests on push.",
+        slug="ci",
+        hand_off=demo_office.TO_LEAD,
     )
     forge = PushingForge(
         office, answers={"The plan:": "yes"}, remote=repo, held=("protected-path",)
@@ -121,7 +110,7 @@ async def setup(tmp_path: Path, *, path: str = CI, project: str = "") -> Setup:
     async def forges(_: int) -> Forge:
         return forge
 
-    return Setup(office, forge, JobDriver(office, forges), model, repo, started.job_id)
+    return Setup(office, forge, JobDriver(office, forges), model, repo, job_id)
 
 
 async def test_a_change_to_ci_waits_and_approval_pushes_exactly_the_pinned_head(

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import demo_office
 import pytest
-from demo_office import local_source
 from fakes import PushingForge
 from local_repo import git, make_repo
 
@@ -62,35 +62,19 @@ class Setup:
 
 async def setup(tmp_path: Path, body: str, *, project: str = "") -> Setup:
     repo = make_repo(tmp_path / "widgets")
-    org = load_organisation(shipped_org_dir())
     text = f"humans: {{decider: carol}}\n{project}"
-    loaded = load_project(text, org=org, source="p", default_name="widgets")
     model = DemoModel(title="Note", body=body, path=PATH)
     secrets = KnownSecrets.of({"GITHUB_WEBHOOK_SECRET": VALUE, "PATH": "/usr/bin"})
-    office = await Office.open(
-        tmp_path / "home",
-        org=org,
-        projects=[loaded],
-        models=lambda _: model,
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-        secrets=secrets,
-    )
-    started = await office.start_job(
-        project="widgets",
-        key="local:widgets#1",
-        title="Note",
-        brief=f"Job: Note\n\n<issue>{body}</issue>\nHand it to the lead.",
-        source=local_source(repo, "note"),
-        project_text=text,
+    office = await demo_office.open_office(tmp_path / "home", text, model, secrets=secrets)
+    job_id = await demo_office.start_job(
+        office, repo, text, title="Note", body=body, slug="note", hand_off=demo_office.TO_LEAD
     )
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo, held=("secret",))
 
     async def forges(_: int) -> Forge:
         return forge
 
-    return Setup(office, forge, JobDriver(office, forges), repo, started.job_id)
+    return Setup(office, forge, JobDriver(office, forges), repo, job_id)
 
 
 async def test_a_pattern_waits_named_and_masked_and_approval_pushes_that_head(
