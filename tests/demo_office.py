@@ -36,18 +36,25 @@ def local_source(
 
 
 async def open_office(
-    home: Path, project_text: str, model: Model, *, secrets: SecretValues | None = None
+    home: Path,
+    project_text: str,
+    model: Model,
+    *,
+    secrets: SecretValues | None = None,
+    sandbox: Sandbox = NOWHERE,
+    name: str = "widgets",
 ) -> Office:
-    """The office under `home`: project "widgets" configured by `project_text`, every agent
-    played by `model`, no sandbox (the scripted model runs no shell), holding `secrets`."""
+    """The office under `home`: project `name` configured by `project_text`, every agent
+    played by `model`, holding `secrets`; `sandbox` by default none (the scripted model runs
+    no shell)."""
     org = load_organisation(shipped_org_dir())
     return await Office.open(
         home,
         org=org,
-        projects=[load_project(project_text, org=org, source="p", default_name="widgets")],
+        projects=[load_project(project_text, org=org, source="p", default_name=name)],
         models=lambda _: model,
         env={},
-        sandbox=NOWHERE,
+        sandbox=sandbox,
         scripted=True,
         secrets=secrets,
     )

@@ -7,33 +7,23 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import demo_office
 from demo_office import local_source
 from local_repo import make_repo
 
-from orchestrator.api import load_project
 from orchestrator.bus.transactions import create_conversation
-from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.messages import ConversationKind, ToolCall
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.teams.board import create_task
 
-ORG = load_organisation(shipped_org_dir())
 NOWHERE = Sandbox("unavailable", "not needed: read_file runs no process")
-PROJECT = load_project("humans: {decider: alice}\n", org=ORG, source="p", default_name="w")
+DECIDER = "humans: {decider: alice}\n"  # project "w"
 
 
 async def open_office(home: Path) -> Office:
-    return await Office.open(
-        home,
-        org=ORG,
-        projects=[PROJECT],
-        models=lambda _: DemoModel(),
-        env={},
-        sandbox=NOWHERE,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, DECIDER, DemoModel(), sandbox=NOWHERE, name="w")
 
 
 async def reads(office: Office, path: str) -> str:
@@ -49,7 +39,7 @@ async def test_the_lead_reads_every_merge_and_a_restarted_engine_catches_up(
     office = await open_office(tmp_path / "home")
     try:
         job = await office.start_here(
-            project=PROJECT.name,
+            project="w",
             key="local:1",
             title="t",
             brief="b",

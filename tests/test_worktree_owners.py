@@ -12,12 +12,11 @@ import os
 from functools import partial
 from pathlib import Path
 
+import demo_office
 import pytest
 from demo_office import local_source
 from local_repo import make_repo
 
-from orchestrator.api import load_project
-from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
@@ -27,8 +26,7 @@ from orchestrator.teams.board import create_task
 from orchestrator.workspace.owners import chown_paths
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="users are given out by a root engine")
-ORG = load_organisation(shipped_org_dir())
-PROJECT = load_project("humans: {decider: alice}\n", org=ORG, source="p", default_name="w")
+DECIDER = "humans: {decider: alice}\n"  # project "w"
 OWNER = (5300, 5300)
 
 
@@ -40,20 +38,12 @@ def origin(tmp_path: Path) -> Path:
 async def office_with(home: Path, first: int) -> Office:
     # No call runs here: the sandbox only says who agents would run as.
     sandbox = Sandbox("bwrap", "test", run_as=(65534, 65534), uids=Identities(first, first + 9))
-    return await Office.open(
-        home,
-        org=ORG,
-        projects=[PROJECT],
-        models=lambda _: DemoModel(),
-        env={},
-        sandbox=sandbox,
-        scripted=True,
-    )
+    return await demo_office.open_office(home, DECIDER, DemoModel(), sandbox=sandbox, name="w")
 
 
 async def start(office: Office, origin: Path, number: int) -> JobHandle:
     job = await office.start_here(
-        project=PROJECT.name,
+        project="w",
         key=f"local:{number}",
         title="t",
         brief="b",
