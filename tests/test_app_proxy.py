@@ -11,12 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, app_settings, bodies, in_process, make_hub, until
+from app_harness import OWNER, app_settings, bodies, in_process, until, world
 from fakes import FunctionModel
 from local_repo import committed
 from proxy_support import SEED, SURE
 
-from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from orchestrator.api import AgentDef, AssistantTurn, DemoModel, Model, Sandbox
 
@@ -54,10 +53,8 @@ async def one_issue(hub: FakeGitHub, n: int) -> tuple[list[str], list[str]]:
 async def test_the_proxy_earns_an_answer_on_github_and_loses_it_to_an_override(
     tmp_path: Path,
 ) -> None:
-    pem, port = private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub, port, pem = world(tmp_path)
     hub.add_repo(OWNER, REPO, source=source_repo(tmp_path / "src"))
-    hub.add_user("alice", "admin")
     demo, proxy = DemoModel(), FunctionModel(lambda _: AssistantTurn(SURE))
 
     def models(agent: AgentDef) -> Model:

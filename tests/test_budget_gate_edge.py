@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_harness import OWNER, app_settings, bodies, in_process, make_hub, until
+from app_harness import OWNER, app_settings, bodies, in_process, until, world
 from conftest import Load
 from fakes import FunctionModel
 from local_repo import committed
 from test_handler_decisions import COMMENT_ID, commented, gate, job, subject
 
-from bot.demo import free_port, private_key_pem
 from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body
 from bot.handlers.actions import AnswerGate, Control, React, job_key
@@ -88,10 +87,8 @@ def source_repo(path: Path) -> Path:
 async def test_budget_dollars_on_the_issue_answer_the_gate_and_the_job_finishes(
     tmp_path: Path,
 ) -> None:
-    pem, port = private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub, port, pem = world(tmp_path)
     hub.add_repo(OWNER, REPO, source=source_repo(tmp_path / "src"))
-    hub.add_user("alice", "admin")
     demo = DemoModel()
 
     async def billed(request: ModelRequest) -> AssistantTurn:
