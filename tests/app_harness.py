@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -120,21 +120,28 @@ def server_env(hub: FakeGitHub, api_url: str, home: Path, pem: str) -> dict[str,
     }
 
 
+async def serve_process(
+    env: dict[str, str], *, port: int, out: int | IO[bytes]
+) -> asyncio.subprocess.Process:
+    """`teaparty serve` on `port`, started with `env`, writing all it says to `out`."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "serve",
+        "--port",
+        str(port),
+        env=env,
+        stdout=out,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+
+
 @asynccontextmanager
 async def serve(env: dict[str, str], *, port: int, log: Path) -> AsyncIterator[Server]:
     """Start `teaparty serve` and wait until it answers /healthz; SIGTERM it after."""
     with log.open("ab") as out:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "serve",
-            "--port",
-            str(port),
-            env=env,
-            stdout=out,
-            stderr=asyncio.subprocess.STDOUT,
-        )
+        process = await serve_process(env, port=port, out=out)
     server = Server(process, f"http://127.0.0.1:{port}", log, env)
     try:
         await until(lambda: _healthy(server), what="the server to answer /healthz")

@@ -8,14 +8,13 @@ import asyncio
 import re
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import uvicorn
-from app_harness import Server, make_hub, serve, server_env
+from app_harness import Server, make_hub, serve, serve_process, server_env
 from fastapi import FastAPI
 
 from bot.cli import main
@@ -175,17 +174,7 @@ async def stopped(server: Server, signum: int) -> int:
 
 async def teaparty_serve(env: dict[str, str], *, port: int) -> tuple[int, str]:
     """Another `teaparty serve` to its end: its exit code and everything it wrote."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot.cli",
-        "serve",
-        "--port",
-        str(port),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    process = await serve_process(env, port=port, out=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode is not None
     return process.returncode, out.decode()
