@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from jobs_cli_support import teaparty
 from local_repo import ENV, git, make_repo
 from terminal import Terminal
 
@@ -24,20 +25,6 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "widgets")
-
-
-def teaparty(
-    *args: str, home: Path, cwd: Path | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args, "--home", str(home), "--model", "scripted"],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=cwd,
-        input=stdin,
-        timeout=90,
-    )
 
 
 def test_titles_that_slug_alike_are_two_jobs(repo: Path, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 from app_harness import OWNER, REPO, app_settings, bodies, make_hub, until
 from conftest import Load
 from fakehub_support import _app_client
+from test_bot_events import SPELLING
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
@@ -22,20 +23,13 @@ from bot.github.outbound import Outbound
 from bot.github.tracking import EDIT_GATE_TITLE, gate_body
 from bot.handlers.actions import Ignore, ReviseIssue
 from bot.handlers.issues import decide_edit
-from bot.handlers.payloads import Actor, Ignored, Issue, IssueEdited, Repo, parse_command
+from bot.handlers.payloads import Actor, Ignored, IssueEdited, Repo, parse_command
 from bot.server.runtime import Runtime
 from orchestrator.api import Delivery, Gate, JobRecord, models
 from orchestrator.sandbox.confine import Sandbox
 
 APP = "teaparty[bot]"
 NOWHERE = Sandbox("unavailable", "not needed: the scripted models run no shell")
-SPELLING = Issue(
-    number=1,
-    title="Spelling error in the README file",
-    body="It looks like you accidently spelled 'commit' with two 't's.",
-    is_pull_request=False,
-    labels=("bug",),
-)
 
 
 def edited(payload: Load, **changes: Any) -> IssueEdited:
