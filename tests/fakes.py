@@ -13,6 +13,8 @@ from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
+from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.ports import JobState
 from orchestrator.models import scripted
 
 if TYPE_CHECKING:  # the bus's tests import these fakes with nothing above the bus
@@ -201,6 +203,30 @@ class PushingForge(FakeForge):
 
     async def credentials(self) -> str | None:
         return self.auth
+
+
+@dataclass
+class HeldJob:
+    """A job on `repo` its `driver` syncs through a PushingForge (`forge`)."""
+
+    office: Any
+    forge: PushingForge
+    driver: JobDriver
+    repo: Path
+    job_id: int
+
+    async def drive(self) -> JobState:
+        """Sync and run until the job is done or failed, or waits on an open gate."""
+        while (state := await self.driver.sync(self.job_id)) not in ("done", "failed"):
+            if await self.office.open_gates(self.job_id):
+                return state
+            await self.office.run_until_idle(self.job_id)
+        return state
+
+    async def gate(self) -> Any:
+        """The job's one open gate."""
+        (gate,) = await self.office.open_gates(self.job_id)
+        return gate
 
 
 class SteppingClock:

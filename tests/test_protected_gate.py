@@ -15,7 +15,7 @@ from typing import Any
 
 import demo_office
 import pytest
-from fakes import PushingForge
+from fakes import HeldJob, PushingForge
 from local_repo import ENV, git, make_repo
 
 from bot.github.outbound import Outbound
@@ -30,7 +30,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
+from orchestrator.jobs.ports import Forge
 from orchestrator.jobs.protected_gate import Held
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.workspace.git import GitError
@@ -53,29 +53,12 @@ class CountingModel(DemoModel):
 
 
 @dataclass
-class Setup:
-    office: Office
-    forge: PushingForge
-    driver: JobDriver
+class Setup(HeldJob):
     model: CountingModel
-    repo: Path
-    job_id: int
 
     @property
     def branch(self) -> str:
         return f"teaparty/job-{self.job_id}-ci"
-
-    async def drive(self) -> JobState:
-        """Sync and run until the job is done or failed, or waits on an open gate."""
-        while (state := await self.driver.sync(self.job_id)) not in ("done", "failed"):
-            if await self.office.open_gates(self.job_id):
-                return state
-            await self.office.run_until_idle(self.job_id)
-        return state
-
-    async def gate(self) -> Gate:
-        (gate,) = await self.office.open_gates(self.job_id)
-        return gate
 
     def remote_head(self) -> str | None:
         found = git(
@@ -110,7 +93,7 @@ async def setup(tmp_path: Path, *, path: str = CI, project: str = "") -> Setup:
     async def forges(_: int) -> Forge:
         return forge
 
-    return Setup(office, forge, JobDriver(office, forges), model, repo, job_id)
+    return Setup(office, forge, JobDriver(office, forges), repo, job_id, model)
 
 
 async def test_a_change_to_ci_waits_and_approval_pushes_exactly_the_pinned_head(

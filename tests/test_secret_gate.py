@@ -14,21 +14,19 @@ from pathlib import Path
 
 import demo_office
 import pytest
-from fakes import PushingForge
+from fakes import HeldJob, PushingForge
 from local_repo import git, make_repo
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body
 from orchestrator.api import load_project
-from orchestrator.bus.gates import Gate
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.errors import ConfigError
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
-from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
+from orchestrator.jobs.ports import Forge
 from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
@@ -38,24 +36,7 @@ VALUE = "hook-secret-9f2c7a1e"
 
 
 @dataclass
-class Setup:
-    office: Office
-    forge: PushingForge
-    driver: JobDriver
-    repo: Path
-    job_id: int
-
-    async def drive(self) -> JobState:
-        while (state := await self.driver.sync(self.job_id)) not in ("done", "failed"):
-            if await self.office.open_gates(self.job_id):
-                return state
-            await self.office.run_until_idle(self.job_id)
-        return state
-
-    async def gate(self) -> Gate:
-        (gate,) = await self.office.open_gates(self.job_id)
-        return gate
-
+class Setup(HeldJob):
     def pushed(self) -> str:
         return git(self.repo, "for-each-ref", "--format=%(objectname)", "refs/heads/teaparty/")
 
