@@ -228,6 +228,11 @@ class HeldJob:
         (gate,) = await self.office.open_gates(self.job_id)
         return gate
 
+    async def waiting(self) -> Any:
+        """Drive the job, which must then wait; the one open gate it waits on."""
+        assert await self.drive() == "waiting"
+        return await self.gate()
+
 
 class SteppingClock:
     """A clock that moves only when something sleeps on it; no test waits for real."""

@@ -101,8 +101,7 @@ async def test_a_change_to_ci_waits_and_approval_pushes_exactly_the_pinned_head(
 ) -> None:
     s = await setup(tmp_path)
     try:
-        assert await s.drive() == "waiting"
-        gate = await s.gate()
+        gate = await s.waiting()
         head = await s.job_head()
         assert (gate.kind, gate.engine_made, gate.conversation_id) == (
             "protected-path",
@@ -143,8 +142,7 @@ async def test_a_change_to_ci_waits_and_approval_pushes_exactly_the_pinned_head(
 async def test_a_commit_after_the_gate_makes_its_approval_stale(tmp_path: Path) -> None:
     s = await setup(tmp_path)
     try:
-        assert await s.drive() == "waiting"
-        first = await s.gate()
+        first = await s.waiting()
         space = await s.office.workspace.job(s.job_id)
         assert space is not None
         later = _commit(space.repo, space.branch, "pyproject.toml", "[project]\nname = 'w'\n")
@@ -175,8 +173,7 @@ async def test_rejecting_pushes_nothing_and_ends_the_job_with_the_deciders_words
 ) -> None:
     s = await setup(tmp_path)
     try:
-        assert await s.drive() == "waiting"
-        gate = await s.gate()
+        gate = await s.waiting()
         await s.office.answer_gate(gate.gate_id, text="no (CI is mine)", answered_by="carol")
         assert await s.drive() == "done"
         assert s.remote_head() is None
@@ -220,8 +217,7 @@ async def test_a_projects_own_patterns_are_protected_too(tmp_path: Path) -> None
         tmp_path, path="db/schema.sql", project='protected_paths: [migrations/**, "*.sql"]\n'
     )
     try:
-        assert await s.drive() == "waiting"
-        gate = await s.gate()
+        gate = await s.waiting()
         assert "db/schema.sql" in gate.question
         handle = JobHandle(s.job_id, f"job:{s.job_id}", await _space(s), created=False)
         again = await protection.check(s.office, handle)  # idempotent: the same open gate
@@ -239,8 +235,7 @@ async def test_the_github_question_shows_files_head_stat_and_what_approve_binds(
 ) -> None:
     s = await setup(tmp_path)
     try:
-        assert await s.drive() == "waiting"
-        gate = await s.gate()
+        gate = await s.waiting()
         body = gate_body(gate, decider="carol", agent=Outbound("o", "widgets", 1))
         head = gate.payload["head"]
         assert f"`protected-path {gate.short_hash}`" in body

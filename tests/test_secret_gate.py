@@ -63,8 +63,7 @@ async def test_a_pattern_waits_named_and_masked_and_approval_pushes_that_head(
 ) -> None:
     s = await setup(tmp_path, f"aws_key = {AWS}")
     try:
-        assert await s.drive() == "waiting"
-        gate = await s.gate()
+        gate = await s.waiting()
         assert (gate.kind, gate.engine_made) == ("secret", True)
         assert f"{PATH}:3: a AWS access key id AKIA…(20 characters)" in gate.question
         assert AWS not in gate.question
@@ -105,8 +104,7 @@ async def test_a_value_the_engine_holds_is_never_pushed_even_when_approved(
 ) -> None:
     s = await setup(tmp_path, f"secret: {VALUE} and {AWS}")
     try:
-        assert await s.drive() == "waiting"
-        gate = await s.gate()
+        gate = await s.waiting()
         assert f"{PATH}:3: the value of GITHUB_WEBHOOK_SECRET …(20 characters)" in gate.question
         assert VALUE not in gate.question
         assert "it is never pushed: whatever the answer" in gate.question
