@@ -112,6 +112,24 @@ async def test_a_schema_5_store_with_running_jobs_upgrades_and_resumes(tmp_path:
         await again.close()
 
 
+def one_job_store(path: Path, migrations: int) -> sqlite3.Connection:
+    """A store at `path` as the first `migrations` migrations left it, holding job 1 and its
+    conversation; its open connection."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA foreign_keys=ON")
+    for number, script in enumerate(MIGRATIONS[:migrations], start=1):
+        db.executescript(f"BEGIN;{script};PRAGMA user_version={number};COMMIT;")
+    db.execute(
+        "INSERT INTO jobs (job_id, job_key, project, title, created_at, updated_at)"
+        " VALUES (1, 'k', 'widgets', 't', 0, 0)"
+    )
+    db.execute(
+        "INSERT INTO conversations (conversation_id, kind, agent, initiator, job_id, created_at)"
+        " VALUES ('job:1', 'job', 'office-manager', 'engine', 1, 0)"
+    )
+    return db
+
+
 async def _version(path: Path) -> int:
     store = await Store.open(path)
     try:
@@ -127,18 +145,7 @@ async def test_gates_widen_their_kinds_keeping_rows_and_what_refers_to_them(
     proxy's decisions refer to its rows: every row and column survives, and the old CHECK
     is gone."""
     path = tmp_path / "store.db"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA foreign_keys=ON")
-    for number, script in enumerate(MIGRATIONS[:14], start=1):
-        db.executescript(f"BEGIN;{script};PRAGMA user_version={number};COMMIT;")
-    db.execute(
-        "INSERT INTO jobs (job_id, job_key, project, title, created_at, updated_at)"
-        " VALUES (1, 'k', 'widgets', 't', 0, 0)"
-    )
-    db.execute(
-        "INSERT INTO conversations (conversation_id, kind, agent, initiator, job_id, created_at)"
-        " VALUES ('job:1', 'job', 'office-manager', 'engine', 1, 0)"
-    )
+    db = one_job_store(path, 14)
     db.execute(
         "INSERT INTO gates (gate_id, job_id, conversation_id, call_id, kind, question, options,"
         " asked_by, asked_at, answer, answered_by, answered_via, answer_ref, content_hash,"
@@ -189,18 +196,7 @@ async def test_answers_given_with_yes_stop_counting_as_the_deciders(tmp_path: Pa
     every other column stay; a gate open before still settles after."""
     path = tmp_path / "store.db"
     before = MIGRATIONS.index(GATE_ANSWERS_ON_BEHALF)
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA foreign_keys=ON")
-    for number, script in enumerate(MIGRATIONS[:before], start=1):
-        db.executescript(f"BEGIN;{script};PRAGMA user_version={number};COMMIT;")
-    db.execute(
-        "INSERT INTO jobs (job_id, job_key, project, title, created_at, updated_at)"
-        " VALUES (1, 'k', 'widgets', 't', 0, 0)"
-    )
-    db.execute(
-        "INSERT INTO conversations (conversation_id, kind, agent, initiator, job_id, created_at)"
-        " VALUES ('job:1', 'job', 'office-manager', 'engine', 1, 0)"
-    )
+    db = one_job_store(path, before)
     for gate_id, by in ((1, "alice (--yes)"), (2, "alice"), (3, None)):
         answer = None if by is None else "yes"
         db.execute(
