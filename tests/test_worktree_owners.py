@@ -23,6 +23,7 @@ from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.identities import Identities
 from orchestrator.teams.board import create_task
+from orchestrator.workspace.layout import TaskSpace
 from orchestrator.workspace.owners import chown_paths
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="users are given out by a root engine")
@@ -56,6 +57,12 @@ async def start(office: Office, origin: Path, number: int) -> JobHandle:
     return job
 
 
+async def first_slot(office: Office, origin: Path) -> tuple[JobHandle, TaskSpace]:
+    """Job 1 on `origin` and the slot leased for its first task."""
+    job = await start(office, origin, 1)
+    return job, await office.workspace.lease(job.space, 1)
+
+
 def owners(path: Path) -> set[tuple[int, int]]:
     found = set()
     for folder, dirs, files in os.walk(path):
@@ -68,8 +75,7 @@ def owners(path: Path) -> set[tuple[int, int]]:
 async def test_each_slot_is_its_own_users_and_ids_come_back(tmp_path: Path, origin: Path) -> None:
     office = await office_with(tmp_path / "home", 5000)
     try:
-        job = await start(office, origin, 1)
-        one = await office.workspace.lease(job.space, 1)
+        job, one = await first_slot(office, origin)
         two = await office.workspace.lease(job.space, 2)
         assert owners(one.path) == {(5000, 5000)}
         assert owners(two.path) == {(5001, 5001)}
@@ -88,8 +94,7 @@ async def test_a_restarted_engine_hands_a_slot_to_the_user_it_gives_it(
 ) -> None:
     office = await office_with(tmp_path / "home", 5000)
     try:
-        job = await start(office, origin, 1)
-        slot = await office.workspace.lease(job.space, 1)
+        job, slot = await first_slot(office, origin)
         (slot.path / "work.txt").write_text("left by the worker\n")
         await office.workspace.hand_over(slot.path)
         assert owners(slot.path) == {(5000, 5000)}
@@ -158,8 +163,7 @@ async def test_an_engine_write_that_names_no_paths_hands_the_whole_slot_over_nex
 ) -> None:
     office = await office_with(tmp_path / "home", 5000)
     try:
-        job = await start(office, origin, 1)
-        slot = await office.workspace.lease(job.space, 1)
+        job, slot = await first_slot(office, origin)
         (slot.path / "engine.txt").write_text("written by the engine, as root\n")
         office.workspace.wrote(slot.path)
         await office.workspace.ensure_handed(slot.path)
