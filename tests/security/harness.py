@@ -124,6 +124,19 @@ async def start_job(office: Office, origin: Path, number: int, slug: str) -> Job
     )
 
 
+def workspace_tools(office: Office, env: dict[str, str], sandbox: Sandbox) -> WorkspaceTools:
+    """The office's workspace tools, running agents' commands in `sandbox` with `env`, every
+    write allowed."""
+    return WorkspaceTools(
+        office.engine.store,
+        office.workspace,
+        parent_env=env,
+        sandbox=sandbox,
+        writes=lambda _: True,
+        network=office.network,
+    )
+
+
 async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     base = Path(config["base"])
     home, outside = base / "home", base / "outside"
@@ -145,14 +158,7 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
                 partial(create_task, job_id=job.job_id, title=title, spec="s", created_by="lead")
             )
         space = await office.workspace.lease(job.space, 1)
-        files = WorkspaceTools(
-            office.engine.store,
-            office.workspace,
-            parent_env=env,
-            sandbox=sandbox,
-            writes=lambda _: True,
-            network=office.network,
-        )
+        files = workspace_tools(office, env, sandbox)
         tools = files.tools_for(job.space, space.path, writable=True, project=project.name)
 
         async def tool(name: str, **args: Any) -> str:
@@ -218,43 +224,17 @@ async def attack(config: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
         # process environment, the repository's config and hooks), and a plain write.
         plain_env = {**os.environ, "PATH": "/usr/bin:/bin"}
         slot = str(space.path)
+
+        def in_slot(*args: str) -> str:
+            return plain_git("-c", "safe.directory=*", "-C", slot, *args, env=plain_env)
+
         report["plain_git"] = (
-            plain_git("-c", "safe.directory=*", "-C", slot, "status", env=plain_env)
-            + plain_git(
-                "-c",
-                "safe.directory=*",
-                "-C",
-                slot,
-                "checkout",
-                "-f",
-                "HEAD",
-                "--",
-                "README.md",
-                env=plain_env,
-            )
+            in_slot("status")
+            + in_slot("checkout", "-f", "HEAD", "--", "README.md")
             # What `git add` does to each file, on its own: status and checkout run the
             # clean filter only on a file whose stat git cannot trust (same-second writes).
-            + plain_git(
-                "-c",
-                "safe.directory=*",
-                "-C",
-                slot,
-                "hash-object",
-                "--path=feature.txt",
-                "feature.txt",
-                env=plain_env,
-            )
-            + plain_git(
-                "-c",
-                "safe.directory=*",
-                "-C",
-                slot,
-                "commit",
-                "--allow-empty",
-                "-qm",
-                "x",
-                env=plain_env,
-            )
+            + in_slot("hash-object", "--path=feature.txt", "feature.txt")
+            + in_slot("commit", "--allow-empty", "-qm", "x")
         )
         linked = space.path / "linked.txt"
         if linked.exists() and not config["protect"]:

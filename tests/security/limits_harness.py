@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent.parent), str(HERE.parent), str(HERE)]
 
 from fakes import CODING_LEAD, calls, org_router, say, send  # noqa: E402
-from harness import make_origin, open_office, start_job  # noqa: E402
+from harness import make_origin, open_office, start_job, workspace_tools  # noqa: E402
 
 from orchestrator.agents.engine import Engine  # noqa: E402
 from orchestrator.agents.ports import AgentSpec  # noqa: E402
@@ -43,7 +43,6 @@ from orchestrator.models.scripted import FunctionModel  # noqa: E402
 from orchestrator.sandbox.probe import probe  # noqa: E402
 from orchestrator.teams.board import create_task  # noqa: E402
 from orchestrator.workspace.file_tools import SPECS, WorktreeTools  # noqa: E402
-from orchestrator.workspace.tools import WorkspaceTools  # noqa: E402
 
 # Forks until refused, says so on the FIFO `full` (opening it waits for the engine to read),
 # then holds its children until the engine writes `go`.
@@ -164,14 +163,7 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
     report: dict[str, Any] = {"mode": sandbox.mode, "reason": sandbox.reason}
     try:
         job = await start_job(office, origin, 1, "t")
-        files = WorkspaceTools(
-            office.engine.store,
-            office.workspace,
-            parent_env=env,
-            sandbox=sandbox,
-            writes=lambda _: True,
-            network=office.network,
-        )
+        files = workspace_tools(office, env, sandbox)
         slots = {}
         for number in (1, 2):
             await office.engine.store.write(
