@@ -63,16 +63,22 @@ def app_hub(root: Path, pem: str, **roles: str) -> FakeGitHub:
     return hub
 
 
-@pytest.fixture
-async def github(hub: FakeGitHub, pem: str) -> AsyncIterator[GitHubApp]:
-    """The App's client over `hub`, in-process (no socket, no pause between writes)."""
-    app = GitHubApp(
+def app_client(hub: FakeGitHub, pem: str, **options: Any) -> GitHubApp:
+    """The App's client over `hub`, in-process (no socket); no pause between writes unless
+    `options` (as GitHubApp takes them) say otherwise."""
+    return GitHubApp(
         app_id=str(APP_ID),
         private_key=pem,
         api_url="http://hub/",
         transport=httpx.ASGITransport(app=hub.asgi),
-        write_interval_s=0.0,
+        **{"write_interval_s": 0.0, **options},
     )
+
+
+@pytest.fixture
+async def github(hub: FakeGitHub, pem: str) -> AsyncIterator[GitHubApp]:
+    """The App's client over `hub` (app_client)."""
+    app = app_client(hub, pem)
     yield app
     await app.aclose()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from app_harness import APP_ID
-from fakehub_support import push_branch
+from fakehub_support import app_client, push_branch
 from fakes import SteppingClock
 
 from bot.demo import private_key_pem
@@ -38,15 +38,7 @@ def hub(tmp_path: Path) -> FakeGitHub:
 
 
 def app_for(hub: FakeGitHub, clock: SteppingClock, *, write_interval_s: float = 0.0) -> GitHubApp:
-    return GitHubApp(
-        app_id=str(APP_ID),
-        private_key=PEM,
-        api_url="http://hub/",
-        transport=httpx.ASGITransport(app=hub.asgi),
-        sleep=clock.sleep,
-        clock=clock,
-        write_interval_s=write_interval_s,
-    )
+    return app_client(hub, PEM, sleep=clock.sleep, clock=clock, write_interval_s=write_interval_s)
 
 
 def minted(hub: FakeGitHub) -> int:

@@ -6,17 +6,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from app_harness import APP_ID
-from fakehub_support import NAME, OWNER
+from fakehub_support import NAME, OWNER, app_client
 from fakes import SteppingClock
 from review_support import FILE, numbered, open_review_pull
 
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, GraphQLError
 from bot.fakehub.hub import FakeGitHub
-from bot.github.client import GitHubApp, Identity
+from bot.github.client import Identity
 from bot.github.graphql_queries import Document
 from bot.github.reviews import PullReviews, graphql_url
 
@@ -38,15 +37,7 @@ def clock() -> SteppingClock:
 
 @pytest.fixture
 async def reviews(hub: FakeGitHub, clock: SteppingClock) -> PullReviews:
-    app = GitHubApp(
-        app_id=str(APP_ID),
-        private_key=PEM,
-        api_url="http://hub/",
-        transport=httpx.ASGITransport(app=hub.asgi),
-        sleep=clock.sleep,
-        clock=clock,
-        write_interval_s=0.0,
-    )
+    app = app_client(hub, PEM, sleep=clock.sleep, clock=clock)
     return PullReviews(await app.installation(1))
 
 
