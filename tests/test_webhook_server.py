@@ -17,7 +17,7 @@ from bot.server.endpoint import create_app
 from bot.server.webhooks import parse_delivery, signature, subject_of
 from bot.server.worker import DeliveryWorker
 from orchestrator.store import deliveries as inbox
-from orchestrator.store.deliveries import DeliveryQueue
+from orchestrator.store.deliveries import DeliveryQueue, DeliveryRecord
 from orchestrator.store.sqlite import Store, Tx
 
 PAYLOADS = Path(__file__).parent / "payloads"
@@ -176,23 +176,34 @@ async def put(store: Store, delivery_id: str, body: bytes = b"{}") -> None:
     )
 
 
+async def record_of(store: Store, delivery_id: str) -> DeliveryRecord:
+    """The inbox's record of `delivery_id`, which it must hold."""
+    record = await store.read(lambda tx: inbox.get(tx, delivery_id))
+    assert record is not None
+    return record
+
+
+async def worked(store: Store, handler: Flaky, delivery_id: str) -> DeliveryWorker:
+    """A worker over the inbox and `handler`, after one drain of `delivery_id` put in it."""
+    worker = DeliveryWorker(DeliveryQueue(store), handler)
+    await put(store, delivery_id)
+    await worker.drain()
+    return worker
+
+
 async def make_due(store: Store) -> None:
     await store.write(lambda tx: tx.execute("UPDATE deliveries SET next_attempt_at = 0"))
 
 
 async def test_a_failing_delivery_is_retried_with_backoff_then_succeeds(store: Store) -> None:
     handler = Flaky(GitHubError("GitHub answered 502", status=502))
-    worker = DeliveryWorker(DeliveryQueue(store), handler)
-    await put(store, "d-1")
-    await worker.drain()
-    record = await store.read(lambda tx: inbox.get(tx, "d-1"))
-    assert record is not None
+    worker = await worked(store, handler, "d-1")
+    record = await record_of(store, "d-1")
     assert (record.state, record.attempts, record.error) == ("pending", 1, "GitHub answered 502")
     assert await worker.drain() == 0  # not due yet: the backoff holds
     await make_due(store)
     await worker.drain()
-    record = await store.read(lambda tx: inbox.get(tx, "d-1"))
-    assert record is not None
+    record = await record_of(store, "d-1")
     assert (record.state, record.outcome) == ("done", "ok")
 
 
@@ -205,8 +216,7 @@ async def test_a_delivery_failing_every_attempt_is_kept_failed_with_its_error(
     for _ in range(inbox.MAX_ATTEMPTS):
         await make_due(store)
         await worker.drain()
-    record = await store.read(lambda tx: inbox.get(tx, "d-1"))
-    assert record is not None
+    record = await record_of(store, "d-1")
     assert (record.state, record.attempts) == ("failed", inbox.MAX_ATTEMPTS)
     assert record.error == f"boom {inbox.MAX_ATTEMPTS - 1}"
     body = await store.read(
@@ -219,30 +229,21 @@ async def test_a_bad_payload_fails_at_once_and_a_rate_limit_waits_without_an_att
     store: Store,
 ) -> None:
     handler = Flaky(PayloadError("issue.number", "issue.number: expected an integer"))
-    worker = DeliveryWorker(DeliveryQueue(store), handler)
-    await put(store, "bad")
-    await worker.drain()
-    bad = await store.read(lambda tx: inbox.get(tx, "bad"))
-    assert bad is not None
+    await worked(store, handler, "bad")
+    bad = await record_of(store, "bad")
     assert (bad.state, bad.attempts) == ("failed", 1)
     assert "issue.number" in (bad.error or "")
 
     limited = Flaky(RateLimitedError("rate limit", retry_at=4e9))
-    worker = DeliveryWorker(DeliveryQueue(store), limited)
-    await put(store, "slow")
-    await worker.drain()
-    slow = await store.read(lambda tx: inbox.get(tx, "slow"))
-    assert slow is not None
+    await worked(store, limited, "slow")
+    slow = await record_of(store, "slow")
     assert (slow.state, slow.attempts) == ("pending", 0)
     due_at = await store.read(inbox.next_due_at)
     assert due_at == 4e9
 
     undecided = Flaky(NotYetError("a question of job 7 is being posted", retry_at=3e9))
-    worker = DeliveryWorker(DeliveryQueue(store), undecided)
-    await put(store, "early")
-    await worker.drain()
-    early = await store.read(lambda tx: inbox.get(tx, "early"))
-    assert early is not None
+    await worked(store, undecided, "early")
+    early = await record_of(store, "early")
     assert (early.state, early.attempts) == ("pending", 0)
     assert early.error == "a question of job 7 is being posted"
     assert await store.read(inbox.next_due_at) == 3e9
