@@ -83,6 +83,19 @@ async def start(office: Office, remote: Path) -> int:
     )
 
 
+@asynccontextmanager
+async def prepared(tmp_path: Path) -> AsyncIterator[tuple[Office, Path, int, JobSpace]]:
+    """An office under `tmp_path` with job 1 started on a bare remote and its workspace
+    made: the office, the remote, the job's id and its workspace; the office closed after."""
+    remote = bare_remote(tmp_path)
+    office = await open_office(tmp_path / "home")
+    try:
+        job_id = await start(office, remote)
+        yield office, remote, job_id, await office.prepare(job_id)
+    finally:
+        await office.close()
+
+
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
     """Sync and run until the job is done or failed, or waits on an open gate."""
 
@@ -398,11 +411,7 @@ async def test_a_lost_mirror_alone_is_fetched_again_and_the_job_keeps_its_reposi
 ) -> None:
     """Nothing preserved, yet nothing lost: the engine's commits are in the job's own
     repository; only the objects it borrowed come back with the mirror."""
-    remote, home = bare_remote(tmp_path), tmp_path / "home"
-    office = await open_office(home)
-    try:
-        job_id = await start(office, remote)
-        space = await office.prepare(job_id)
+    async with prepared(tmp_path) as (office, remote, job_id, space):
         later = _commit(space.repo, f"refs/heads/{space.branch}", "a.txt", "ours\n")
         shutil.rmtree(space.mirror)
         assert not office.workspace.present(space)
@@ -410,16 +419,10 @@ async def test_a_lost_mirror_alone_is_fetched_again_and_the_job_keeps_its_reposi
         assert office.workspace.present(space)
         assert await office.branch_head(job_id) == later
         assert git(space.repo, "cat-file", "-t", space.base).strip() == "commit"
-    finally:
-        await office.close()
 
 
 async def test_a_remote_that_fails_is_no_race(tmp_path: Path) -> None:
-    remote, home = bare_remote(tmp_path), tmp_path / "home"
-    office = await open_office(home)
-    try:
-        job_id = await start(office, remote)
-        await office.prepare(job_id)
+    async with prepared(tmp_path) as (office, remote, job_id, _):
         with pytest.raises(GitError) as failed:
             await office.preserve(job_id, str(tmp_path / "missing.git"), auth=AUTH)
         assert not isinstance(failed.value, PreservedRaceError)
@@ -432,8 +435,6 @@ async def test_a_remote_that_fails_is_no_race(tmp_path: Path) -> None:
         git(space.repo, "update-ref", "-d", f"refs/heads/{space.branch}")
         with pytest.raises(GitError, match=f"job {job_id} has no branch"):
             await office.preserve(job_id, str(remote))
-    finally:
-        await office.close()
 
 
 async def test_refs_that_are_not_a_jobs_branches_are_left_alone(tmp_path: Path) -> None:
@@ -480,11 +481,7 @@ async def test_a_base_the_source_no_longer_has_fails_the_rebuild_saying_so(
 
 
 async def test_preserving_never_forces_a_ref_another_run_moved(tmp_path: Path) -> None:
-    remote, home = bare_remote(tmp_path), tmp_path / "home"
-    office = await open_office(home)
-    try:
-        job_id = await start(office, remote)
-        space = await office.prepare(job_id)
+    async with prepared(tmp_path) as (office, remote, job_id, space):
         first = await office.preserve(job_id, str(remote))
         assert first is not None
         assert first.job == space.base
@@ -498,8 +495,6 @@ async def test_preserving_never_forces_a_ref_another_run_moved(tmp_path: Path) -
         with pytest.raises(PreservedRaceError, match="another run preserved newer work"):
             await office.preserve(job_id, str(remote))
         assert remote_refs(remote, WORK_REFS)[f"{WORK_REFS}/{job_id}/job"] == theirs
-    finally:
-        await office.close()
 
 
 async def test_the_run_that_lost_the_race_retries_from_the_winners_refs(tmp_path: Path) -> None:
@@ -612,11 +607,7 @@ async def test_a_snapshot_follows_its_slot_and_is_never_forced_over_another_runs
     """A slot's snapshot is replaced as its work changes, deleted once the slot is clean,
     and refused (a lost race) when another run replaced it since this machine saw it; a
     snapshot taken on another commit than the slot's is not put back."""
-    remote, home = bare_remote(tmp_path), tmp_path / "home"
-    office = await open_office(home)
-    try:
-        job_id = await start(office, remote)
-        space = await office.prepare(job_id)
+    async with prepared(tmp_path) as (office, remote, job_id, space):
         await office.engine.store.write(
             lambda tx: create_task(tx, job_id, title="Docs", spec="Add docs.", created_by="lead")
         )
@@ -658,8 +649,6 @@ async def test_a_snapshot_follows_its_slot_and_is_never_forced_over_another_runs
         assert git(slot.path, "rev-parse", "HEAD") != commit_before
         assert not await work_refs.restore(slot.checkout, stale)
         assert not (slot.path / "d.txt").exists()
-    finally:
-        await office.close()
 
 
 async def test_a_merge_in_progress_comes_back_with_its_files(tmp_path: Path) -> None:
