@@ -83,6 +83,13 @@ async def start(office: Office, remote: Path) -> int:
     )
 
 
+async def first_machine(tmp_path: Path, path: str = CI) -> tuple[Path, Path, Office, int]:
+    """The bare remote, the first machine's home, its office, and job 1 started there."""
+    remote, home = bare_remote(tmp_path), tmp_path / "home-a"
+    office = await open_office(home, path)
+    return remote, home, office, await start(office, remote)
+
+
 @asynccontextmanager
 async def prepared(tmp_path: Path) -> AsyncIterator[tuple[Office, Path, int, JobSpace]]:
     """An office under `tmp_path` with job 1 started on a bare remote and its workspace
@@ -152,9 +159,7 @@ def files_holding(root: Path, needle: str) -> list[Path]:
 async def test_merged_work_comes_back_on_a_fresh_machine_and_is_delivered_as_it_was(
     tmp_path: Path,
 ) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
     assert await drive(office, forge, job_id) == "waiting"
     (gate,) = await office.open_gates(job_id)
@@ -218,9 +223,7 @@ async def test_merged_work_comes_back_on_a_fresh_machine_and_is_delivered_as_it_
 async def test_with_nothing_preserved_the_branch_starts_again_where_the_job_started(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
     assert await drive(office, forge, job_id) == "waiting"
     space = await office.workspace.job(job_id)
@@ -247,9 +250,7 @@ async def test_with_nothing_preserved_the_branch_starts_again_where_the_job_star
 async def test_a_job_held_at_its_plan_is_preserved_at_its_start_and_finishes_elsewhere(
     tmp_path: Path,
 ) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a, path="docs/ci.md")
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path, path="docs/ci.md")
     held = PushingForge(office, remote=remote, held=("protected-path", "plan"))
     assert await drive(office, held, job_id) == "waiting"
     (plan,) = await office.open_gates(job_id)
@@ -281,9 +282,7 @@ async def test_a_job_held_at_its_plan_is_preserved_at_its_start_and_finishes_els
 async def test_a_delivered_job_back_for_a_review_round_starts_from_its_published_branch(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a, path="docs/ci.md")
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path, path="docs/ci.md")
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=remote)
     assert await drive(office, forge, job_id) == "done"
     published = await office.branch_head(job_id)
@@ -321,9 +320,7 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
 ) -> None:
     """Its commits come back, and the files its worker had not had committed come back
     uncommitted: changed, added and deleted as they were."""
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     space = await office.prepare(job_id)
     for title in ("Docs", "CI"):
         await office.engine.store.write(
@@ -382,9 +379,7 @@ async def test_a_task_in_progress_gets_a_fresh_slot_on_its_preserved_branch(
 async def test_a_task_leased_after_the_last_preserve_starts_again_from_the_job_branch(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     space = await office.prepare(job_id)
     await office.preserve(job_id, str(remote))
     await office.engine.store.write(
@@ -438,9 +433,7 @@ async def test_a_remote_that_fails_is_no_race(tmp_path: Path) -> None:
 
 
 async def test_refs_that_are_not_a_jobs_branches_are_left_alone(tmp_path: Path) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     space = await office.prepare(job_id)
     git(space.repo, "update-ref", f"refs/heads/{space.branch}--task-x", space.base)
     assert await office.preserve(job_id, str(remote)) == Preserved(job_id, space.base)
@@ -466,9 +459,7 @@ async def test_refs_that_are_not_a_jobs_branches_are_left_alone(tmp_path: Path) 
 async def test_a_base_the_source_no_longer_has_fails_the_rebuild_saying_so(
     tmp_path: Path,
 ) -> None:
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     space = await office.prepare(job_id)
     home_b = await move(office, tmp_path, home_a)
     tree = git(remote, "rev-parse", "main^{tree}").strip()
@@ -654,9 +645,7 @@ async def test_a_snapshot_follows_its_slot_and_is_never_forced_over_another_runs
 async def test_a_merge_in_progress_comes_back_with_its_files(tmp_path: Path) -> None:
     """A base-conflict task's slot mid-merge: its markers and the merge it is in come back,
     so the worker's commit is still the merge that makes the pull request mergeable."""
-    remote, home_a = bare_remote(tmp_path), tmp_path / "home-a"
-    office = await open_office(home_a)
-    job_id = await start(office, remote)
+    remote, home_a, office, job_id = await first_machine(tmp_path)
     space = await office.prepare(job_id)
     await office.engine.store.write(
         lambda tx: create_task(tx, job_id, title="Merge", spec="Merge main.", created_by="lead")
