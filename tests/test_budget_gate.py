@@ -6,6 +6,8 @@ off it stops as before. The proxy's tokens are the job's too.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,6 +65,21 @@ async def open_office(home: Path, text: str, model: FunctionModel) -> Office:
 
 async def start(office: Office, repo: Path, text: str) -> int:
     return await start_job(office, repo, text, title=TITLE, body="We need one.")
+
+
+@asynccontextmanager
+async def capped(
+    tmp_path: Path, budget: str
+) -> AsyncIterator[tuple[Office, FunctionModel, Path, int]]:
+    """An office under `tmp_path` whose project has `budget`, every reply billed (the
+    model), and its job started on a fresh repository; the office closed after."""
+    repo, text = repository(tmp_path / "widgets"), project(budget)
+    model = billed()
+    office = await open_office(tmp_path / "home", text, model)
+    try:
+        yield office, model, repo, await start(office, repo, text)
+    finally:
+        await office.close()
 
 
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
@@ -170,11 +187,7 @@ async def test_a_decider_who_declines_stops_the_job_at_its_budget(tmp_path: Path
 
 async def test_budget_dollars_from_the_decider_answer_the_open_gate(tmp_path: Path) -> None:
     """`/budget 5` while the gate is open: that cap, the gate approved, the job done."""
-    repo, text = repository(tmp_path / "widgets"), project("max_usd: 0.001")
-    model = billed()
-    office = await open_office(tmp_path / "home", text, model)
-    try:
-        job_id = await start(office, repo, text)
+    async with capped(tmp_path, "max_usd: 0.001") as (office, model, repo, job_id):
         assert await drive(office, FakeForge(office, leave_open=True), job_id) == "waiting"
         (gate,) = await office.open_gates(job_id)
         assert "of its $0.00 cap" in gate.question  # $0.001, shown to the cent
@@ -187,17 +200,12 @@ async def test_budget_dollars_from_the_decider_answer_the_open_gate(tmp_path: Pa
         assert await office.open_gates(job_id) == []
         assert await office.control.set_budget(job_id, 5.0, by="carol") is None, "none open"
         assert await drive(office, FakeForge(office), job_id) == "done"
-    finally:
-        await office.close()
 
 
 async def test_yes_at_the_terminal_does_not_raise_a_budget(tmp_path: Path) -> None:
     """`teaparty run --yes` answers every question but the budget's: the job stops at it."""
-    repo, text = repository(tmp_path / "widgets"), project(f"max_usd: null, max_tokens: {CAP}")
-    model = billed()
-    office = await open_office(tmp_path / "home", text, model)
-    try:
-        job_id = await start(office, repo, text)
+    budget = f"max_usd: null, max_tokens: {CAP}"
+    async with capped(tmp_path, budget) as (office, model, repo, job_id):
         said: list[str] = []
         forge = LocalForge(office, repo, decider="carol", approve=None, say=said.append, auto="yes")
         assert await drive(office, forge, job_id) == "done"
@@ -206,8 +214,6 @@ async def test_yes_at_the_terminal_does_not_raise_a_budget(tmp_path: Path) -> No
         result = await status(office, job_id)
         assert result is not None
         assert result.endswith("carol (--yes) (the decider) chose to stop the job at its budget)")
-    finally:
-        await office.close()
 
 
 async def test_with_the_budget_gate_off_a_spent_budget_stops_the_job(tmp_path: Path) -> None:
