@@ -188,35 +188,11 @@ def test_ctrl_c_during_git_stops_at_once(repo: Path, tmp_path: Path) -> None:
     assert code == 130, term.output
     assert "Traceback" not in term.output
     assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output
-    resumed = subprocess.run(
-        [*CLI, "run", "--resume", "1", "--yes", "--model", "scripted", "--home", str(home)],
-        capture_output=True,
-        text=True,
-        cwd=repo,
-        env=ENV,
-        timeout=90,
-    )
+    resumed = teaparty("run", "--resume", "1", "--yes", home=home, cwd=repo)
     assert resumed.returncode == 0, resumed.stderr
     untouched = tmp_path / "untouched"
     subprocess.run(["git", "clone", "-q", str(repo), str(untouched)], check=True, env=ENV)
-    clean = subprocess.run(
-        [
-            *CLI,
-            "run",
-            "--title",
-            "Add docs",
-            "--yes",
-            "--model",
-            "scripted",
-            "--home",
-            str(tmp_path / "h2"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=untouched,
-        env=ENV,
-        timeout=90,
-    )
+    clean = teaparty("run", "--title", "Add docs", "--yes", home=tmp_path / "h2", cwd=untouched)
     assert clean.returncode == 0, clean.stderr
     branch = "teaparty/job-1-add-docs^{tree}"
     assert git(repo, "rev-parse", branch) == git(untouched, "rev-parse", branch)
