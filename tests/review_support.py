@@ -27,3 +27,10 @@ async def open_review_pull(hub: FakeGitHub, work: Path, *, author: str = "alice"
     return await hub.open_pull_as(
         OWNER, NAME, author=author, head="feature", base="main", title="Add the app"
     )
+
+
+async def bobs_thread(hub: FakeGitHub, work: Path, line: int, body: str) -> tuple[int, int]:
+    """The review pull request (open_review_pull) with bob's comment `body` on `line` of
+    FILE, a thread's root: the pull request's number and the root comment's id."""
+    number = await open_review_pull(hub, work)
+    return number, await hub.comment_on_line(OWNER, NAME, number, "bob", FILE, line, body)

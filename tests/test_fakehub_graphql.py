@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fakehub_support import NAME, OWNER, make_jwt, mint_token
 from graphql import execute_sync, parse
-from review_support import FILE, numbered, open_review_pull
+from review_support import FILE, bobs_thread, numbered, open_review_pull
 from test_graphql_documents import github_schema
 
 from bot.fakehub.hub import FakeGitHub
@@ -91,8 +91,7 @@ async def test_review_threads_page_by_100_with_their_state(
 async def test_a_long_thread_is_read_on_through_its_node(
     hub: FakeGitHub, client: Client, tmp_path: Path
 ) -> None:
-    number = await open_review_pull(hub, tmp_path / "work")
-    root = await hub.comment_on_line(OWNER, NAME, number, "bob", FILE, 3, "Start")
+    number, root = await bobs_thread(hub, tmp_path / "work", 3, "Start")
     for n in range(104):
         await hub.reply_in_thread(OWNER, NAME, number, "carol" if n % 2 else "alice", root, f"r{n}")
     [thread] = (await client.threads(number))["nodes"]
@@ -111,8 +110,7 @@ async def test_a_long_thread_is_read_on_through_its_node(
 async def test_the_app_replies_in_a_thread_without_resolving_it(
     hub: FakeGitHub, client: Client, tmp_path: Path
 ) -> None:
-    number = await open_review_pull(hub, tmp_path / "work")
-    root = await hub.comment_on_line(OWNER, NAME, number, "bob", FILE, 3, "Why?")
+    number, root = await bobs_thread(hub, tmp_path / "work", 3, "Why?")
     [thread] = (await client.threads(number))["nodes"]
     sent = len(hub.deliveries)
     body = await client.run(ADD_THREAD_REPLY, thread=thread["id"], body="Fixed in abc123")

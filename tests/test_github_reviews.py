@@ -10,7 +10,7 @@ import pytest
 from app_harness import APP_ID
 from fakehub_support import NAME, OWNER, app_client
 from fakes import SteppingClock
-from review_support import FILE, numbered, open_review_pull
+from review_support import FILE, bobs_thread, numbered, open_review_pull
 
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, GraphQLError
@@ -80,8 +80,7 @@ async def test_reviews_and_review_comments_are_read_to_the_last_page(
 async def test_replies_and_review_requests(
     hub: FakeGitHub, reviews: PullReviews, clock: SteppingClock, tmp_path: Path
 ) -> None:
-    number = await open_review_pull(hub, tmp_path / "work")
-    root = await hub.comment_on_line(OWNER, NAME, number, "bob", FILE, 4, "Why?")
+    number, root = await bobs_thread(hub, tmp_path / "work", 4, "Why?")
     hub.fail_next("POST", r"/replies$", 502, apply=True)  # made, but GitHub said 502
     made = await reviews.reply(OWNER, NAME, number, root, "Fixed in abc123", identity=ME)
     assert (made["in_reply_to_id"], made["body"]) == (root, "Fixed in abc123")
@@ -130,8 +129,7 @@ async def test_threads_are_read_past_100_and_past_100_comments(
 async def test_the_app_replies_in_a_thread_once(
     hub: FakeGitHub, reviews: PullReviews, tmp_path: Path
 ) -> None:
-    number = await open_review_pull(hub, tmp_path / "work")
-    root = await hub.comment_on_line(OWNER, NAME, number, "bob", FILE, 4, "Why?")
+    number, root = await bobs_thread(hub, tmp_path / "work", 4, "Why?")
     [thread] = await reviews.threads(OWNER, NAME, number)
     hub.fail_next("POST", "^/graphql$", 502, apply=True)
     made = await reviews.reply_in_thread(
