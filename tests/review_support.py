@@ -34,3 +34,12 @@ async def bobs_thread(hub: FakeGitHub, work: Path, line: int, body: str) -> tupl
     FILE, a thread's root: the pull request's number and the root comment's id."""
     number = await open_review_pull(hub, work)
     return number, await hub.comment_on_line(OWNER, NAME, number, "bob", FILE, line, body)
+
+
+async def many_threads(hub: FakeGitHub, work: Path, prefix: str, body: str) -> int:
+    """The review pull request (open_review_pull) after bob's review `body` left 150
+    comments, `{prefix}{n}`, over lines 1 to 30 of FILE; the pull request's number."""
+    number = await open_review_pull(hub, work)
+    comments = [(FILE, 1 + n % 30, f"{prefix}{n}") for n in range(150)]
+    await hub.review_pr(OWNER, NAME, number, "bob", "changes_requested", body, comments=comments)
+    return number

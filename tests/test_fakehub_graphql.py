@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fakehub_support import NAME, OWNER, make_jwt, mint_token
 from graphql import execute_sync, parse
-from review_support import FILE, bobs_thread, numbered, open_review_pull
+from review_support import FILE, bobs_thread, many_threads, numbered, open_review_pull
 from test_graphql_documents import github_schema
 
 from bot.fakehub.hub import FakeGitHub
@@ -60,9 +60,7 @@ async def client(http: httpx.AsyncClient, pem: str) -> Client:
 async def test_review_threads_page_by_100_with_their_state(
     hub: FakeGitHub, client: Client, tmp_path: Path
 ) -> None:
-    number = await open_review_pull(hub, tmp_path / "work")
-    comments = [(FILE, 1 + n % 30, f"thread {n}") for n in range(150)]
-    await hub.review_pr(OWNER, NAME, number, "bob", "changes_requested", "Lots", comments=comments)
+    number = await many_threads(hub, tmp_path / "work", "thread ", "Lots")
     threads = hub.review_threads(OWNER, NAME, number)
     hub.resolve_thread(OWNER, NAME, number, threads[1].root_id, "bob")
     await hub.push_to_head(OWNER, NAME, number, "alice", {FILE: numbered(changed={1: "one"})})

@@ -10,7 +10,7 @@ import pytest
 from app_harness import APP_ID
 from fakehub_support import NAME, OWNER, app_client
 from fakes import SteppingClock
-from review_support import FILE, bobs_thread, numbered, open_review_pull
+from review_support import FILE, bobs_thread, many_threads, numbered, open_review_pull
 
 from bot.demo import private_key_pem
 from bot.errors import GitHubError, GraphQLError
@@ -103,9 +103,7 @@ async def test_replies_and_review_requests(
 async def test_threads_are_read_past_100_and_past_100_comments(
     hub: FakeGitHub, reviews: PullReviews, tmp_path: Path
 ) -> None:
-    number = await open_review_pull(hub, tmp_path / "work")
-    comments = [(FILE, 1 + n % 30, f"t{n}") for n in range(150)]
-    await hub.review_pr(OWNER, NAME, number, "bob", "changes_requested", "See", comments=comments)
+    number = await many_threads(hub, tmp_path / "work", "t", "See")
     first, second = hub.review_threads(OWNER, NAME, number)[:2]
     for n in range(104):
         await hub.reply_in_thread(OWNER, NAME, number, "carol", first.root_id, f"r{n}")
