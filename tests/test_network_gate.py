@@ -113,13 +113,23 @@ async def open_job(home: Path, tmp_path: Path, sandbox: Sandbox, project_text: s
     return Job(office, started.job_id)
 
 
+async def hello_job(
+    setting: tuple[Sandbox, Path], tmp_path: Path, hello: Hello, network: str
+) -> Job:
+    """A job (decider dev) whose sandbox's egress goes to `hello`, under the project's
+    `sandbox: {network}`."""
+    found, home = setting
+    sandbox = replace(found, egress=egress_to(hello))
+    return await open_job(
+        home, tmp_path, sandbox, f"humans: {{decider: dev}}\nsandbox: {network}\n"
+    )
+
+
 async def test_a_refusal_is_reported_with_its_host_command_and_caller(
     setting: tuple[Sandbox, Path], tmp_path: Path, hello: Hello
 ) -> None:
-    found, home = setting
-    sandbox = replace(found, egress=egress_to(hello))
-    project = "humans: {decider: dev}\nsandbox: {network: [pypi.test]}\n"
-    job = await open_job(home, tmp_path, sandbox, project)
+    home = setting[1]
+    job = await hello_job(setting, tmp_path, hello, "{network: [pypi.test]}")
     try:
         assert (await job.shell(FETCH + "http://pypi.test/")).startswith("hello")
         told = await job.shell(CURL + "https://example.org/x")
@@ -145,10 +155,7 @@ async def test_a_refusal_is_reported_with_its_host_command_and_caller(
 async def test_an_approved_host_gets_through_and_loopback_stays_refused(
     setting: tuple[Sandbox, Path], tmp_path: Path, hello: Hello
 ) -> None:
-    found, home = setting
-    sandbox = replace(found, egress=egress_to(hello))
-    project = "humans: {decider: dev}\nsandbox: {network: 'off', ask: true}\n"
-    job = await open_job(home, tmp_path, sandbox, project)
+    job = await hello_job(setting, tmp_path, hello, "{network: 'off', ask: true}")
     office = job.office
     try:
         told = await job.shell(FETCH + "http://crates.test/index")
