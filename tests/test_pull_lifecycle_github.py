@@ -26,9 +26,19 @@ from lifecycle_support import NOWHERE, REPO, World, git, source_repo
 from bot.demo import free_port, private_key_pem
 from orchestrator.api import Delivery, Feedback, Office, Point
 from orchestrator.api import models as scripted_models
+from orchestrator.workspace.layout import JobSpace
 
 pytestmark = pytest.mark.timeout(120)
 FEEDBACK = Feedback(("bob",), (Point("review:1", "bob", "Please say more in the note."),))
+
+
+async def pulled(world: World) -> tuple[int, int, int, JobSpace]:
+    """Run a job to its pull request: the issue's number, the pull request's, the job's id
+    and its workspace."""
+    number, pull, job_id = await world.run_to_pull()
+    space = await world.runtime.office.workspace.job(job_id)
+    assert space is not None
+    return number, pull, job_id, space
 
 
 def task_branches(repo: Path, branch: str) -> list[str]:
@@ -40,9 +50,7 @@ async def test_a_merged_pull_request_completes_the_job_and_clears_its_work(
     lifecycle: World,
 ) -> None:
     world, hub = lifecycle, lifecycle.hub
-    number, pull, job_id = await world.run_to_pull()
-    space = await world.runtime.office.workspace.job(job_id)
-    assert space is not None
+    number, pull, job_id, space = await pulled(world)
     assert task_branches(space.repo, space.branch), "the job's tasks had branches"
 
     await hub.merge_pr(OWNER, REPO, pull, "bob")
@@ -75,9 +83,7 @@ async def test_a_pull_request_closed_unmerged_says_how_to_reopen_and_reopens(
     lifecycle: World,
 ) -> None:
     world, hub = lifecycle, lifecycle.hub
-    number, pull, job_id = await world.run_to_pull()
-    space = await world.runtime.office.workspace.job(job_id)
-    assert space is not None
+    number, pull, job_id, space = await pulled(world)
     branches = task_branches(space.repo, space.branch)
 
     await hub.close_pr(OWNER, REPO, pull, "bob")
@@ -117,9 +123,7 @@ async def test_a_pull_request_closed_unmerged_says_how_to_reopen_and_reopens(
 
 async def test_a_deleted_head_branch_closes_the_job_with_a_comment(lifecycle: World) -> None:
     world, hub = lifecycle, lifecycle.hub
-    number, pull, job_id = await world.run_to_pull()
-    space = await world.runtime.office.workspace.job(job_id)
-    assert space is not None
+    number, pull, job_id, space = await pulled(world)
 
     await hub.delete_head_branch(OWNER, REPO, pull, "bob")
     said = await world.handle(world.sent("pull_request", "closed"))
