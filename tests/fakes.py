@@ -13,12 +13,11 @@ from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.tools import ToolSpec
-from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.ports import JobState
 from orchestrator.models import scripted
 
 if TYPE_CHECKING:  # the bus's tests import these fakes with nothing above the bus
-    from orchestrator.jobs.ports import Delivered, PushTarget
+    from orchestrator.jobs.driver import JobDriver
+    from orchestrator.jobs.ports import Delivered, JobState, PushTarget
 
 
 class FunctionModel(scripted.FunctionModel):

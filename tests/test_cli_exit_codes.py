@@ -202,7 +202,7 @@ def learnings_interrupted(tmp_path: Path) -> Ended:
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
-        patch.setattr("bot.learnings_cli._top_level", interrupted_reading)
+        patch.setattr("orchestrator.api.repository_top", interrupted_reading)
         patch.chdir(repo)
         with contextlib.redirect_stderr(err):
             code = main(["learnings", "list", "--home", str(tmp_path / "h")], environ={})

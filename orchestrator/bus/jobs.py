@@ -238,6 +238,7 @@ def held_back(tx: Tx) -> set[int]:
     rows = tx.execute("SELECT job_id FROM jobs WHERE ready = 0 OR paused_by IS NOT NULL")
     return {int(job_id) for (job_id,) in rows}
 
+
 # Named for the modules whose own SQL named this table (issue 32).
 
 

@@ -620,6 +620,7 @@ def first_request(tx: Tx, job_id: int) -> str | None:
     ).fetchone()
     return None if row is None else row[0]
 
+
 # Named for the modules whose own SQL named these tables (issue 32).
 
 

@@ -798,6 +798,7 @@ def record_moved(tx: Tx, recorded: JobSpace, space: JobSpace) -> list[tuple[int,
     )
     return leased
 
+
 # Named for the modules whose own SQL named these tables (issue 32).
 
 
