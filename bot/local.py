@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bot.errors import RUN_EXIT_CODES, SettingsError
+from bot.interrupts import run_once_interruptible
 from bot.pipes import ClosableOutput
 from bot.progress import View, view_for
 from bot.settings import setup_secret_names
@@ -72,7 +73,7 @@ def run_command(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     out = _closable_stdout(started)
     view = view_for(env, plain=args.plain)
     try:
-        job = asyncio.run(_run(request, env, started, view, out))
+        job = run_once_interruptible(_run(request, env, started, view, out))
     except KeyboardInterrupt:
         view.close()
         return _fail(

@@ -118,15 +118,17 @@ class LivePanel:
 
     def __init__(self, *, no_color: bool = False) -> None:
         from rich.console import Console
-        from rich.live import Live
 
         self.console: Console = Console(no_color=no_color, highlight=False)
         self.started = time.monotonic()
         self.progress: Progress | None = None
-        self.live: Live = Live(
-            _Panel(self), console=self.console, refresh_per_second=4, transient=True
-        )
+        self.live: Live = self._live()
         self.live.start()
+
+    def _live(self) -> Live:
+        from rich.live import Live
+
+        return Live(_Panel(self), console=self.console, refresh_per_second=4, transient=True)
 
     def say(self, line: str) -> None:
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -136,11 +138,13 @@ class LivePanel:
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
+        """Stop the panel for a question; after it, a new panel below what was printed
+        (the old one would erase as many lines as it had, the question's among them).
+        An interrupted question leaves the panel stopped: the run is ending."""
         self.live.stop()
-        try:
-            yield
-        finally:
-            self.live.start()
+        yield
+        self.live = self._live()
+        self.live.start()
 
     def close(self) -> None:
         self.live.stop()

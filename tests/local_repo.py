@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 ENV = {
+    # The checkout under test, not whichever one the virtualenv installed (editable).
+    "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
     "GIT_AUTHOR_NAME": "dev",
     "GIT_AUTHOR_EMAIL": "dev@x",
     "GIT_COMMITTER_NAME": "dev",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import signal
 import time
@@ -82,3 +83,50 @@ class Terminal:
                 return os.waitstatus_to_exitcode(status)
             self._read(0.1)
         raise AssertionError(f"still running after {limit}s; the terminal shows:\n{self.output}")
+
+
+_CONTROL = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\x1b[()][0-9A-B]|[\r\n\x08]|[^\x1b\r\n\x08]+")
+
+
+class _Screen:
+    """A terminal's lines and cursor, as far as `screen` needs them."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.lines, self.row, self.col = [""], 0, 0
+
+    def put(self, text: str) -> None:
+        for char in text:
+            if self.col >= self.width:  # the terminal wraps to the next line
+                self.row, self.col = self.row + 1, 0
+            self.reach()
+            line = self.lines[self.row].ljust(self.col)
+            self.lines[self.row] = line[: self.col] + char + line[self.col + 1 :]
+            self.col += 1
+
+    def reach(self) -> None:
+        while len(self.lines) <= self.row:
+            self.lines.append("")
+
+
+def screen(output: str, width: int = 120) -> list[str]:
+    """The lines a terminal `width` columns wide shows (its scrollback too) after `output`:
+    text, new lines, carriage returns, cursor up (`ESC[nA`) and erase line (`ESC[2K`) as
+    rich's live display writes them; colours and other sequences change no text."""
+    term = _Screen(width)
+    for match in _CONTROL.finditer(output):
+        token, command = match.group(0), match.group(2)
+        if token == "\n":
+            term.row, term.col = term.row + 1, 0
+        elif token == "\r":
+            term.col = 0
+        elif token == "\x08":
+            term.col = max(term.col - 1, 0)
+        elif command == "A":
+            term.row = max(term.row - int(match.group(1) or 1), 0)
+        elif command == "K":
+            term.lines[term.row] = ""
+        elif not token.startswith("\x1b"):
+            term.put(token)
+        term.reach()
+    return [line.rstrip() for line in term.lines]

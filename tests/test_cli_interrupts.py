@@ -297,3 +297,38 @@ def test_an_interrupted_run_shows_no_retry_time_nobody_will_keep(
     )
     [summary] = jobs_json("list", home=home)
     assert (summary["state"], summary["waiting"]) == ("interrupted", None)
+
+
+def test_a_second_ctrl_c_while_the_first_is_handled_keeps_the_resume_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C at the prompt, and again while the run is still closing its store (held open
+    by the launcher until the test has seen the second Ctrl-C reach the terminal): the run
+    still ends 130 saying how to resume, without a traceback."""
+    closing, go = tmp_path / "closing", tmp_path / "go"
+    launcher = tmp_path / "launch.py"
+    launcher.write_text(
+        "import asyncio, pathlib\n"
+        "import orchestrator.jobs.office as office\n"
+        "close = office.Office.close\n"
+        "async def held(self):\n"
+        f"    pathlib.Path({str(closing)!r}).touch()\n"
+        f"    while not pathlib.Path({str(go)!r}).exists():\n"
+        "        await asyncio.sleep(0.01)\n"
+        "    await close(self)\n"
+        "office.Office.close = held\n"
+        "from bot.cli import entry\n"
+        "entry()\n"
+    )
+    argv = [sys.executable, str(launcher), "run", "--title", "Add docs", "--model", "scripted"]
+    with Terminal([*argv, "--home", str(tmp_path / "home")], repo, ENV) as term:
+        term.expect("your answer [yes/no]: ")
+        term.send("\x03")
+        term.until(closing.exists)
+        term.send("\x03")
+        term.until(lambda: term.output.count("^C") == 2)  # the terminal took it: SIGINT sent
+        go.touch()
+        code = term.wait()
+    assert code == 130, term.output
+    assert "Traceback" not in term.output
+    assert f"Job 1 is saved; continue it with: teaparty run --repo {repo} --resume 1" in term.output

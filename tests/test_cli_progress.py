@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from local_repo import ENV, make_repo
-from terminal import Terminal
+from terminal import Terminal, screen
 
 from bot.progress import Lines, LivePanel, elapsed
 from orchestrator.api import JobStatus, Member, Progress, Task, Team
@@ -85,6 +85,33 @@ def test_plain_on_a_terminal_prints_lines_without_a_panel(repo: Path, tmp_path: 
         assert term.wait() == 0, term.output
     assert "  #1 Add docs: in progress (0 tokens · $0.0000)" in term.output
     assert HIDE_CURSOR not in term.output
+
+
+@pytest.mark.parametrize("keys", ["yes\n", "\x03"])
+def test_what_is_printed_at_a_question_stays_when_the_panel_comes_back_or_closes(
+    repo: Path, tmp_path: Path, keys: str
+) -> None:
+    """The proxy's suggestion and the prompt with its answer stay in the scrollback, both
+    when the panel comes back after the answer and when Ctrl-C at the prompt closes it."""
+    env = {**ENV, "TERM": "xterm-256color", "COLUMNS": "120"}
+    home = str(tmp_path / "home")
+    run = [sys.executable, "-m", "bot.cli", "run", "--title", "Add docs", "--home", home]
+    with Terminal([*run, "--model", "scripted"], repo, env) as term:
+        term.expect("your answer [yes/no]: ")
+        term.send(keys)
+        code = term.wait()
+    shown = screen(term.output, width=120)
+    assert code == (0 if keys == "yes\n" else 130), term.output
+    assert any(line.startswith("  the proxy suggests: yes (") for line in shown), shown
+    answered = "your answer [yes/no]: " + ("yes" if keys == "yes\n" else "^C")
+    assert answered in shown, "\n".join(shown)
+    if keys == "yes\n":
+        assert "  root answered: yes" in shown or any(
+            line.endswith(" answered: yes") for line in shown
+        ), shown
+        assert "result: Done." in "\n".join(shown)
+    else:
+        assert any(line.startswith("interrupted. Job 1 is saved;") for line in shown), shown
 
 
 def _text(output: str) -> str:
