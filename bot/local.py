@@ -265,9 +265,18 @@ async def _approve(gate: Gate) -> str:
     while True:
         answer = (await read_line(f"your answer{hint}: ")).strip()
         chosen = choose_option(gate.options, answer)
+        if chosen is not None and gate.kind == "plan" and chosen == "no":
+            return await _why_not()
         if chosen is not None:
             return chosen
         print(f"  please answer {' or '.join(gate.options) or 'with some text'}")
+
+
+async def _why_not() -> str:
+    """A rejected plan's answer: `no (what to change)`, which the lead plans again by, or
+    `no` alone, which ends the job."""
+    words = (await read_line("what should the lead change? (Enter alone ends the job): ")).strip()
+    return f"no ({words})" if words else "no"
 
 
 def choose_option(options: Sequence[str], answer: str) -> str | None:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jobs_cli_support import teaparty
+from jobs_cli_support import jobs_json, teaparty
 from local_repo import ENV, git, make_repo
 from terminal import Terminal
 
@@ -80,6 +80,8 @@ def test_a_question_nobody_can_answer_parks_the_job_and_resume_answers_it(
 
 
 def test_a_rejected_plan_ends_without_delivering_exit_1(repo: Path, tmp_path: Path) -> None:
+    """No, and nothing to change it by: the job ends there, its task cancelled, and the
+    person reads what happened, not the engine's word to the lead."""
     body = tmp_path / "body.md"
     body.write_text("Please.\n")
     argv = [*CLI, "run", "--title", "Add docs", "--body-file", str(body), *local(tmp_path)]
@@ -88,10 +90,39 @@ def test_a_rejected_plan_ends_without_delivering_exit_1(repo: Path, tmp_path: Pa
         term.send("maybe later\n")
         term.expect("please answer yes or no")
         term.send("no\n")
+        term.expect("what should the lead change? (Enter alone ends the job): ")
+        term.send("\n")
         code = term.wait()
     assert code == 1
-    assert "Plan rejected, so nothing was changed" in term.output
+    assert "result: The plan was rejected (" in term.output
+    assert "answered 'no'), so nothing was done." in term.output
+    assert "Change the board" not in term.output, "the engine's word to the lead"
     assert git(repo, "branch", "--list", "teaparty/*") == ""
+    [task] = jobs_json("show", "1", home=tmp_path / "home")["tasks"]
+    assert task["state"] == "cancelled"
+
+
+def test_a_plan_rejected_with_words_is_planned_again_by_them(repo: Path, tmp_path: Path) -> None:
+    """No, with what to change: the lead plans again by those words, and the new plan is
+    put to the person, who approves it; the work is done as asked."""
+    argv = [*CLI, "run", "--title", "Add docs", *local(tmp_path)]
+    with Terminal(argv, repo, ENV) as term:
+        term.expect("your answer [yes/no]: ")
+        term.send("no\n")
+        term.expect("what should the lead change? (Enter alone ends the job): ")
+        term.send("mention the changelog too\n")
+        term.expect("Changed as the decider asked: mention the changelog too")
+        term.expect("your answer [yes/no]: ")
+        term.send("yes\n")
+        code = term.wait()
+    assert code == 0, term.output
+    assert "The plan: 1 task." in term.output.split("Changed as the decider asked")[0]
+    shown = jobs_json("show", "1", home=tmp_path / "home")
+    assert [(t["number"], t["state"]) for t in shown["tasks"]] == [(1, "cancelled"), (2, "done")]
+    answers = [g["answer"] for g in shown["gates"]]
+    assert answers == ["no (mention the changelog too)", "yes"]
+    recorded = git(repo, "show", "teaparty/job-1-add-docs:docs/requests/add-docs.md")
+    assert "Add docs" in recorded
 
 
 CLI = [sys.executable, "-m", "bot.cli"]

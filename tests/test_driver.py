@@ -154,7 +154,8 @@ async def test_a_job_that_changed_nothing_delivers_nothing(tmp_path: Path) -> No
         final = forge.statuses[-1]
         assert (final.state, final.link) == ("done", None)
         assert final.result is not None
-        assert final.result.startswith("Plan rejected, so nothing was changed: dispatch: the plan")
+        assert final.result.startswith("The plan was rejected (decider answered")
+        assert [t.state for t in final.tasks] == ["cancelled"], "the lead took its plan back"
         assert "(decider answered 'no, not now')" in final.result
     finally:
         await office.close()

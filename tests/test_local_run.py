@@ -104,7 +104,9 @@ async def test_a_declined_plan_stops_before_any_work(repo: Path, tmp_path: Path)
     assert "standing learnings: .teaparty/learnings.md (1 lines)" in lines
     assert "instructions for agents: AGENTS.md (+1 scoped)" in lines
     assert job.result is not None
-    assert job.result.startswith("Plan rejected, so nothing was changed")
+    assert job.result == (
+        "The plan was rejected (carol answered 'no, not this week'), so nothing was done."
+    )
     assert job.commits == ()
     assert git(repo, "branch", "--list", "teaparty/*") == "", "nothing to publish: no branch"
 

@@ -45,7 +45,7 @@ async def test_the_first_dispatch_waits_for_the_plan_and_runs_as_approved(tmp_pa
         assert gate.payload == {
             "dispatches": [
                 {
-                    "call_id": "run",
+                    "call_id": "run1",
                     "task": 1,
                     "brief": "Write docs/requests/changelog.md.",
                     "allowance_usd": None,
@@ -73,8 +73,11 @@ async def test_a_rejected_plan_goes_back_to_the_lead_and_nothing_runs(tmp_path: 
         assert await drive(office, forge, job_id) == "done"
         assert await task_conversations(office) == 0
         assert forge.delivered == []
-        result = forge.statuses[-1].result
-        assert "the plan was not approved (decider answered 'no: split it in two')" in result
+        final = forge.statuses[-1]
+        assert final.result == (
+            "The plan was rejected (decider answered 'no: split it in two'), so nothing was done."
+        )
+        assert [t.state for t in final.tasks] == ["cancelled"], "the lead took its plan back"
     finally:
         await office.close()
 

@@ -157,12 +157,28 @@ class DemoModel:
             )
             spec += "".join(f"\n\nHeard: {text}" for text in heard)
             return _call("task", "task_create", title=title[:70], spec=spec, review="spec-only")
-        if last.call_id == "task":  # the engine puts the plan to the decider before it runs
-            return _call("run", "dispatch", task=1, brief=f"Write {path}.")
-        if last.call_id == "run" and "plan was not approved" in last.text:
-            return AssistantTurn(text=f"Plan rejected, so nothing was changed: {last.text}")
-        said = "".join(f"\nHeard: {text}" for text in heard)
-        return AssistantTurn(text=f"Done. {last.text}{said}")
+        if last.call_id in ("task", "replan"):  # the engine puts the plan to the decider first
+            number = 1 if last.call_id == "task" else 2
+            return _call(f"run{number}", "dispatch", task=number, brief=f"Write {path}.")
+        if last.call_id in ("run1", "run2") and "plan was not approved" in last.text:
+            # Its task is cancelled; with the decider's words (the first time), planned again.
+            again = "changed" if last.call_id == "run1" and _asked_change(request) else "dropped"
+            return _call(again, "task_update", number=int(last.call_id[-1]), state="cancelled")
+        if last.call_id == "dropped":
+            said = next(
+                (_SAID.search(m.text) for m in reversed(results) if _SAID.search(m.text)), None
+            )
+            how = f" ({said.group(1)})" if said else ""
+            return AssistantTurn(text=f"The plan was rejected{how}, so nothing was done.")
+        if last.call_id == "changed":
+            spec = (
+                f"Record this request in {path} and commit it.\nTitle: {title}\n\n"
+                f"<issue>\n{body}\n</issue>\n\nChanged as the decider asked: "
+                f"{_asked_change(request)}\n\nAcceptance: {path} exists and quotes the request."
+            )
+            return _call("replan", "task_create", title=title[:70], spec=spec, review="spec-only")
+        heard_too = "".join(f"\nHeard: {text}" for text in heard)
+        return AssistantTurn(text=f"Done. {last.text}{heard_too}")
 
     def _worker(self, request: ModelRequest) -> AssistantTurn:
         done = {m.call_id for m in request.messages if m.role == "tool"}
@@ -230,6 +246,20 @@ def _found(pattern: re.Pattern[str], text: str) -> str:
     if match is None:
         raise LookupError(f"the scripted model expected {pattern.pattern!r} in what it read")
     return match.group(1)
+
+
+_SAID = re.compile(r"the plan was not approved \((.+?)\)\. ", re.S)  # who answered what
+# A rejected plan's refusal names the answer as given: `no (what to change)` carries words.
+_REJECTED_WITH = re.compile(r"""answered (['"])no \((.+)\)\1\)""", re.S)
+
+
+def _asked_change(request: ModelRequest) -> str | None:
+    """What the decider asked to change when they rejected the first plan, if they said."""
+    for message in request.messages:
+        if message.role == "tool" and message.call_id == "run1":
+            found = _REJECTED_WITH.search(message.text)
+            return found.group(2).strip() if found else None
+    return None
 
 
 def _call(call_id: str, name: str, **args: object) -> AssistantTurn:

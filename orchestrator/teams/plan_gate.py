@@ -69,7 +69,7 @@ def hold(tx: Tx, row: ConversationRow, dispatches: Sequence[DispatchIntent]) -> 
         return None
     if gates.mode(tx, row.job_id, KIND) == "never" or approved(tx, row.job_id):
         return None
-    question = plan_text(list_tasks(tx, row.job_id))
+    question = plan_text([t for t in list_tasks(tx, row.job_id) if t.state != "cancelled"])
     intent = AskIntent(f"plan:{dispatches[0].call_id}", question, OPTIONS, kind=KIND.name)
     return gates.ask_engine(
         tx,
