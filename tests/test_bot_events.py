@@ -8,17 +8,14 @@ from typing import Any
 
 import pytest
 
+from bot.handlers.deliveries import Command, CommentAdded, LabelAdded, Ping
 from bot.handlers.payload_fields import check_owner, check_repo_name
 from bot.handlers.payloads import (
     HANDLED_EVENTS,
     Actor,
-    Command,
-    CommentAdded,
     Ignored,
     Issue,
-    LabelAdded,
     PayloadError,
-    Ping,
     Repo,
     parse_command,
 )

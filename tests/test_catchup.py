@@ -22,7 +22,8 @@ from bot.errors import GitHubError
 from bot.github.client import Identity
 from bot.github.subject import Subject
 from bot.handlers.actions import job_key
-from bot.handlers.payloads import CommentAdded, LabelAdded, parse_command
+from bot.handlers.deliveries import CommentAdded, LabelAdded
+from bot.handlers.payloads import parse_command
 from bot.handlers.repos import Repos
 from bot.server.backfill import RATE_RESERVE, Backfill
 from bot.server.catchup import HISTORY_S, CatchUp

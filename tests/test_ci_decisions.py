@@ -13,7 +13,8 @@ from fakes import FakeForge
 from test_rounds import delivered, points
 
 from bot.handlers.ci import refused, suites_of
-from bot.handlers.payloads import ChecksCompleted, Ignored, parse_command
+from bot.handlers.deliveries import ChecksCompleted
+from bot.handlers.payloads import Ignored, parse_command
 from orchestrator.api import (
     CiFacts,
     CiIgnore,

@@ -25,8 +25,9 @@ from bot.handlers.actions import (
     Reassign,
 )
 from bot.handlers.commands import Command, parse_reply
+from bot.handlers.deliveries import CommentAdded
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
-from bot.handlers.payloads import CommentAdded, Ignored, parse_command
+from bot.handlers.payloads import Ignored, parse_command
 
 DECIDER = "octocat"
 PLAN = gate(3, digest="3a" * 32)

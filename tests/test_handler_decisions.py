@@ -9,9 +9,10 @@ from conftest import Load
 from bot.github.subject import Subject
 from bot.github.tracking import config_error_body, marker, no_sandbox_body, refusal_body
 from bot.handlers.actions import AnswerGate, Ignore, Later, PostOnce, React, Report, StartJob
+from bot.handlers.deliveries import CommentAdded, LabelAdded
 from bot.handlers.issue_comment import CommentFacts, comment_ref, decide_comment
 from bot.handlers.issues import LabelFacts, brief, decide_label, no_sandbox
-from bot.handlers.payloads import CommentAdded, LabelAdded, parse_command
+from bot.handlers.payloads import parse_command
 from bot.handlers.repos import (
     DEFAULT_LABEL,
     RepoConfig,

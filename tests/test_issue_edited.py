@@ -22,8 +22,9 @@ from bot.fakehub.hub import FakeGitHub
 from bot.github.outbound import Outbound
 from bot.github.tracking import EDIT_GATE_TITLE, gate_body
 from bot.handlers.actions import Ignore, ReviseIssue
+from bot.handlers.deliveries import IssueEdited
 from bot.handlers.issues import decide_edit
-from bot.handlers.payloads import Actor, Ignored, IssueEdited, Repo, parse_command
+from bot.handlers.payloads import Actor, Ignored, Repo, parse_command
 from bot.server.runtime import Runtime
 from orchestrator.api import Delivery, Gate, JobRecord, models
 from orchestrator.sandbox.confine import Sandbox

@@ -26,19 +26,21 @@ from bot.handlers.actions import (
 )
 from bot.handlers.app_context import job_branch
 from bot.handlers.commands import parse_reply
-from bot.handlers.installation import InstalledJob, decide_removed
-from bot.handlers.issue_comment import CommentFacts, decide_comment
-from bot.handlers.issue_withdrawal import IssueFacts, decide_closed, decide_unlabeled
-from bot.handlers.issues import LabelFacts, decide_label
-from bot.handlers.lifecycle_actions import EndPull, LeaveRepos, SetPull, WithdrawJob
-from bot.handlers.lifecycle_payloads import (
+from bot.handlers.deliveries import (
+    CommentAdded,
     IssueClosed,
+    LabelAdded,
     LabelRemoved,
     PullAction,
     PullChanged,
     ReposRemoved,
 )
-from bot.handlers.payloads import Actor, CommentAdded, Issue, LabelAdded, Repo, parse_command
+from bot.handlers.installation import InstalledJob, decide_removed
+from bot.handlers.issue_comment import CommentFacts, decide_comment
+from bot.handlers.issue_withdrawal import IssueFacts, decide_closed, decide_unlabeled
+from bot.handlers.issues import LabelFacts, decide_label
+from bot.handlers.lifecycle_actions import EndPull, LeaveRepos, SetPull, WithdrawJob
+from bot.handlers.payloads import Actor, Issue, Repo, parse_command
 from bot.handlers.pull_request import PullFacts, decide_pull
 from bot.handlers.repos import load_config, with_decider
 from orchestrator.api import (

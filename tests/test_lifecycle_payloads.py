@@ -11,13 +11,7 @@ import pytest
 from conftest import Load
 from webhook_schemas import webhook_errors
 
-from bot.handlers.lifecycle_payloads import (
-    IssueClosed,
-    LabelRemoved,
-    PullAction,
-    PullChanged,
-    ReposRemoved,
-)
+from bot.handlers.deliveries import IssueClosed, LabelRemoved, PullAction, PullChanged, ReposRemoved
 from bot.handlers.payloads import Actor, Ignored, Issue, PayloadError, Repo, parse_command
 
 APP = "teaparty[bot]"

@@ -12,12 +12,8 @@ from conftest import Load
 
 from bot.github.reviews import ReviewThread, ThreadComment
 from bot.handlers.actions import Ignore, Later
-from bot.handlers.payloads import (
-    CommentAdded,
-    Ignored,
-    ReviewSubmitted,
-    parse_command,
-)
+from bot.handlers.deliveries import CommentAdded, ReviewSubmitted
+from bot.handlers.payloads import Ignored, parse_command
 from bot.handlers.review import (
     ReviewFacts,
     decide_pull_comment,

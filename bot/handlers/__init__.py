@@ -3,11 +3,12 @@
 Each handler gathers the facts it needs, calls a pure function that returns actions, and
 performs them; the decisions are tested from payloads alone.
 
-    payloads.py       webhook payload -> command (LabelAdded, CommentAdded, Ping, Ignored)
+    payloads.py       webhook payload -> command: PARSERS, one parser per (event, action)
+    deliveries.py     the commands: LabelAdded, CommentAdded, ..., PullChanged, ReposRemoved
+    payload_fields.py Actor, Repo, Issue, Ignored; the typed accessors the parsers read with
     router.py         command -> the handler of its event and action
     issues.py         issues.labeled: LabelFacts, decide_label, on_issues_labeled
     issue_comment.py  issue_comment.created: CommentFacts, decide_comment, on_issue_comment_created
-    lifecycle_payloads.py  after the label: PullChanged, IssueClosed, LabelRemoved, ReposRemoved
     pull_request.py   pull_request closed/draft/ready/reopened: PullFacts, decide_pull
     issue_withdrawal.py  issues.closed, issues.unlabeled: decide_closed, decide_unlabeled
     installation.py   installation.deleted, installation_repositories.removed: decide_removed

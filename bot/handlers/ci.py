@@ -26,7 +26,8 @@ from bot.github.sanitizer import sanitize
 from bot.github.subject import Subject
 from bot.handlers.actions import Ignore, Outcome, Report
 from bot.handlers.app_context import AppContext
-from bot.handlers.payloads import ChecksCompleted, Repo
+from bot.handlers.deliveries import ChecksCompleted
+from bot.handlers.payloads import Repo
 from orchestrator.api import (
     FAILED_CHECKS,
     CiFacts,

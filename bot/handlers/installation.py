@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from bot.github.subject import Subject
 from bot.handlers.actions import Action, Ignore, Outcome
 from bot.handlers.app_context import AppContext
+from bot.handlers.deliveries import ReposRemoved
 from bot.handlers.lifecycle_actions import LeaveRepos, LifecycleAction, perform
-from bot.handlers.lifecycle_payloads import ReposRemoved
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from bot.handlers.actions import (
 )
 from bot.handlers.app_context import AppContext
 from bot.handlers.commands import GATE_COMMANDS, Command, Reply, parse_reply
-from bot.handlers.payloads import CommentAdded
+from bot.handlers.deliveries import CommentAdded
 from bot.handlers.review import on_pull_comment
 from orchestrator.api import GATE_KINDS, Gate, JobRecord, is_learning_id
 

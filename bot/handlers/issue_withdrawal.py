@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from bot.github.subject import Subject
 from bot.handlers.actions import Action, Ignore, Outcome, job_key
 from bot.handlers.app_context import AppContext
+from bot.handlers.deliveries import IssueClosed, LabelRemoved
 from bot.handlers.lifecycle_actions import EndPull, LifecycleAction, WithdrawJob, perform
-from bot.handlers.lifecycle_payloads import IssueClosed, LabelRemoved
 from orchestrator.api import JobRecord
 
 

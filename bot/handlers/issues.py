@@ -34,7 +34,7 @@ from bot.handlers.actions import (
     job_ordinal,
 )
 from bot.handlers.app_context import AppContext
-from bot.handlers.payloads import IssueEdited, LabelAdded
+from bot.handlers.deliveries import IssueEdited, LabelAdded
 from bot.handlers.repos import RepoConfig, trigger_label
 from orchestrator.api import JobRecord, Project, ProxySettings, Pull, SandboxError
 

@@ -1,7 +1,7 @@
 """What every parsed payload is made of: who, which repository, which issue, why a delivery
 is ignored, and the typed accessors that read a payload's fields (a dotted path in, a value
 of the asked type out, or PayloadError naming the path). Pure; nothing else in a payload is
-read. payloads.py and lifecycle_payloads.py build their commands from these.
+read. payloads.py's parsers build their commands from these.
 """
 
 from __future__ import annotations
@@ -76,9 +76,11 @@ class Ignored:
     reason: str
 
 
-def _refusal(
+def refusal(
     name: str, actor: Actor, *, app_login: str | None, allowed_bots: frozenset[str]
 ) -> Ignored | None:
+    """Why `name` done by `actor` is ignored: the App's own doing, or a bot not allowed;
+    None when it is read."""
     login = actor.login.casefold()  # GitHub logins are case-insensitive
     if app_login is not None and login == app_login.casefold():
         return Ignored(f"{name} is ignored: {actor.login!r} is the app's own account.")
@@ -87,19 +89,21 @@ def _refusal(
     return None
 
 
-def _actor(payload: dict[str, object], path: str) -> Actor:
-    login = check_login(_req(payload, f"{path}.login", str), field=f"{path}.login")
-    kind = _opt(payload, f"{path}.type", str)
+def read_actor(payload: dict[str, object], path: str) -> Actor:
+    """Who the account at `path` (`sender`, `comment.user`, ...) is."""
+    login = check_login(req(payload, f"{path}.login", str), field=f"{path}.login")
+    kind = opt(payload, f"{path}.type", str)
     return Actor(login=login, is_bot=kind == "Bot" or login.endswith(_BOT_SUFFIX))
 
 
-def _repo(payload: dict[str, object]) -> Repo:
+def read_repo(payload: dict[str, object]) -> Repo:
+    """The delivery's repository, its names checked against GitHub's rules."""
     return Repo(
-        owner=check_owner(_req(payload, "repository.owner.login", str)),
-        name=check_repo_name(_req(payload, "repository.name", str)),
-        default_branch=_req(payload, "repository.default_branch", str),
-        installation_id=_opt(payload, "installation.id", int),
-        private=_opt(payload, "repository.private", bool),
+        owner=check_owner(req(payload, "repository.owner.login", str)),
+        name=check_repo_name(req(payload, "repository.name", str)),
+        default_branch=req(payload, "repository.default_branch", str),
+        installation_id=opt(payload, "installation.id", int),
+        private=opt(payload, "repository.private", bool),
     )
 
 
@@ -128,18 +132,19 @@ def check_login(login: str, *, field: str) -> str:
     return login
 
 
-def _issue(payload: dict[str, object]) -> Issue:
-    labels = _opt(payload, "issue.labels", list) or []
+def read_issue(payload: dict[str, object]) -> Issue:
+    """The delivery's issue (or pull request's conversation), its text sanitized."""
+    labels = opt(payload, "issue.labels", list) or []
     return Issue(
-        number=_req(payload, "issue.number", int),
-        title=sanitize(_req(payload, "issue.title", str)),
-        body=sanitize(_opt(payload, "issue.body", str) or ""),
-        is_pull_request=_get(payload, "issue.pull_request") is not None,
-        labels=tuple(_req(payload, f"issue.labels.{n}.name", str) for n in range(len(labels))),
+        number=req(payload, "issue.number", int),
+        title=sanitize(req(payload, "issue.title", str)),
+        body=sanitize(opt(payload, "issue.body", str) or ""),
+        is_pull_request=get(payload, "issue.pull_request") is not None,
+        labels=tuple(req(payload, f"issue.labels.{n}.name", str) for n in range(len(labels))),
     )
 
 
-def _get(payload: dict[str, object], path: str) -> object:
+def get(payload: dict[str, object], path: str) -> object:
     """The value at `path`, or None when it or any parent is missing or null."""
     node: object = payload
     keys = path.split(".")
@@ -156,8 +161,9 @@ def _get(payload: dict[str, object], path: str) -> object:
     return node
 
 
-def _opt(payload: dict[str, object], path: str, kind: type[_T]) -> _T | None:
-    value = _get(payload, path)
+def opt(payload: dict[str, object], path: str, kind: type[_T]) -> _T | None:
+    """The value at `path` if it is a `kind`; None if missing; PayloadError if another type."""
+    value = get(payload, path)
     if value is None:
         return None
     if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
@@ -165,8 +171,9 @@ def _opt(payload: dict[str, object], path: str, kind: type[_T]) -> _T | None:
     raise PayloadError(path, f"expected {_NOUNS[kind]}, got {reprlib.repr(value)[:80]}")
 
 
-def _req(payload: dict[str, object], path: str, kind: type[_T]) -> _T:
-    value = _opt(payload, path, kind)
+def req(payload: dict[str, object], path: str, kind: type[_T]) -> _T:
+    """The value at `path`, a `kind`; PayloadError if missing or another type."""
+    value = opt(payload, path, kind)
     if value is None:
         raise PayloadError(path, "missing")
     return value

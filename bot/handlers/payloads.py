@@ -1,8 +1,17 @@
-"""Webhook payloads become small typed commands of our own; pure, tolerant of extra fields."""
+"""Webhook payloads become small typed commands of our own; pure, tolerant of extra fields.
+
+`PARSERS` holds one parser per (event, action) the App acts on; any other action of a
+handled event is Ignored with the reason `_IGNORED` gives. A parser reads who did it first
+and refuses what the App's own account did, and what any bot did unless `allowed_bots`
+names it; but a pull request closed or merged is a fact whoever did it (a merge queue is a
+bot), so only the App's own is refused there; a failed check (whoever pushed: the App,
+often, whose CI it is) and a lost installation or repository are facts, read by no one.
+"""
 
 from __future__ import annotations
 
 import reprlib  # shows a bad value, shortened, in an error message
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,8 +20,21 @@ from bot.github.sanitizer import (
 )
 from bot.github.sanitizer import quote as quote  # re-exported for code that imports them from here
 from bot.github.sanitizer import sanitize
-from bot.handlers import lifecycle_payloads
-from bot.handlers.lifecycle_payloads import LifecycleCommand
+from bot.handlers.deliveries import (
+    PULL_ACTIONS,
+    ChecksCompleted,
+    Command,
+    CommentAdded,
+    IssueClosed,
+    IssueEdited,
+    LabelAdded,
+    LabelRemoved,
+    Ping,
+    PullAction,
+    PullChanged,
+    ReposRemoved,
+    ReviewSubmitted,
+)
 from bot.handlers.payload_fields import (  # re-exported: the records every handler reads
     Actor as Actor,
 )
@@ -21,12 +43,15 @@ from bot.handlers.payload_fields import Issue as Issue
 from bot.handlers.payload_fields import PayloadError as PayloadError
 from bot.handlers.payload_fields import Repo as Repo
 from bot.handlers.payload_fields import (
-    _actor,
-    _issue,
-    _opt,
-    _refusal,
-    _repo,
-    _req,
+    check_owner,
+    check_repo_name,
+    get,
+    opt,
+    read_actor,
+    read_issue,
+    read_repo,
+    refusal,
+    req,
 )
 
 HANDLED_EVENTS: frozenset[str] = frozenset(
@@ -34,14 +59,6 @@ HANDLED_EVENTS: frozenset[str] = frozenset(
     " pull_request pull_request_review pull_request_review_comment check_suite"
     " workflow_run".split()
 )
-
-# Who did what a handled delivery is about, by "event.action"; the rest are ignored.
-_ACTORS: dict[str, str] = {
-    "issues.labeled": "sender",
-    "issues.edited": "sender",
-    "issue_comment.created": "comment.user",
-    "pull_request_review.submitted": "review.user",
-}
 
 # Why a handled delivery is not acted on, looked up by "event.action", then by event.
 _IGNORED: dict[str, str] = {
@@ -61,91 +78,23 @@ _IGNORED: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Ping:
-    """GitHub checks that the webhook works."""
+class Reading:
+    """One delivery being read: its `event.action`, and whose doing is refused."""
 
-    zen: str
+    name: str
+    app_login: str | None
+    allowed_bots: frozenset[str]
 
-
-@dataclass(frozen=True)
-class LabelAdded:
-    """A label was added to an issue; `label` is the one added, `issue.labels` all of them."""
-
-    repo: Repo
-    issue: Issue
-    label: str
-    sender: Actor
-
-
-@dataclass(frozen=True)
-class CommentAdded:
-    """Someone wrote a new comment on an issue or pull request; `body` is sanitized."""
-
-    repo: Repo
-    issue: Issue
-    comment_id: int
-    body: str
-    author: Actor
-    created_at: float | None = None  # when it was written (GitHub's `created_at`), if given
+    def actor(self, payload: dict[str, object], path: str) -> Actor | Ignored:
+        """Who did it (the account at `path`), or why their doing is ignored."""
+        actor = read_actor(payload, path)
+        refused = refusal(
+            self.name, actor, app_login=self.app_login, allowed_bots=self.allowed_bots
+        )
+        return actor if refused is None else refused
 
 
-@dataclass(frozen=True)
-class IssueEdited:
-    """Someone edited an issue's title or text; `issue` as it now reads (sanitized),
-    `before_*` what GitHub says it read before (None: unchanged or not said)."""
-
-    repo: Repo
-    issue: Issue
-    sender: Actor
-    edited_at: float | None  # GitHub's `issue.updated_at`, if given
-    before_title: str | None = None
-    before_body: str | None = None
-
-
-@dataclass(frozen=True)
-class ReviewSubmitted:
-    """A review of a pull request was submitted; `body` is sanitized, `state` as webhooks
-    write it (approved, changes_requested, commented, dismissed)."""
-
-    repo: Repo
-    pull_number: int
-    review_id: int
-    state: str
-    body: str
-    author: Actor
-    head_ref: str
-    submitted_at: float | None
-
-
-@dataclass(frozen=True)
-class ChecksCompleted:
-    """A check suite on a pull request's head completed (any conclusion: a passing one may
-    be a flaky check's re-run); `app_slug` and `app_id` name the app whose suite it is."""
-
-    repo: Repo
-    suite_id: int
-    app_name: str
-    conclusion: str
-    head_sha: str
-    head_branch: str
-    pull_numbers: tuple[int, ...]
-    runs_url: str
-    app_slug: str = ""
-    app_id: int | None = None
-
-    @property
-    def failed(self) -> bool:
-        """Whether the suite failed (`failure`, `timed_out`, `startup_failure`)."""
-        # Imported here: parsing a payload loads no engine (a runner ignoring an event
-        # exits before anything is loaded: bot/runner/command.py).
-        from orchestrator.api import FAILED_CHECKS
-
-        return self.conclusion in FAILED_CHECKS
-
-
-Command = (
-    Ping | LabelAdded | CommentAdded | IssueEdited | ReviewSubmitted | ChecksCompleted | Ignored
-)
+Parser = Callable[[dict[str, object], Reading], Command]
 
 
 def parse_command(
@@ -154,7 +103,7 @@ def parse_command(
     *,
     app_login: str | None,
     allowed_bots: frozenset[str] = frozenset(),
-) -> Command | LifecycleCommand:
+) -> Command:
     """Turn one delivery's event name and decoded JSON payload into a command; no I/O.
 
     What `app_login` (e.g. "teaparty[bot]") did is Ignored, and so is what any bot did unless
@@ -166,111 +115,33 @@ def parse_command(
     if not isinstance(payload, dict):
         raise PayloadError("payload", "expected an object")
     if event == "ping":
-        return Ping(zen=_opt(payload, "zen", str) or "")  # answer every ping, zen or not
+        return Ping(zen=opt(payload, "zen", str) or "")  # answer every ping, zen or not
     if event not in HANDLED_EVENTS:
         return Ignored(f"{event} is ignored: the app does not handle this event.")
-    name = f"{event}.{_req(payload, 'action', str)}"
-    if found := _elsewhere(name, payload, app_login=app_login, allowed_bots=allowed_bots):
-        return found
-    path = _ACTORS.get(name)
-    if path is None:
+    action = req(payload, "action", str)
+    name = f"{event}.{action}"
+    parser = PARSERS.get((event, action))
+    if parser is None:
         why = _IGNORED.get(name) or _IGNORED.get(event, "the app does not know it")
         return Ignored(f"{name} is ignored: {why}.")
-    actor = _actor(payload, path)
-    if refused := _refusal(name, actor, app_login=app_login, allowed_bots=allowed_bots):
-        return refused
-    if event == "pull_request_review":
-        return _review(payload, actor)
-    repo, issue = _repo(payload), _issue(payload)
-    if name == "issues.edited":
-        return _edited(payload, repo, issue, actor)
-    if event == "issues":
-        return LabelAdded(repo, issue, _req(payload, "label.name", str), actor)
-    raw = _opt(payload, "comment.body", str) or ""
-    written = _timestamp(payload, "comment.created_at")
-    return CommentAdded(
-        repo, issue, _req(payload, "comment.id", int), sanitize(raw), actor, written
-    )
+    return parser(payload, Reading(name, app_login, allowed_bots))
 
 
-def _elsewhere(
-    name: str, payload: dict[str, object], *, app_login: str | None, allowed_bots: frozenset[str]
-) -> ChecksCompleted | LifecycleCommand | Ignored | None:
-    """Deliveries not read by who did them: failed checks (whoever pushed: the App, often,
-    whose CI it is), and what follows a job's label (a pull request closed, an issue closed,
-    ...), parsed in lifecycle_payloads. None for any other."""
-    if name == "check_suite.completed":
-        return _checks(payload)
-    if name == "workflow_run.completed":  # runner mode's trigger: check_suite starts no workflow
-        return _workflow_run(payload)
-    if name in lifecycle_payloads.ACTIONS:
-        return lifecycle_payloads.parse_lifecycle(
-            name, payload, app_login=app_login, allowed_bots=allowed_bots
-        )
-    return None
+def _labeled(payload: dict[str, object], reading: Reading) -> LabelAdded | Ignored:
+    actor = reading.actor(payload, "sender")
+    if isinstance(actor, Ignored):
+        return actor
+    repo, issue = read_repo(payload), read_issue(payload)
+    return LabelAdded(repo, issue, req(payload, "label.name", str), actor)
 
 
-def _checks(payload: dict[str, object]) -> ChecksCompleted | Ignored:
-    conclusion = _opt(payload, "check_suite.conclusion", str) or ""
-    pulls = _opt(payload, "check_suite.pull_requests", list) or []
-    if not pulls:
-        why = "it is on no pull request of this repository"
-        return Ignored(f"check_suite.completed is ignored: {why} (concluded {conclusion}).")
-    return ChecksCompleted(
-        _repo(payload),
-        _req(payload, "check_suite.id", int),
-        sanitize(_opt(payload, "check_suite.app.name", str) or "a check"),
-        conclusion,
-        _req(payload, "check_suite.head_sha", str),
-        _opt(payload, "check_suite.head_branch", str) or "",
-        tuple(
-            _req(payload, f"check_suite.pull_requests.{n}.number", int) for n in range(len(pulls))
-        ),
-        _opt(payload, "check_suite.check_runs_url", str) or "",
-        sanitize(_opt(payload, "check_suite.app.slug", str) or ""),
-        _opt(payload, "check_suite.app.id", int),
-    )
-
-
-def _workflow_run(payload: dict[str, object]) -> ChecksCompleted | Ignored:
-    """A workflow run of the project's CI completed: its check suite, as `_checks` reads one."""
-    conclusion = _opt(payload, "workflow_run.conclusion", str) or ""
-    pulls = _opt(payload, "workflow_run.pull_requests", list) or []
-    if not pulls:
-        why = "it ran on no pull request of this repository"
-        return Ignored(f"workflow_run.completed is ignored: {why} (concluded {conclusion}).")
-    return ChecksCompleted(
-        _repo(payload),
-        _req(payload, "workflow_run.check_suite_id", int),
-        sanitize(_opt(payload, "workflow_run.name", str) or "a workflow"),
-        conclusion,
-        _req(payload, "workflow_run.head_sha", str),
-        _opt(payload, "workflow_run.head_branch", str) or "",
-        tuple(
-            _req(payload, f"workflow_run.pull_requests.{n}.number", int) for n in range(len(pulls))
-        ),
-        _opt(payload, "workflow_run.html_url", str) or "",
-        "github-actions",
-        None,
-    )
-
-
-def _review(payload: dict[str, object], author: Actor) -> ReviewSubmitted:
-    return ReviewSubmitted(
-        _repo(payload),
-        _req(payload, "pull_request.number", int),
-        _req(payload, "review.id", int),
-        _req(payload, "review.state", str).lower(),
-        sanitize(_opt(payload, "review.body", str) or ""),
-        author,
-        _req(payload, "pull_request.head.ref", str),
-        _timestamp(payload, "review.submitted_at"),
-    )
-
-
-def _edited(payload: dict[str, object], repo: Repo, issue: Issue, sender: Actor) -> IssueEdited:
-    before_title = _opt(payload, "changes.title.from", str)
-    before_body = _opt(payload, "changes.body.from", str)
+def _edited(payload: dict[str, object], reading: Reading) -> IssueEdited | Ignored:
+    sender = reading.actor(payload, "sender")
+    if isinstance(sender, Ignored):
+        return sender
+    repo, issue = read_repo(payload), read_issue(payload)
+    before_title = opt(payload, "changes.title.from", str)
+    before_body = opt(payload, "changes.body.from", str)
     return IssueEdited(
         repo,
         issue,
@@ -281,16 +152,165 @@ def _edited(payload: dict[str, object], repo: Repo, issue: Issue, sender: Actor)
     )
 
 
+def _commented(payload: dict[str, object], reading: Reading) -> CommentAdded | Ignored:
+    author = reading.actor(payload, "comment.user")
+    if isinstance(author, Ignored):
+        return author
+    repo, issue = read_repo(payload), read_issue(payload)
+    raw = opt(payload, "comment.body", str) or ""
+    written = _timestamp(payload, "comment.created_at")
+    return CommentAdded(
+        repo, issue, req(payload, "comment.id", int), sanitize(raw), author, written
+    )
+
+
+def _reviewed(payload: dict[str, object], reading: Reading) -> ReviewSubmitted | Ignored:
+    author = reading.actor(payload, "review.user")
+    if isinstance(author, Ignored):
+        return author
+    return ReviewSubmitted(
+        read_repo(payload),
+        req(payload, "pull_request.number", int),
+        req(payload, "review.id", int),
+        req(payload, "review.state", str).lower(),
+        sanitize(opt(payload, "review.body", str) or ""),
+        author,
+        req(payload, "pull_request.head.ref", str),
+        _timestamp(payload, "review.submitted_at"),
+    )
+
+
+def _checks(payload: dict[str, object], _: Reading) -> ChecksCompleted | Ignored:
+    conclusion = opt(payload, "check_suite.conclusion", str) or ""
+    pulls = opt(payload, "check_suite.pull_requests", list) or []
+    if not pulls:
+        why = "it is on no pull request of this repository"
+        return Ignored(f"check_suite.completed is ignored: {why} (concluded {conclusion}).")
+    return ChecksCompleted(
+        read_repo(payload),
+        req(payload, "check_suite.id", int),
+        sanitize(opt(payload, "check_suite.app.name", str) or "a check"),
+        conclusion,
+        req(payload, "check_suite.head_sha", str),
+        opt(payload, "check_suite.head_branch", str) or "",
+        tuple(
+            req(payload, f"check_suite.pull_requests.{n}.number", int) for n in range(len(pulls))
+        ),
+        opt(payload, "check_suite.check_runs_url", str) or "",
+        sanitize(opt(payload, "check_suite.app.slug", str) or ""),
+        opt(payload, "check_suite.app.id", int),
+    )
+
+
+def _workflow_run(payload: dict[str, object], _: Reading) -> ChecksCompleted | Ignored:
+    """A workflow run of the project's CI completed (runner mode's trigger: check_suite starts
+    no workflow): its check suite, as `_checks` reads one."""
+    conclusion = opt(payload, "workflow_run.conclusion", str) or ""
+    pulls = opt(payload, "workflow_run.pull_requests", list) or []
+    if not pulls:
+        why = "it ran on no pull request of this repository"
+        return Ignored(f"workflow_run.completed is ignored: {why} (concluded {conclusion}).")
+    return ChecksCompleted(
+        read_repo(payload),
+        req(payload, "workflow_run.check_suite_id", int),
+        sanitize(opt(payload, "workflow_run.name", str) or "a workflow"),
+        conclusion,
+        req(payload, "workflow_run.head_sha", str),
+        opt(payload, "workflow_run.head_branch", str) or "",
+        tuple(
+            req(payload, f"workflow_run.pull_requests.{n}.number", int) for n in range(len(pulls))
+        ),
+        opt(payload, "workflow_run.html_url", str) or "",
+        "github-actions",
+        None,
+    )
+
+
+def _pull(action: PullAction) -> Parser:
+    """The parser of `pull_request.<action>`."""
+
+    def parse(payload: dict[str, object], reading: Reading) -> PullChanged | Ignored:
+        if action == "closed":  # a fact whoever did it (a merge queue is a bot)
+            login = read_actor(payload, "sender").login
+            reading = Reading(reading.name, reading.app_login, frozenset({login}))
+        sender = reading.actor(payload, "sender")
+        if isinstance(sender, Ignored):
+            return sender
+        return PullChanged(
+            read_repo(payload),
+            req(payload, "pull_request.number", int),
+            action,
+            opt(payload, "pull_request.merged", bool) or False,
+            opt(payload, "pull_request.draft", bool) or False,
+            req(payload, "pull_request.head.ref", str),
+            sender,
+        )
+
+    return parse
+
+
+def _closed(payload: dict[str, object], reading: Reading) -> IssueClosed | Ignored:
+    sender = reading.actor(payload, "sender")
+    if isinstance(sender, Ignored):
+        return sender
+    return IssueClosed(read_repo(payload), read_issue(payload), sender)
+
+
+def _unlabeled(payload: dict[str, object], reading: Reading) -> LabelRemoved | Ignored:
+    sender = reading.actor(payload, "sender")
+    if isinstance(sender, Ignored):
+        return sender
+    repo = read_repo(payload)
+    return LabelRemoved(repo, read_issue(payload), req(payload, "label.name", str), sender)
+
+
+def _removed(field: str) -> Parser:
+    """The parser of a lost installation (`repositories`: what it had, when given) or of
+    repositories taken out of it (`repositories_removed`)."""
+
+    def parse(payload: dict[str, object], _: Reading) -> ReposRemoved:
+        listed = get(payload, field)
+        if listed is not None and not isinstance(listed, list):
+            raise PayloadError(field, "expected a list")
+        repos = None
+        if listed is not None:
+            repos = tuple(_full_name(payload, f"{field}.{n}.full_name") for n in range(len(listed)))
+        return ReposRemoved(
+            req(payload, "installation.id", int), repos, read_actor(payload, "sender")
+        )
+
+    return parse
+
+
+PARSERS: dict[tuple[str, str], Parser] = {
+    ("issues", "labeled"): _labeled,
+    ("issues", "edited"): _edited,
+    ("issues", "closed"): _closed,
+    ("issues", "unlabeled"): _unlabeled,
+    ("issue_comment", "created"): _commented,
+    ("pull_request_review", "submitted"): _reviewed,
+    ("check_suite", "completed"): _checks,
+    ("workflow_run", "completed"): _workflow_run,
+    **{("pull_request", action): _pull(action) for action in PULL_ACTIONS},
+    ("installation", "deleted"): _removed("repositories"),
+    ("installation_repositories", "removed"): _removed("repositories_removed"),
+}
+
+
+def _full_name(payload: dict[str, object], path: str) -> str:
+    """`owner/name`, each part checked against GitHub's rules (PayloadError names `path`)."""
+    owner, slash, repo = req(payload, path, str).partition("/")
+    if not slash:
+        raise PayloadError(path, "not `owner/name`")
+    return f"{check_owner(owner, field=path)}/{check_repo_name(repo, field=path)}"
+
+
 def _timestamp(payload: dict[str, object], path: str) -> float | None:
     """An ISO 8601 time (`2019-05-15T15:20:21Z`) as seconds since the epoch."""
-    text = _opt(payload, path, str)
+    text = opt(payload, path, str)
     if text is None:
         return None
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         raise PayloadError(path, f"not a time: {reprlib.repr(text)[:80]}") from None
-
-
-# Typed accessors: a dotted path in ("issue.labels.0.name"; a number indexes a list), a value
-# of the asked type out, or PayloadError naming the path. Nothing else in a payload is read.

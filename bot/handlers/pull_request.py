@@ -22,8 +22,8 @@ from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body
 from bot.handlers.actions import Action, Ignore, Outcome, PostOnce
 from bot.handlers.app_context import AppContext
+from bot.handlers.deliveries import PullChanged
 from bot.handlers.lifecycle_actions import EndPull, LifecycleAction, SetPull, perform
-from bot.handlers.lifecycle_payloads import PullChanged
 from orchestrator.api import JobRecord, Pull
 
 

@@ -31,8 +31,9 @@ from bot.github.round_delivery import REST_THREAD
 from bot.github.sanitizer import sanitize
 from bot.handlers.actions import Ignore, Later, Outcome, Report
 from bot.handlers.app_context import AppContext
+from bot.handlers.deliveries import CommentAdded, ReviewSubmitted
 from bot.handlers.issues import WRITERS
-from bot.handlers.payloads import CommentAdded, Repo, ReviewSubmitted
+from bot.handlers.payloads import Repo
 from orchestrator.api import Feedback, Point
 
 log = logging.getLogger(__name__)

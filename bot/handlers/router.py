@@ -1,12 +1,12 @@
 """Which handler acts on a delivery: one per event and action, as gidgethub's Router has it.
 
-`parse_command` names each (event, action) the App acts on by a command type, so the
-routes are kept by that type: issues.labeled (`LabelAdded`), issues.edited (`IssueEdited`),
-issue_comment.created (`CommentAdded`), pull_request_review.submitted (`ReviewSubmitted`),
-check_suite.completed and workflow_run.completed (`ChecksCompleted`); what follows a job's
-label (lifecycle_payloads):
-a pull request closed, drafted, ready or reopened (`PullChanged`), an issue closed
-(`IssueClosed`) or unlabelled (`LabelRemoved`), repositories the App lost (`ReposRemoved`).
+`parse_command` (its table, `payloads.PARSERS`) names each (event, action) the App acts on
+by a command type (deliveries.py), so the routes are kept by that type: issues.labeled
+(`LabelAdded`), issues.edited (`IssueEdited`), issue_comment.created (`CommentAdded`),
+pull_request_review.submitted (`ReviewSubmitted`), check_suite.completed and
+workflow_run.completed (`ChecksCompleted`); what follows a job's label: a pull request
+closed, drafted, ready or reopened (`PullChanged`), an issue closed (`IssueClosed`) or
+unlabelled (`LabelRemoved`), repositories the App lost (`ReposRemoved`).
 A ping is answered here, and a delivery the parser ignored is not routed.
 """
 
@@ -17,32 +17,29 @@ from typing import assert_never
 from bot.handlers.actions import Outcome
 from bot.handlers.app_context import AppContext
 from bot.handlers.ci import on_checks_completed
+from bot.handlers.deliveries import (
+    ChecksCompleted,
+    Command,
+    CommentAdded,
+    IssueClosed,
+    IssueEdited,
+    LabelAdded,
+    LabelRemoved,
+    Ping,
+    PullChanged,
+    ReposRemoved,
+    ReviewSubmitted,
+)
 from bot.handlers.installation import on_repos_removed
 from bot.handlers.issue_comment import on_issue_comment_created
 from bot.handlers.issue_withdrawal import on_issues_closed, on_issues_unlabeled
 from bot.handlers.issues import on_issues_edited, on_issues_labeled
-from bot.handlers.lifecycle_payloads import (
-    IssueClosed,
-    LabelRemoved,
-    LifecycleCommand,
-    PullChanged,
-    ReposRemoved,
-)
-from bot.handlers.payloads import (
-    ChecksCompleted,
-    Command,
-    CommentAdded,
-    Ignored,
-    IssueEdited,
-    LabelAdded,
-    Ping,
-    ReviewSubmitted,
-)
+from bot.handlers.payloads import Ignored
 from bot.handlers.pull_request import on_pull_request
 from bot.handlers.review import on_review_submitted
 
 
-async def dispatch(command: Command | LifecycleCommand, ctx: AppContext) -> Outcome:
+async def dispatch(command: Command, ctx: AppContext) -> Outcome:
     """Hand a parsed delivery to the handler of its event and action; what came of it."""
     match command:
         case Ping():
@@ -65,7 +62,9 @@ async def dispatch(command: Command | LifecycleCommand, ctx: AppContext) -> Outc
             assert_never(command)
 
 
-async def _after_label(command: LifecycleCommand, ctx: AppContext) -> Outcome:
+async def _after_label(
+    command: PullChanged | IssueClosed | LabelRemoved | ReposRemoved, ctx: AppContext
+) -> Outcome:
     """The handlers of what follows a job's label."""
     match command:
         case PullChanged():
