@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import reprlib  # shows a bad value, shortened, in an error message
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TypeVar
 
 from bot.errors import BotError
@@ -177,3 +178,22 @@ def req(payload: dict[str, object], path: str, kind: type[_T]) -> _T:
     if value is None:
         raise PayloadError(path, "missing")
     return value
+
+
+def full_name(payload: dict[str, object], path: str) -> str:
+    """`owner/name`, each part checked against GitHub's rules (PayloadError names `path`)."""
+    owner, slash, repo = req(payload, path, str).partition("/")
+    if not slash:
+        raise PayloadError(path, "not `owner/name`")
+    return f"{check_owner(owner, field=path)}/{check_repo_name(repo, field=path)}"
+
+
+def timestamp(payload: dict[str, object], path: str) -> float | None:
+    """An ISO 8601 time (`2019-05-15T15:20:21Z`) as seconds since the epoch."""
+    text = opt(payload, path, str)
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise PayloadError(path, f"not a time: {reprlib.repr(text)[:80]}") from None

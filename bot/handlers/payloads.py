@@ -10,10 +10,8 @@ often, whose CI it is) and a lost installation or repository are facts, read by 
 
 from __future__ import annotations
 
-import reprlib  # shows a bad value, shortened, in an error message
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 
 from bot.github.sanitizer import (
     MAX_TEXT_CHARS as MAX_TEXT_CHARS,  # these two moved to bot.github.sanitizer;
@@ -43,8 +41,7 @@ from bot.handlers.payload_fields import Issue as Issue
 from bot.handlers.payload_fields import PayloadError as PayloadError
 from bot.handlers.payload_fields import Repo as Repo
 from bot.handlers.payload_fields import (
-    check_owner,
-    check_repo_name,
+    full_name,
     get,
     opt,
     read_actor,
@@ -52,6 +49,7 @@ from bot.handlers.payload_fields import (
     read_repo,
     refusal,
     req,
+    timestamp,
 )
 
 HANDLED_EVENTS: frozenset[str] = frozenset(
@@ -85,16 +83,9 @@ class Reading:
     app_login: str | None
     allowed_bots: frozenset[str]
 
-    def actor(self, payload: dict[str, object], path: str) -> Actor | Ignored:
-        """Who did it (the account at `path`), or why their doing is ignored."""
-        actor = read_actor(payload, path)
-        refused = refusal(
-            self.name, actor, app_login=self.app_login, allowed_bots=self.allowed_bots
-        )
-        return actor if refused is None else refused
-
 
 Parser = Callable[[dict[str, object], Reading], Command]
+Build = Callable[[dict[str, object], Actor], Command]  # what an account did, read
 
 
 def parse_command(
@@ -127,18 +118,25 @@ def parse_command(
     return parser(payload, Reading(name, app_login, allowed_bots))
 
 
-def _labeled(payload: dict[str, object], reading: Reading) -> LabelAdded | Ignored:
-    actor = reading.actor(payload, "sender")
-    if isinstance(actor, Ignored):
-        return actor
+def _by(path: str, build: Build, *, any_bot: bool = False) -> Parser:
+    """The parser of what the account at `path` did: Ignored if it is the App's own, or
+    (unless `any_bot`: a fact whoever did it) a bot `allowed_bots` does not name."""
+
+    def parse(payload: dict[str, object], reading: Reading) -> Command:
+        actor = read_actor(payload, path)
+        allowed = frozenset({actor.login}) if any_bot else reading.allowed_bots
+        refused = refusal(reading.name, actor, app_login=reading.app_login, allowed_bots=allowed)
+        return build(payload, actor) if refused is None else refused
+
+    return parse
+
+
+def _labeled(payload: dict[str, object], sender: Actor) -> LabelAdded:
     repo, issue = read_repo(payload), read_issue(payload)
-    return LabelAdded(repo, issue, req(payload, "label.name", str), actor)
+    return LabelAdded(repo, issue, req(payload, "label.name", str), sender)
 
 
-def _edited(payload: dict[str, object], reading: Reading) -> IssueEdited | Ignored:
-    sender = reading.actor(payload, "sender")
-    if isinstance(sender, Ignored):
-        return sender
+def _edited(payload: dict[str, object], sender: Actor) -> IssueEdited:
     repo, issue = read_repo(payload), read_issue(payload)
     before_title = opt(payload, "changes.title.from", str)
     before_body = opt(payload, "changes.body.from", str)
@@ -146,28 +144,22 @@ def _edited(payload: dict[str, object], reading: Reading) -> IssueEdited | Ignor
         repo,
         issue,
         sender,
-        _timestamp(payload, "issue.updated_at"),
+        timestamp(payload, "issue.updated_at"),
         None if before_title is None else sanitize(before_title),
         None if before_body is None else sanitize(before_body),
     )
 
 
-def _commented(payload: dict[str, object], reading: Reading) -> CommentAdded | Ignored:
-    author = reading.actor(payload, "comment.user")
-    if isinstance(author, Ignored):
-        return author
+def _commented(payload: dict[str, object], author: Actor) -> CommentAdded:
     repo, issue = read_repo(payload), read_issue(payload)
     raw = opt(payload, "comment.body", str) or ""
-    written = _timestamp(payload, "comment.created_at")
+    written = timestamp(payload, "comment.created_at")
     return CommentAdded(
         repo, issue, req(payload, "comment.id", int), sanitize(raw), author, written
     )
 
 
-def _reviewed(payload: dict[str, object], reading: Reading) -> ReviewSubmitted | Ignored:
-    author = reading.actor(payload, "review.user")
-    if isinstance(author, Ignored):
-        return author
+def _reviewed(payload: dict[str, object], author: Actor) -> ReviewSubmitted:
     return ReviewSubmitted(
         read_repo(payload),
         req(payload, "pull_request.number", int),
@@ -176,11 +168,39 @@ def _reviewed(payload: dict[str, object], reading: Reading) -> ReviewSubmitted |
         sanitize(opt(payload, "review.body", str) or ""),
         author,
         req(payload, "pull_request.head.ref", str),
-        _timestamp(payload, "review.submitted_at"),
+        timestamp(payload, "review.submitted_at"),
     )
 
 
+def _pull(action: PullAction) -> Build:
+    """How `pull_request.<action>` is read."""
+
+    def build(payload: dict[str, object], sender: Actor) -> PullChanged:
+        return PullChanged(
+            read_repo(payload),
+            req(payload, "pull_request.number", int),
+            action,
+            opt(payload, "pull_request.merged", bool) or False,
+            opt(payload, "pull_request.draft", bool) or False,
+            req(payload, "pull_request.head.ref", str),
+            sender,
+        )
+
+    return build
+
+
+def _closed(payload: dict[str, object], sender: Actor) -> IssueClosed:
+    return IssueClosed(read_repo(payload), read_issue(payload), sender)
+
+
+def _unlabeled(payload: dict[str, object], sender: Actor) -> LabelRemoved:
+    repo = read_repo(payload)
+    return LabelRemoved(repo, read_issue(payload), req(payload, "label.name", str), sender)
+
+
 def _checks(payload: dict[str, object], _: Reading) -> ChecksCompleted | Ignored:
+    """A check suite completed: read by no one (whoever pushed: the App, often, whose CI
+    it is)."""
     conclusion = opt(payload, "check_suite.conclusion", str) or ""
     pulls = opt(payload, "check_suite.pull_requests", list) or []
     if not pulls:
@@ -226,44 +246,6 @@ def _workflow_run(payload: dict[str, object], _: Reading) -> ChecksCompleted | I
     )
 
 
-def _pull(action: PullAction) -> Parser:
-    """The parser of `pull_request.<action>`."""
-
-    def parse(payload: dict[str, object], reading: Reading) -> PullChanged | Ignored:
-        if action == "closed":  # a fact whoever did it (a merge queue is a bot)
-            login = read_actor(payload, "sender").login
-            reading = Reading(reading.name, reading.app_login, frozenset({login}))
-        sender = reading.actor(payload, "sender")
-        if isinstance(sender, Ignored):
-            return sender
-        return PullChanged(
-            read_repo(payload),
-            req(payload, "pull_request.number", int),
-            action,
-            opt(payload, "pull_request.merged", bool) or False,
-            opt(payload, "pull_request.draft", bool) or False,
-            req(payload, "pull_request.head.ref", str),
-            sender,
-        )
-
-    return parse
-
-
-def _closed(payload: dict[str, object], reading: Reading) -> IssueClosed | Ignored:
-    sender = reading.actor(payload, "sender")
-    if isinstance(sender, Ignored):
-        return sender
-    return IssueClosed(read_repo(payload), read_issue(payload), sender)
-
-
-def _unlabeled(payload: dict[str, object], reading: Reading) -> LabelRemoved | Ignored:
-    sender = reading.actor(payload, "sender")
-    if isinstance(sender, Ignored):
-        return sender
-    repo = read_repo(payload)
-    return LabelRemoved(repo, read_issue(payload), req(payload, "label.name", str), sender)
-
-
 def _removed(field: str) -> Parser:
     """The parser of a lost installation (`repositories`: what it had, when given) or of
     repositories taken out of it (`repositories_removed`)."""
@@ -274,7 +256,7 @@ def _removed(field: str) -> Parser:
             raise PayloadError(field, "expected a list")
         repos = None
         if listed is not None:
-            repos = tuple(_full_name(payload, f"{field}.{n}.full_name") for n in range(len(listed)))
+            repos = tuple(full_name(payload, f"{field}.{n}.full_name") for n in range(len(listed)))
         return ReposRemoved(
             req(payload, "installation.id", int), repos, read_actor(payload, "sender")
         )
@@ -283,34 +265,19 @@ def _removed(field: str) -> Parser:
 
 
 PARSERS: dict[tuple[str, str], Parser] = {
-    ("issues", "labeled"): _labeled,
-    ("issues", "edited"): _edited,
-    ("issues", "closed"): _closed,
-    ("issues", "unlabeled"): _unlabeled,
-    ("issue_comment", "created"): _commented,
-    ("pull_request_review", "submitted"): _reviewed,
+    ("issues", "labeled"): _by("sender", _labeled),
+    ("issues", "edited"): _by("sender", _edited),
+    ("issues", "closed"): _by("sender", _closed),
+    ("issues", "unlabeled"): _by("sender", _unlabeled),
+    ("issue_comment", "created"): _by("comment.user", _commented),
+    ("pull_request_review", "submitted"): _by("review.user", _reviewed),
     ("check_suite", "completed"): _checks,
     ("workflow_run", "completed"): _workflow_run,
-    **{("pull_request", action): _pull(action) for action in PULL_ACTIONS},
+    # a pull request closed or merged is a fact whoever did it (a merge queue is a bot)
+    **{
+        ("pull_request", action): _by("sender", _pull(action), any_bot=action == "closed")
+        for action in PULL_ACTIONS
+    },
     ("installation", "deleted"): _removed("repositories"),
     ("installation_repositories", "removed"): _removed("repositories_removed"),
 }
-
-
-def _full_name(payload: dict[str, object], path: str) -> str:
-    """`owner/name`, each part checked against GitHub's rules (PayloadError names `path`)."""
-    owner, slash, repo = req(payload, path, str).partition("/")
-    if not slash:
-        raise PayloadError(path, "not `owner/name`")
-    return f"{check_owner(owner, field=path)}/{check_repo_name(repo, field=path)}"
-
-
-def _timestamp(payload: dict[str, object], path: str) -> float | None:
-    """An ISO 8601 time (`2019-05-15T15:20:21Z`) as seconds since the epoch."""
-    text = opt(payload, path, str)
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        raise PayloadError(path, f"not a time: {reprlib.repr(text)[:80]}") from None
