@@ -16,15 +16,18 @@ from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body, tracking_body
 from bot.handlers.actions import (
     Control,
+    EndPull,
     Ignore,
+    LeaveRepos,
     PostOnce,
     React,
     Report,
+    SetPull,
     StartJob,
+    WithdrawJob,
     job_key,
     job_ordinal,
 )
-from bot.handlers.app_context import job_branch
 from bot.handlers.commands import parse_reply
 from bot.handlers.deliveries import (
     CommentAdded,
@@ -39,8 +42,8 @@ from bot.handlers.installation import InstalledJob, decide_removed
 from bot.handlers.issue_comment import CommentFacts, decide_comment
 from bot.handlers.issue_withdrawal import IssueFacts, decide_closed, decide_unlabeled
 from bot.handlers.issues import LabelFacts, decide_label
-from bot.handlers.lifecycle_actions import EndPull, LeaveRepos, SetPull, WithdrawJob
 from bot.handlers.payloads import Actor, Issue, Repo, parse_command
+from bot.handlers.performers import job_branch
 from bot.handlers.pull_request import PullFacts, decide_pull
 from bot.handlers.repos import load_config, with_decider
 from orchestrator.api import (

@@ -12,9 +12,12 @@ performs them; the decisions are tested from payloads alone.
     pull_request.py   pull_request closed/draft/ready/reopened: PullFacts, decide_pull
     issue_withdrawal.py  issues.closed, issues.unlabeled: decide_closed, decide_unlabeled
     installation.py   installation.deleted, installation_repositories.removed: decide_removed
-    lifecycle_actions.py  EndPull, SetPull, WithdrawJob, LeaveRepos; their performer; /reopen
-    actions.py        what a decision says: Ignore, Report, PostOnce, React, StartJob, AnswerGate
-    app_context.py    AppContext: what handlers read and act through; performs actions
+    actions.py        what a decision says: Ignore, Report, PostOnce, React, StartJob, ...,
+                      and after the label EndPull, SetPull, WithdrawJob, LeaveRepos
+    perform.py        a decision carried out: PERFORMERS, one performer per action type
+    performers.py     the performers on the issue and its gates: post_once, start, answer, ...
+    job_orders.py     the performers of a decider's orders (/reopen too) and after the label
+    app_context.py    AppContext: the dependencies handlers read and act through, nothing more
     repos.py          a repository's project file and permissions (cached a minute)
     service.py        GitHubService: a stored delivery handled; each job's GitHubForge
 """

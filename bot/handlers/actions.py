@@ -1,10 +1,12 @@
 """What a handler decided to do about one delivery: actions as plain values, performed after.
 
 A decision is a tuple of actions, built by a pure function from the delivery's command and
-the facts its handler gathered; `AppContext.perform` carries them out in order on the
-delivery's issue. The last action that says what came of the delivery (`Ignore`, `Report`,
-`StartJob`, `AnswerGate`, `Advise`, `Reassign`, `ReviseIssue`) gives the outcome the
-delivery worker logs and stores; `Later` puts the delivery back to be decided again.
+the facts its handler gathered; `perform.perform` carries them out in order on the
+delivery's issue, each by the performer its type has in `perform.PERFORMERS`. The last
+action that says what came of the delivery (`Ignore`, `Report`, `StartJob`, `AnswerGate`,
+`Advise`, `Reassign`, `ReviseIssue`, and what follows a job's label: `EndPull`, `SetPull`,
+`WithdrawJob`, `LeaveRepos`) gives the outcome the delivery worker logs and stores; `Later`
+puts the delivery back to be decided again.
 """
 
 from __future__ import annotations
@@ -157,6 +159,42 @@ class Later:
     after_s: float = 5.0
 
 
+@dataclass(frozen=True)
+class EndPull:
+    """The job's pull request was merged, closed unmerged, or closed by deleting its branch."""
+
+    job_id: int
+    state: Literal["merged", "closed", "gone"]
+    by: str
+
+
+@dataclass(frozen=True)
+class SetPull:
+    """The job's pull request is open (again) or a draft: a draft holds a running round."""
+
+    job_id: int
+    state: Literal["open", "draft"]
+    by: str
+
+
+@dataclass(frozen=True)
+class WithdrawJob:
+    """Withdraw the job as `/withdraw` does; `why` is what `by` did (`closed the issue`)."""
+
+    job_id: int
+    by: str
+    why: str
+
+
+@dataclass(frozen=True)
+class LeaveRepos:
+    """The App no longer serves `repos` (`owner/name`): withdraw `jobs`, delete their folders."""
+
+    jobs: tuple[int, ...]
+    repos: tuple[str, ...]
+    by: str
+
+
 Action = (
     Ignore
     | Report
@@ -171,6 +209,10 @@ Action = (
     | Override
     | AutoProxy
     | Later
+    | EndPull
+    | SetPull
+    | WithdrawJob
+    | LeaveRepos
 )
 
 

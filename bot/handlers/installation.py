@@ -3,7 +3,7 @@ repositories, so their running jobs are withdrawn and their folders deleted.
 
 The handler reads which jobs the App started in the installation (from the subjects it
 linked to them: no call to GitHub, which no longer answers for these repositories),
-`decide_removed` turns that into one action with no I/O, and `lifecycle_actions.perform`
+`decide_removed` turns that into one action with no I/O, and `perform`
 carries it out: the running jobs are withdrawn first, then each repository's folder under
 `TEAPARTY_HOME/repos/github/` (mirror, job repositories, worktrees) is deleted once no
 running job comes from it. Nothing is posted: the App cannot reach those issues any more.
@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.github.subject import Subject
-from bot.handlers.actions import Action, Ignore, Outcome
+from bot.handlers.actions import Action, Ignore, LeaveRepos, Outcome
 from bot.handlers.app_context import AppContext
 from bot.handlers.deliveries import ReposRemoved
-from bot.handlers.lifecycle_actions import LeaveRepos, LifecycleAction, perform
+from bot.handlers.perform import perform
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,7 @@ async def on_repos_removed(command: ReposRemoved, ctx: AppContext) -> Outcome:
     return await perform(ctx, decide_removed(command, jobs), repo=None, number=None)
 
 
-def decide_removed(
-    command: ReposRemoved, jobs: tuple[InstalledJob, ...]
-) -> tuple[Action | LifecycleAction, ...]:
+def decide_removed(command: ReposRemoved, jobs: tuple[InstalledJob, ...]) -> tuple[Action, ...]:
     """What to do when the App loses repositories; performs no I/O."""
     lost = None if command.repos is None else {name.casefold() for name in command.repos}
     mine = [

@@ -40,6 +40,7 @@ from bot.handlers.actions import (
 from bot.handlers.app_context import AppContext
 from bot.handlers.commands import GATE_COMMANDS, Command, Reply, parse_reply
 from bot.handlers.deliveries import CommentAdded
+from bot.handlers.perform import perform
 from bot.handlers.review import on_pull_comment
 from orchestrator.api import GATE_KINDS, Gate, JobRecord, is_learning_id
 
@@ -71,7 +72,7 @@ async def on_issue_comment_created(command: CommentAdded, ctx: AppContext) -> Ou
         return await on_pull_comment(command, ctx)
     facts = await gather(command, ctx)
     actions = decide_comment(command, facts)
-    return await ctx.perform(actions, repo=command.repo, number=command.issue.number)
+    return await perform(ctx, actions, repo=command.repo, number=command.issue.number)
 
 
 async def gather(command: CommentAdded, ctx: AppContext) -> CommentFacts:

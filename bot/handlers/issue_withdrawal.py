@@ -4,7 +4,7 @@ its job runs withdraws the job as `/withdraw` does.
 The handler gathers the facts (the issue's newest job, the label that started it, whether it
 is stopped by an error, and, when a running job has a pull request, whether GitHub says it is
 merged), `decide_closed` / `decide_unlabeled` turn them into actions with no I/O, and
-`lifecycle_actions.perform` carries them out. A job that finished is left alone: a pull
+`perform` carries them out. A job that finished is left alone: a pull
 request that says `Closes #N` closes its issue once merged, after the job came to rest. The
 one race: GitHub may send the issue's close before the merge, while a review round runs;
 then the job ends as merged, not withdrawn. Removing the label from a job stopped by an error
@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.github.subject import Subject
-from bot.handlers.actions import Action, Ignore, Outcome, job_key
+from bot.handlers.actions import Action, EndPull, Ignore, Outcome, WithdrawJob, job_key
 from bot.handlers.app_context import AppContext
 from bot.handlers.deliveries import IssueClosed, LabelRemoved
-from bot.handlers.lifecycle_actions import EndPull, LifecycleAction, WithdrawJob, perform
+from bot.handlers.perform import perform
 from orchestrator.api import JobRecord
 
 
@@ -66,7 +66,7 @@ async def gather(command: IssueClosed | LabelRemoved, ctx: AppContext) -> IssueF
     return IssueFacts(job, trigger, failed, merged)
 
 
-def decide_closed(command: IssueClosed, facts: IssueFacts) -> tuple[Action | LifecycleAction, ...]:
+def decide_closed(command: IssueClosed, facts: IssueFacts) -> tuple[Action, ...]:
     """What to do about a closed issue; performs no I/O."""
     job, by = facts.job, command.sender.login
     if command.issue.is_pull_request:
@@ -80,9 +80,7 @@ def decide_closed(command: IssueClosed, facts: IssueFacts) -> tuple[Action | Lif
     return (WithdrawJob(job.job_id, by, "closed the issue"),)
 
 
-def decide_unlabeled(
-    command: LabelRemoved, facts: IssueFacts
-) -> tuple[Action | LifecycleAction, ...]:
+def decide_unlabeled(command: LabelRemoved, facts: IssueFacts) -> tuple[Action, ...]:
     """What to do about a label taken off an issue; performs no I/O."""
     job, by = facts.job, command.sender.login
     if job is None:

@@ -35,6 +35,7 @@ from bot.handlers.actions import (
 )
 from bot.handlers.app_context import AppContext
 from bot.handlers.deliveries import IssueEdited, LabelAdded
+from bot.handlers.perform import perform
 from bot.handlers.repos import RepoConfig, trigger_label
 from orchestrator.api import JobRecord, Project, ProxySettings, Pull, SandboxError
 
@@ -57,10 +58,10 @@ async def on_issues_labeled(command: LabelAdded, ctx: AppContext) -> Outcome:
     facts = await gather(command, ctx)
     repo, number = command.repo, command.issue.number
     try:
-        return await ctx.perform(decide_label(command, facts), repo=repo, number=number)
+        return await perform(ctx, decide_label(command, facts), repo=repo, number=number)
     except SandboxError as exc:  # not retried: nothing changes until the operator acts
         refusal = no_sandbox(str(exc), label=trigger_label(facts.config))
-        return await ctx.perform(refusal, repo=repo, number=number)
+        return await perform(ctx, refusal, repo=repo, number=number)
 
 
 async def gather(command: LabelAdded, ctx: AppContext) -> LabelFacts:
@@ -123,7 +124,7 @@ async def on_issues_edited(command: IssueEdited, ctx: AppContext) -> Outcome:
         job_key(repo.owner, repo.name, command.issue.number)
     )
     actions = decide_edit(command, job)
-    return await ctx.perform(actions, repo=repo, number=command.issue.number)
+    return await perform(ctx, actions, repo=repo, number=command.issue.number)
 
 
 def decide_edit(command: IssueEdited, job: JobRecord | None) -> tuple[Action, ...]:

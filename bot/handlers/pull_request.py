@@ -3,7 +3,7 @@ job whose pull request it is.
 
 The handler gathers the facts (the job of the pull request, by its repository and number;
 the issue it serves; for a pull request closed unmerged, whether its head branch still
-exists), `decide_pull` turns them into actions with no I/O, and `lifecycle_actions.perform`
+exists), `decide_pull` turns them into actions with no I/O, and `perform`
 carries them out. GitHub closes a pull request whose head branch is deleted and says no
 more, so an unmerged close is told apart by asking GitHub for the branch (404: gone).
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body
-from bot.handlers.actions import Action, Ignore, Outcome, PostOnce
+from bot.handlers.actions import Action, EndPull, Ignore, Outcome, PostOnce, SetPull
 from bot.handlers.app_context import AppContext
 from bot.handlers.deliveries import PullChanged
-from bot.handlers.lifecycle_actions import EndPull, LifecycleAction, SetPull, perform
+from bot.handlers.perform import perform
 from orchestrator.api import JobRecord, Pull
 
 
@@ -62,7 +62,7 @@ async def gather(command: PullChanged, ctx: AppContext) -> PullFacts:
     return PullFacts(job, pull, subject, exists)
 
 
-def decide_pull(command: PullChanged, facts: PullFacts) -> tuple[Action | LifecycleAction, ...]:
+def decide_pull(command: PullChanged, facts: PullFacts) -> tuple[Action, ...]:
     """What to do about a change of a pull request; performs no I/O."""
     job, by = facts.job, command.sender.login
     if job is None or facts.subject is None:

@@ -34,6 +34,7 @@ from bot.handlers.app_context import AppContext
 from bot.handlers.deliveries import CommentAdded, ReviewSubmitted
 from bot.handlers.issues import WRITERS
 from bot.handlers.payloads import Repo
+from bot.handlers.perform import perform
 from orchestrator.api import Feedback, Point
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ async def on_review_submitted(command: ReviewSubmitted, ctx: AppContext) -> Outc
         )
     decided = decide_review(command, facts)
     if decided is not None:
-        return await ctx.perform((decided,), repo=repo, number=command.pull_number)
+        return await perform(ctx, (decided,), repo=repo, number=command.pull_number)
     assert gh is not None
     assert job_id is not None
     said = Point(f"review:{command.review_id}", command.author.login, command.body)
@@ -299,7 +300,7 @@ async def on_pull_comment(command: CommentAdded, ctx: AppContext) -> Outcome:
         )
     decided = decide_pull_comment(command, facts)
     if decided is not None:
-        return await ctx.perform((decided,), repo=repo, number=command.issue.number)
+        return await perform(ctx, (decided,), repo=repo, number=command.issue.number)
     assert gh is not None
     assert job_id is not None
     said = Point(f"comment:{command.comment_id}", command.author.login, ask_text(command.body))
