@@ -5,11 +5,12 @@ BotError
  ├── DeliveryError      a webhook delivery refused (carries the HTTP status to answer)
  ├── NotYetError        a delivery that cannot be decided yet: handled again at `retry_at`
  ├── PayloadError       (bot.handlers.payloads) a payload lacks or mistypes a field we need
- ├── GitHubError        a GitHub API call failed for good
- │    ├── RateLimitedError   GitHub asked us to wait longer than we wait in one call
- │    └── GraphQLError       GitHub answered a GraphQL call with errors (carries them)
- └── StateError         (bot.runner.state_records) runner mode's state ref cannot be loaded
-                        or saved; its subclasses are drawn there (a race, a format, a size)
+ └── GitHubError        a GitHub API call failed for good
+      ├── RateLimitedError   GitHub asked us to wait longer than we wait in one call
+      └── GraphQLError       GitHub answered a GraphQL call with errors (carries them)
+
+Runner mode's state ref raises the engine's StateError (an OrchestratorError, from the
+engine's StoreRef); bot.runner.state_records draws its tree and the runner's StateBusyError.
 """
 
 from __future__ import annotations

@@ -170,6 +170,15 @@ from orchestrator.workspace.git import (
     slug,
 )
 from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
+from orchestrator.workspace.state_ref import (
+    Loaded,
+    StateError,
+    StateFormatError,
+    StateInfo,
+    StateRaceError,
+    StateTooLargeError,
+    StoreRef,
+)
 
 __all__ = [
     "git_version",
@@ -303,6 +312,13 @@ __all__ = [
     "SandboxError",
     "StateChanged",
     "Steer",
+    "Loaded",
+    "StateInfo",
+    "StoreRef",
+    "StateError",
+    "StateFormatError",
+    "StateRaceError",
+    "StateTooLargeError",
     "StoreError",
     "StoreLockedError",
     "StoreVersionError",
