@@ -14,10 +14,10 @@ engine's modules can move and change behind it. What is here:
   decisions and figures);
 - what a repository's jobs learned (`teaparty learnings`);
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree;
-- the store as one file (a consistent snapshot, putting one in place, pruning ended jobs)
-  and the engine's hardened git, for runner mode's state kept on a git ref;
+- runner mode's state kept on a git ref (`StoreRef`: the store loaded from and saved to the
+  ref by compare-and-swap, its records and errors); no raw git and no store internals;
 - what the local commands ask of a person's repository (its top level, whether it has a
-  HEAD, what is not committed, git's version), through that same git;
+  HEAD, what is not committed, git's version), through the engine's hardened git;
 - jobs' unpublished work kept on their remote between runner runs (`Office.preserve_all`
   before the store is saved, `forget_ended_work` or `Office.forget_ended` after;
   `Office.prepare` rebuilds).
@@ -155,21 +155,10 @@ from orchestrator.sandbox.probe import announce, probe
 from orchestrator.setup.cache import cache_snapshot_key
 from orchestrator.setup.checks import Checked, CommandRun
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
-from orchestrator.store.migrations import SCHEMA_VERSION
-from orchestrator.store.prune import KEEP_ENDED_DAYS, Pruned, prune_store
-from orchestrator.store.snapshot import restore_store, snapshot_store
 from orchestrator.teams.board import Task
-from orchestrator.workspace.git import (
-    NETWORK_TIMEOUT_S,
-    GitError,
-    auth_env,
-    contended,
-    git,
-    git_bytes,
-    reset_config,
-    slug,
-)
-from orchestrator.workspace.preserve import WORK_REFS, Preserved, PreservedRaceError
+from orchestrator.workspace.git import GitError, slug
+from orchestrator.workspace.git import git as _git
+from orchestrator.workspace.preserve import PreservedRaceError
 from orchestrator.workspace.state_ref import (
     Loaded,
     StateError,
@@ -268,7 +257,6 @@ __all__ = [
     "JobSummary",
     "JobView",
     "JobViews",
-    "KEEP_ENDED_DAYS",
     "KnownSecrets",
     "LinkedJob",
     "LocalJob",
@@ -279,7 +267,6 @@ __all__ = [
     "ModelError",
     "ModelKind",
     "ModelRequest",
-    "NETWORK_TIMEOUT_S",
     "NotProxyAnsweredError",
     "Office",
     "OrchestratorError",
@@ -291,9 +278,7 @@ __all__ = [
     "ProxyDecision",
     "ProxySettings",
     "ProxyStats",
-    "Preserved",
     "PreservedRaceError",
-    "Pruned",
     "Pull",
     "PullEnded",
     "PullState",
@@ -306,7 +291,6 @@ __all__ = [
     "RoundLedger",
     "RoundPoint",
     "Rounds",
-    "SCHEMA_VERSION",
     "STATE_FILTERS",
     "Sandbox",
     "SandboxError",
@@ -327,20 +311,15 @@ __all__ = [
     "Team",
     "UnansweredGateError",
     "UsageRecorded",
-    "WORK_REFS",
     "Withdrawn",
     "announce",
     "answer_job",
-    "auth_env",
-    "contended",
     "cancel_job",
     "check_model",
     "check_path",
     "clean",
     "forget_ended_work",
     "forget_repository",
-    "git",
-    "git_bytes",
     "load_organisation",
     "load_project",
     "managing",
@@ -350,16 +329,12 @@ __all__ = [
     "progress",
     "proxy_stats",
     "proxy_stats_at",
-    "prune_store",
     "pull_ended",
-    "reset_config",
-    "restore_store",
     "run_local",
     "run_scope",
     "serve_commands",
     "shipped_org_dir",
     "slug",
-    "snapshot_store",
     "withdraw",
 ]
 
@@ -386,19 +361,19 @@ def check_path(path: Path, *, org_dir: Path) -> CheckReport:
 
 async def git_version() -> str | None:
     """The git the engine runs, as `git --version` names it (None: it would not say)."""
-    code, version = await git(None, "--version", check=False)
+    code, version = await _git(None, "--version", check=False)
     return version.strip() if code == 0 else None
 
 
 async def repository_top(path: Path) -> Path | None:
     """The top level of the git repository `path` is in (None: it is in none)."""
-    code, top = await git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
+    code, top = await _git(None, "-C", str(path), "rev-parse", "--show-toplevel", check=False)
     return Path(top.strip()) if code == 0 else None
 
 
 async def has_head(repo: Path) -> bool:
     """Whether the repository has a commit at HEAD for a job to start from."""
-    code, _ = await git(
+    code, _ = await _git(
         None, "-C", str(repo), "rev-parse", "--verify", "--quiet", "HEAD", check=False
     )
     return code == 0
@@ -406,7 +381,7 @@ async def has_head(repo: Path) -> bool:
 
 async def uncommitted(repo: Path) -> tuple[str, ...]:
     """The paths in the repository's working tree that differ from HEAD (`git status`)."""
-    _, status = await git(None, "-C", str(repo), "status", "--porcelain", check=False)
+    _, status = await _git(None, "-C", str(repo), "status", "--porcelain", check=False)
     return tuple(line[3:] for line in status.splitlines() if line.strip())
 
 

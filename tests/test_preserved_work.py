@@ -26,15 +26,11 @@ from demo_office import start_job
 from local_repo import ENV, git, make_repo
 
 from orchestrator.api import (
-    WORK_REFS,
     GitError,
     Office,
     OrchestratorError,
-    Preserved,
     PreservedRaceError,
     forget_ended_work,
-    restore_store,
-    snapshot_store,
     withdraw,
 )
 from orchestrator.jobs.driver import JobDriver
@@ -42,10 +38,12 @@ from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.rounds import Feedback, Point
+from orchestrator.store.snapshot import restore_store, snapshot_store
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
 from orchestrator.workspace.layout import JobSpace, Workspace, job_mark, marked, task_branch
+from orchestrator.workspace.preserve import WORK_REFS, Preserved
 
 TITLE = "Add CI"
 CI = ".github/workflows/ci.yml"  # a protected path: the job waits after its task merged
