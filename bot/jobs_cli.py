@@ -128,13 +128,24 @@ JOBS = Command(
             "remove ended jobs' worktrees, unused mirrors, cancelled branches",
             Option("--yes", action="store_true", help="do not ask for confirmation"),
         ),
+        _action(
+            "view",
+            "a job's page in the browser: its board, questions, and who did what, live",
+            Option(
+                "--no-open",
+                dest="open",
+                action="store_false",
+                help="print the page's link only; do not start a browser",
+            ),
+            job_id=True,
+        ),
     ),
 )
 
 
 def jobs_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Run the `teaparty jobs` action `args.action` and return its exit code."""
-    where = Where(state_home(args.home, environ), org_dir(environ))
+    where = Where(state_home(args.home, environ), org_dir(environ), environ)
     command = ACTIONS[args.action]
     try:
         return asyncio.run(command(args, where))
@@ -158,9 +169,10 @@ def jobs_command(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 class Where:
     """The state directory and the organisation the jobs run under."""
 
-    def __init__(self, home: Path, org: Path) -> None:
+    def __init__(self, home: Path, org: Path, env: Mapping[str, str] | None = None) -> None:
         self.home = home
         self.org = org
+        self.env = env or {}  # what the viewer masks in what it shows
 
     def views(self) -> contextlib.AbstractAsyncContextManager[JobViews]:
         """The read-only views of the store."""
@@ -384,6 +396,17 @@ def _confirm(planned: Sequence[Removal]) -> bool:
 
 
 Action = Callable[[argparse.Namespace, Where], Coroutine[Any, Any, int]]
+
+
+async def _view(args: argparse.Namespace, where: Where) -> int:
+    from bot.job_viewer import view  # the web server's modules only for this action
+
+    async with where.views() as views:
+        await views.job(args.job_id)  # JobNotFoundError before anything is served
+    return await view(args.job_id, home=where.home, org_dir=where.org, env=where.env,
+                      open_browser=args.open)  # fmt: skip
+
+
 ACTIONS: dict[str, Action] = {
     "list": _list,
     "show": _show,
@@ -391,4 +414,5 @@ ACTIONS: dict[str, Action] = {
     "answer": _answer,
     "cancel": _cancel,
     "clean": _clean,
+    "view": _view,
 }

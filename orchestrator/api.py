@@ -25,7 +25,7 @@ engine's modules can move and change behind it. What is here:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -70,9 +70,10 @@ from orchestrator.core.errors import (
     StoreVersionError,
 )
 from orchestrator.core.gate_kinds import GateKind, GateKinds
-from orchestrator.core.messages import AssistantTurn
+from orchestrator.core.messages import AssistantTurn, Message, Usage
 from orchestrator.core.model import Model, ModelRequest
 from orchestrator.core.secrecy import KnownSecrets
+from orchestrator.core.secret_scan import Scanner
 from orchestrator.jobs.activity import Member, Progress, Team, progress
 from orchestrator.jobs.admin import Cancel, answer_job, cancel_job, managing
 from orchestrator.jobs.checks import JobCheck
@@ -97,6 +98,8 @@ from orchestrator.jobs.control import ControlError, Steer
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import FEATURES, GATE_KINDS, Register
 from orchestrator.jobs.handle import JobHandle
+from orchestrator.jobs.job_page import JobPage, Level, job_page
+from orchestrator.jobs.job_page import transcript as conversation_transcript
 from orchestrator.jobs.local_forge import UnansweredGateError
 from orchestrator.jobs.local_learnings import KeptLearning, forget_learning, kept_learnings
 from orchestrator.jobs.local_run import (
@@ -182,6 +185,13 @@ __all__ = [
     "ProxyDesk",
     "Records",
     "Reviews",
+    "JobPage",
+    "Level",
+    "Message",
+    "Usage",
+    "conversation_transcript",
+    "job_page",
+    "redactor",
     "KeptLearning",
     "Learning",
     "forget_learning",
@@ -579,3 +589,7 @@ class Ports:
             objects=office.records,
             gate_kinds=office.gate_kinds,
         )
+def redactor(env: Mapping[str, str]) -> Callable[[str], str]:
+    """What masks, in any text shown to a person, the secret values `env` holds and every
+    known token pattern (as the engine masks what it finds in a push)."""
+    return Scanner(KnownSecrets.of(env).values()).redact

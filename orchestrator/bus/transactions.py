@@ -756,3 +756,29 @@ def last_message_at(tx: Tx, job_id: int) -> float | None:
         (job_id,),
     ).fetchone()
     return None if row is None else row[0]
+# --- read models' totals (the job page) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A conversation's messages counted: how many, the tokens its turns used, the last one."""
+
+    messages: int
+    usage: Usage
+    last_message_id: int
+
+
+def tallies(tx: Tx, job_id: int) -> dict[str, Tally]:
+    """Per conversation of the job, its messages counted (conversations with none left out)."""
+    rows = tx.execute(
+        "SELECT m.conversation_id, COUNT(*), SUM(COALESCE(m.input_tokens, 0)),"
+        " SUM(COALESCE(m.output_tokens, 0)), SUM(COALESCE(m.cache_read_tokens, 0)),"
+        " SUM(COALESCE(m.cache_write_tokens, 0)), MAX(m.message_id)"
+        " FROM messages m JOIN conversations c ON c.conversation_id = m.conversation_id"
+        " WHERE c.job_id = ? GROUP BY m.conversation_id",
+        (job_id,),
+    ).fetchall()
+    return {
+        cid: Tally(count, Usage(tin, tout, cread, cwrite), last)
+        for cid, count, tin, tout, cread, cwrite, last in rows
+    }
