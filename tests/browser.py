@@ -13,7 +13,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -55,6 +57,7 @@ class Browser:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helper processes go with it (`close`)
         )
         self._ids = itertools.count(1)
         self._events: list[dict[str, Any]] = []
@@ -166,7 +169,8 @@ class Browser:
         try:
             self._stack.close()
         finally:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
             shutil.rmtree(self.profile, ignore_errors=True)
 
