@@ -589,6 +589,8 @@ class Ports:
             objects=office.records,
             gate_kinds=office.gate_kinds,
         )
+
+
 def redactor(env: Mapping[str, str]) -> Callable[[str], str]:
     """What masks, in any text shown to a person, the secret values `env` holds and every
     known token pattern (as the engine masks what it finds in a push)."""

@@ -756,6 +756,8 @@ def last_message_at(tx: Tx, job_id: int) -> float | None:
         (job_id,),
     ).fetchone()
     return None if row is None else row[0]
+
+
 # --- read models' totals (the job page) ---------------------------------------------------
 
 
