@@ -13,26 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.fakehub import webhooks
 from bot.fakehub.checks import completed
 from bot.fakehub.ci_state import ACTIONS_APP, Check, CheckRun, CheckSuite
 from bot.fakehub.pulls import refresh
-from bot.fakehub.shapes import Urls
-from bot.fakehub.state import HubRepo, HubState
+from bot.fakehub.roles import HubRole
+from bot.fakehub.state import HubRepo
 
 
-class CiPeople:
+class CiPeople(HubRole):
     """FakeGitHub's helpers that play CI."""
-
-    state: HubState
-
-    @property
-    def urls(self) -> Urls:
-        """Where API and web links point (FakeGitHub provides it)."""
-        raise NotImplementedError
-
-    async def _deliver_all(self, deliveries: list[webhooks.Outgoing]) -> None:
-        raise NotImplementedError
 
     async def start_checks(
         self,

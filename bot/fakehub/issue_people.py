@@ -7,22 +7,11 @@ changes nothing, and neither do these.
 from __future__ import annotations
 
 from bot.fakehub import webhooks
-from bot.fakehub.shapes import Json, Urls
-from bot.fakehub.state import HubState
+from bot.fakehub.roles import HubRole
 
 
-class IssuePeople:
+class IssuePeople(HubRole):
     """FakeGitHub's helpers that act as people on issues."""
-
-    state: HubState
-
-    @property
-    def urls(self) -> Urls:
-        """Where API and web links point (FakeGitHub provides it)."""
-        raise NotImplementedError
-
-    async def _deliver(self, event: str, payload: Json) -> webhooks.SentDelivery:
-        raise NotImplementedError
 
     async def unlabel_issue(
         self, owner: str, name: str, number: int, label: str, *, sender: str

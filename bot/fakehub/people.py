@@ -17,24 +17,15 @@ from bot.fakehub import git, webhooks
 from bot.fakehub.pulls import full_pull_json
 from bot.fakehub.review_actions import InlineComment, announce, reply, submit_review
 from bot.fakehub.review_state import REVIEW_STATES, ReviewThread
-from bot.fakehub.shapes import Json, Urls
-from bot.fakehub.state import HubError, HubIssue, HubRepo, HubState
+from bot.fakehub.roles import HubRole
+from bot.fakehub.shapes import Json
+from bot.fakehub.state import HubError, HubIssue, HubRepo
 
 _CLOSES = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.I)
 
 
-class PullRequestPeople:
+class PullRequestPeople(HubRole):
     """FakeGitHub's helpers that act as people on pull requests."""
-
-    state: HubState
-
-    @property
-    def urls(self) -> Urls:
-        """Where API and web links point (FakeGitHub provides it)."""
-        raise NotImplementedError
-
-    async def _deliver_all(self, deliveries: list[webhooks.Outgoing]) -> None:
-        raise NotImplementedError
 
     def _pull_request(self, owner: str, name: str, number: int) -> tuple[HubRepo, HubIssue]:
         repo = self.state.repo(owner, name)
