@@ -260,6 +260,8 @@ def test_a_run_stopped_by_ctrl_c_is_shown_interrupted_with_its_resume_command(
         ]
         assert "job 1 is interrupted" in teaparty("jobs", "list", home=home).stdout
         term.send("no\n")
+        term.expect("what should the lead change? (Enter alone ends the job): ")
+        term.send("\n")
         assert term.wait() == 1, term.output  # the plan refused: nothing delivered
 
     pasted = [*CLI, *shlex.split(resume)[1:], "--model", "scripted", "--yes"]

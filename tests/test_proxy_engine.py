@@ -84,7 +84,7 @@ async def test_it_asks_after_four_agreements_answers_after_five_and_asks_after_a
         assert (override.agreed, override.delivered_to) == (False, gate[3])
         lead = await office.engine.bus.transcript(gate[3])
         (correction,) = [m for m in lead if m.text.startswith("carol, the decider, overrides")]
-        (ran,) = [m for m in lead if m.role == "tool" and m.call_id == "run"]  # the plan ran
+        (ran,) = [m for m in lead if m.role == "tool" and m.call_id == "run1"]  # the plan ran
         assert ran.seq < correction.seq
         correction = correction.text
         assert "The proxy answered 'yes'; their answer is: no" in correction
