@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.workspace.git import IDENTITY, GitError, git, rev
+from orchestrator.workspace.git import GitError, commit_index, git, rev
 
 FILE_MODE = "100644"
 
@@ -76,18 +76,11 @@ async def commit_blobs(
                     f"{FILE_MODE},{blob},{path}",
                     env=env,
                 )
-        _, tree = await git(repo, "write-tree", env=env)
-        name, email = IDENTITY
-        _, commit = await git(
-            repo,
-            *("-c", f"user.name={name}", "-c", f"user.email={email}"),
-            *("commit-tree", tree.strip(), "-p", head, "-m", message),
-        )
-        await git(repo, "update-ref", ref, commit.strip(), head)
+        commit = await commit_index(repo, env, parent=head, message=message, ref=ref)
     finally:
         if index.exists():
             os.unlink(index)
-    return commit.strip()
+    return commit
 
 
 async def branch_head(repo: Path, branch: str) -> str:

@@ -450,3 +450,19 @@ async def merge_tree(repo: Path, target: str, source: str) -> Merge:
         raise GitError(f"git merge-tree failed for {source!r} into {target!r}")
     files = tuple(line for line in lines[1:] if line) if code == 1 else ()
     return Merge(None, files, lines[0], target, source)
+
+
+async def commit_index(
+    repo: Path, env: Mapping[str, str], *, parent: str, message: str, ref: str
+) -> str:
+    """Commit the index `env` names (GIT_INDEX_FILE) as the engine, on `parent`, and move
+    `ref` to it only if it still points at `parent`; the new commit."""
+    _, tree = await git(repo, "write-tree", env=env)
+    name, email = IDENTITY
+    _, commit = await git(
+        repo,
+        *("-c", f"user.name={name}", "-c", f"user.email={email}"),
+        *("commit-tree", tree.strip(), "-p", parent, "-m", message),
+    )
+    await git(repo, "update-ref", ref, commit.strip(), parent)
+    return commit.strip()

@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from orchestrator.workspace.git import IDENTITY, GitError, git, git_bytes, rev
+from orchestrator.workspace.git import GitError, commit_index, git, git_bytes, rev
 
 _BLOCK = re.compile(r"```suggestion[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 _REGULAR = ("100644", "100755")
@@ -75,19 +75,12 @@ async def apply(
         env = {"GIT_INDEX_FILE": str(index)}
         await git(repo, "read-tree", head, env=env)
         await git(repo, "update-index", "--cacheinfo", f"{mode},{made.strip()},{path}", env=env)
-        _, tree = await git(repo, "write-tree", env=env)
-        name, email = IDENTITY
-        _, commit = await git(
-            repo,
-            *("-c", f"user.name={name}", "-c", f"user.email={email}"),
-            *("commit-tree", tree.strip(), "-p", head, "-m", message),
-        )
-        await git(repo, "update-ref", ref, commit.strip(), head)
+        commit = await commit_index(repo, env, parent=head, message=message, ref=ref)
     finally:
         for leftover in (scratch, index):
             if leftover.exists():
                 os.unlink(leftover)
-    return commit.strip()
+    return commit
 
 
 def _write(path: Path, text: str) -> None:
