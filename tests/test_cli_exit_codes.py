@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -163,13 +162,10 @@ def jobs_store_in_use(tmp_path: Path) -> Ended:
 
 
 def jobs_interrupted(tmp_path: Path) -> Ended:
+    """Ctrl-C on a real terminal while following a parked job's log (it would go on)."""
     _, home = parked(tmp_path)
     argv = [*CLI, "jobs", "log", "1", "--follow", "--home", str(home)]
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=ENV) as follow:
-        assert follow.stdout is not None
-        first = follow.stdout.readline()  # it is following: the log so far is out
-        follow.send_signal(signal.SIGINT)
-        return follow.wait(timeout=60), first
+    return interrupted(argv, tmp_path, "-> dispatch")  # the log so far is out: it follows
 
 
 # --- teaparty learnings ---------------------------------------------------------------
