@@ -7,6 +7,7 @@ failed conversation again on its own, after a restart or a wake, and a job's sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -83,6 +84,13 @@ def failed(tx: Tx, failure_key: str) -> bool:
     return row is not None
 
 
-def keys(tx: Tx) -> set[str]:
-    """The keys every failure row holds (conversation ids among them)."""
-    return {str(key) for (key,) in tx.execute("SELECT failure_key FROM failures")}
+def held_of(tx: Tx, keys: Sequence[str]) -> set[str]:
+    """Those of `keys` (conversation ids) a failure row holds: looked up by key, so the
+    scheduler's every pass reads only its candidates' rows, not the store's whole history."""
+    found: set[str] = set()
+    for start in range(0, len(keys), 500):  # SQLite's bound on a statement's parameters
+        chunk = keys[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows = tx.execute(f"SELECT failure_key FROM failures WHERE failure_key IN ({marks})", chunk)
+        found |= {str(key) for (key,) in rows}
+    return found

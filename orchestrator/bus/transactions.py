@@ -194,7 +194,7 @@ def runnable(tx: Tx, job_id: int | None = None) -> list[str]:
     candidates = with_work(tx, job_id)
     if not candidates:
         return []
-    failed = failures.keys(tx)
+    failed = failures.held_of(tx, [cid for cid, _ in candidates])
     stopped = job_rows.held_back(tx) | _editing(tx)
     return [cid for cid, job in candidates if cid not in failed and job not in stopped]
 
