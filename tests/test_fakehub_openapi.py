@@ -159,7 +159,7 @@ def test_bundled_description_matches_paths_to_operations() -> None:
         "repos/get-branch",
         "teaparty/job-1-fix",
     )
-    assert len(spec.operations) == 38
+    assert len(spec.operations) == 39
 
 
 def test_trim_keeps_referenced_components_and_drops_documentation() -> None:

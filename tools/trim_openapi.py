@@ -31,6 +31,7 @@ OPERATIONS = frozenset(
         "apps/list-webhook-deliveries",
         "apps/redeliver-webhook-delivery",
         "repos/get",
+        "users/get-authenticated",
         "repos/get-collaborator-permission-level",
         "repos/get-content",
         "repos/get-branch",

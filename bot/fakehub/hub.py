@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -44,6 +45,7 @@ from bot.fakehub.ci_people import CiPeople
 from bot.fakehub.faults import Fault, Faults, RecordedRequest, decoded
 from bot.fakehub.git import create_bare, refuse_non_fast_forward
 from bot.fakehub.issue_people import IssuePeople
+from bot.fakehub.oauth import ACCESS_TOKEN_PATH, AUTHORIZE_PATH, OAuthDesk
 from bot.fakehub.openapi import OpenAPI, Operation
 from bot.fakehub.parameters import check_parameters
 from bot.fakehub.people import PullRequestPeople
@@ -83,6 +85,7 @@ class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
         webhook_url: str | None = None,
         webhook_secret: str | None = None,
         client_id: str | None = None,
+        client_secret: str | None = None,
         app_owner: str = "teaparty",
         permissions: Mapping[str, str] = DEFAULT_APP_PERMISSIONS,
         clock: Callable[[], float] = time.time,
@@ -102,6 +105,7 @@ class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
         if not isinstance(public, RSAPublicKey):
             raise ValueError("a GitHub App key is an RSA key")
         self._public_key = public  # the hub keeps only the public half
+        self.oauth = OAuthDesk(self.state, client_secret=client_secret or secrets.token_hex(20))
         self.webhook_url = webhook_url
         self.webhook_secret = webhook_secret
         self.spec = OpenAPI.bundled()
@@ -119,6 +123,8 @@ class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
         self.asgi = Starlette(
             routes=[
                 Route(LOG_PATH + "/{job_id:int}/{key}", self._log, methods=["GET"]),
+                Route(AUTHORIZE_PATH, self.oauth.authorize, methods=["GET"]),
+                Route(ACCESS_TOKEN_PATH, self.oauth.access_token, methods=["POST"]),
                 Route("/{path:path}", self._endpoint, methods=_METHODS),
             ]
         )
@@ -443,8 +449,13 @@ class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
         kind: AuthKind,
         value: str,
     ) -> Reply:
-        token = authenticate(
-            self.state, self._public_key, operation.operation_id, kind=kind, value=value
+        user = self.oauth.caller(operation.operation_id, kind=kind, value=value)
+        token = (
+            None
+            if user is not None
+            else authenticate(
+                self.state, self._public_key, operation.operation_id, kind=kind, value=value
+            )
         )
         call = Call(
             params,
@@ -453,10 +464,12 @@ class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
             token,
             self.urls,
             request.headers.get("accept", ""),
+            user,
         )
-        if token is not None:  # like GitHub: unseen repository (404), permission (403), body
-            if "owner" in params:
+        if token is not None or user is not None:  # like GitHub: unseen repository (404),
+            if "owner" in params:  # permission (403), then the body
                 repo_for(self.state, call)
+        if token is not None:
             self._routes.check_permission(operation.operation_id, token)
         check_parameters(operation, call, spec=self.spec, on_violation=self._violation)
         call = replace(call, body=self._check_request(operation, raw))

@@ -30,6 +30,7 @@ from bot.fakehub.shapes import (
     repo_json,
     timestamp,
 )
+from bot.fakehub.oauth import public_user_json, user_permissions
 from bot.fakehub.state import HubError, HubRepo, HubState, Reaction, Token, not_found
 from bot.fakehub.webhooks import Outgoing, comment_created, issue_edited
 
@@ -47,6 +48,7 @@ class Call:
     token: Token | None
     urls: Urls
     accept: str = ""
+    user: str | None = None  # the login a user access token acts for
 
 
 @dataclass
@@ -107,6 +109,8 @@ def repo_for(state: HubState, call: Call) -> HubRepo:
     repo = state.repo(call.params["owner"], call.params["repo"])
     if call.token is not None and not sees(call.token, repo):
         raise not_found()  # GitHub hides what an installation cannot see
+    if call.user is not None and repo.private and state.permission_of(repo, call.user)[1] == "none":
+        raise not_found()  # ... and what a user cannot
     return repo
 
 
@@ -209,8 +213,20 @@ async def get_repo_installation(state: HubState, call: Call) -> Reply:
 
 @ROUTES.on("repos/get", needs=("metadata",))
 async def get_repo(state: HubState, call: Call) -> Reply:
-    """GET /repos/{owner}/{repo}."""
-    return Reply(200, repo_json(state, repo_for(state, call), call.urls))
+    """GET /repos/{owner}/{repo}; with a user's token, the user's permissions on it too."""
+    repo = repo_for(state, call)
+    found = repo_json(state, repo, call.urls)
+    if call.user is not None:
+        found["permissions"] = user_permissions(state.permission_of(repo, call.user)[1])
+    return Reply(200, found)
+
+
+@ROUTES.on("users/get-authenticated")
+async def get_authenticated_user(state: HubState, call: Call) -> Reply:
+    """GET /user: the account a user access token acts for (an installation has none)."""
+    if call.user is None:
+        raise HubError(403, "Resource not accessible by integration")
+    return Reply(200, public_user_json(state.user(call.user), call.urls))
 
 
 @ROUTES.on("repos/get-collaborator-permission-level", needs=("metadata",))
