@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
-from urllib.parse import SplitResult, quote, urlsplit
+from urllib.parse import SplitResult, quote, urlsplit, urlunsplit
 
 from bot.errors import BotError
 from bot.manifest_conversion import ORG_LOGIN, convert_command
@@ -29,6 +29,7 @@ from bot.settings import DEFAULT_SERVER_URL
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_NAME = "TeaParty"
 DEFAULT_HOMEPAGE = "https://github.com"
+CALLBACK_PATH = "/auth/callback"  # bot/server/pages.py serves it
 MAX_NAME_CHARS = 34  # GitHub refuses longer App names
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1"})  # plain http is accepted only for these
 # What the bot does today needs these and nothing more (an installer sees and grants each one).
@@ -82,6 +83,7 @@ def build_manifest(
         "name": name,
         "url": homepage,
         "hook_attributes": {"url": webhook_url, "active": True},
+        "callback_urls": [callback_url(webhook_url)],
         "public": public,
         "default_permissions": dict(DEFAULT_PERMISSIONS),
         "default_events": list(DEFAULT_EVENTS),
@@ -90,6 +92,14 @@ def build_manifest(
         _check_http_url("--redirect-url", redirect_url)
         manifest["redirect_url"] = redirect_url
     return manifest
+
+
+def callback_url(webhook_url: str) -> str:
+    """Where GitHub sends a person back after signing in to the job page: beside the webhook
+    (`.../webhook` becomes `.../auth/callback`), on the server's public URL."""
+    parts = urlsplit(webhook_url)
+    path = parts.path.removesuffix("/webhook") + CALLBACK_PATH
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def form_action(server_url: str, *, org: str | None, state: str) -> str:

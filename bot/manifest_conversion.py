@@ -2,8 +2,9 @@
 
 Within an hour of the redirect, `POST {api}/app-manifests/{code}/conversions` (no auth)
 answers 201 with the App's id, slug, pem, webhook_secret, client_id and client_secret; the
-code works once. The key is written to a file only its owner can read; the rest is
-printed as `.env` lines.
+code works once. The key is written to a file only its owner can read; the rest (the client
+id and secret too: `teaparty serve` signs people in to the job page with them) is printed as
+`.env` lines.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class RegisteredApp:
     pem: str = field(repr=False)
     webhook_secret: str | None = field(repr=False)
     org: str | None = None  # the owning organization; None when a person owns the App
+    client_id: str | None = None  # the App's OAuth client: signing in to the job page
+    client_secret: str | None = field(default=None, repr=False)
 
 
 def env_lines(app: RegisteredApp, *, key_path: Path | None) -> list[str]:
@@ -61,6 +64,14 @@ def env_lines(app: RegisteredApp, *, key_path: Path | None) -> list[str]:
         lines.append("# GITHUB_WEBHOOK_SECRET: GitHub returned none; set one in the App's settings")
     if key_path is not None:
         lines.append(f"GITHUB_APP_PRIVATE_KEY_PATH={shlex.quote(str(key_path))}")
+    if app.client_id and app.client_secret:
+        lines.append(f"GITHUB_CLIENT_ID={shlex.quote(app.client_id)}")
+        lines.append(f"GITHUB_CLIENT_SECRET={shlex.quote(app.client_secret)}")
+    else:
+        lines.append(
+            "# GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET: GitHub returned none; generate a client"
+            " secret in the App's settings for signing in to job pages"
+        )
     return lines
 
 
@@ -76,7 +87,17 @@ def registered_app(body: object, *, url: str) -> RegisteredApp:
         raise GitHubError(f"POST {url}: unusable slug {slug!r}")
     secret = webhook_secret if isinstance(webhook_secret, str) else None
     org = _organization(body.get("owner"))
-    return RegisteredApp(app_id, slug, html_url, pem=pem, webhook_secret=secret, org=org)
+    client_id, client_secret = body.get("client_id"), body.get("client_secret")
+    return RegisteredApp(
+        app_id,
+        slug,
+        html_url,
+        pem=pem,
+        webhook_secret=secret,
+        org=org,
+        client_id=client_id if isinstance(client_id, str) and client_id else None,
+        client_secret=client_secret if isinstance(client_secret, str) and client_secret else None,
+    )
 
 
 def app_settings_url(app: RegisteredApp, *, server_url: str) -> str:
@@ -182,9 +203,9 @@ def convert_command(code: str, *, key_file: Path | None, env: Mapping[str, str])
         f"Wrote the private key to {path} (mode 0600). Install the App: "
         f"{app.html_url}/installations/new\n"
     )
-    if app.webhook_secret:
+    if app.webhook_secret or app.client_secret:
         sys.stderr.write(
-            "The .env lines hold the webhook secret: keep their file private (`chmod 600 .env`).\n"
+            "The .env lines hold the App's secrets: keep their file private (`chmod 600 .env`).\n"
         )
     return EXIT_OK
 

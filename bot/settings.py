@@ -48,6 +48,12 @@ class Settings:
     max_connections_per_client: int = 16  # below max_connections: one address leaves room
     trusted_proxies: tuple[str, ...] = ()  # addresses or networks whose X-Forwarded-For is believed
     setup_secrets: tuple[str, ...] = ()  # variables a repository's setup may be given
+    # The job pages (bot/server/pages.py): served at public_url, people signed in with the
+    # App's OAuth client; off without a public URL.
+    public_url: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    page_streams: int = 32  # live job pages open at once, beside the webhook's connections
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], *, home: Path | None = None) -> Settings:
@@ -78,6 +84,10 @@ class Settings:
             max_connections_per_client=check(_per_client, 0),
             trusted_proxies=check(_trusted_proxies, ()),
             setup_secrets=check(setup_secret_names, ()),
+            public_url=check(_public_url, None),
+            client_id=environ.get("GITHUB_CLIENT_ID") or None,
+            client_secret=environ.get("GITHUB_CLIENT_SECRET") or None,
+            page_streams=check(partial(_count, "TEAPARTY_PAGE_STREAMS", 32), 0),
         )
         if check.problems:
             raise SettingsError(*check.problems)
@@ -110,6 +120,21 @@ def setup_secret_names(environ: Mapping[str, str]) -> tuple[str, ...]:
     if problems:
         raise SettingsError(*problems)
     return names
+
+
+def _public_url(environ: Mapping[str, str]) -> str | None:
+    """TEAPARTY_PUBLIC_URL: where people reach `teaparty serve` (the job pages, and GitHub's
+    sign-in sends them back there); it needs the App's OAuth client to sign them in."""
+    if not environ.get("TEAPARTY_PUBLIC_URL"):
+        return None
+    url = _url("TEAPARTY_PUBLIC_URL", "", environ).rstrip("/")
+    missing = [n for n in ("GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET") if not environ.get(n)]
+    if missing:
+        raise SettingsError(
+            f"TEAPARTY_PUBLIC_URL is set but {' and '.join(missing)} not: job pages sign people "
+            "in with the App's client id and secret (its settings page, 'Client secrets')"
+        )
+    return url
 
 
 def _insecure(environ: Mapping[str, str]) -> bool:

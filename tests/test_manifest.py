@@ -58,6 +58,7 @@ def test_prints_the_manifest_with_exactly_the_permissions_and_events(
         "name": "TeaParty",
         "url": "https://github.com",
         "hook_attributes": {"url": HOOK, "active": True},
+        "callback_urls": ["https://tea.example.com/auth/callback"],
         "public": False,
         "default_permissions": {
             "issues": "write",
@@ -292,3 +293,8 @@ def test_form_html_escapes_every_attribute() -> None:
     assert form.action == 'https://github.com/settings/apps/new?state=a"b&c'
     assert json.loads(form.manifest) == manifest
     assert "<script>" not in page
+
+
+def test_the_sign_in_callback_sits_beside_the_webhook() -> None:
+    built = build_manifest(webhook_url="https://tea.example.com/bot/webhook")
+    assert built["callback_urls"] == ["https://tea.example.com/bot/auth/callback"]

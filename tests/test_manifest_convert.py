@@ -66,16 +66,19 @@ def test_convert_writes_the_key_0600_and_prints_only_the_settings(
         "GITHUB_APP_ID=1",
         f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
         f"GITHUB_APP_PRIVATE_KEY_PATH={key}",
+        "GITHUB_CLIENT_ID=Iv1.8a61f9b3a7aba766",
+        f"GITHUB_CLIENT_SECRET={CLIENT_SECRET}",
     ]
     assert key.read_text() == PEM
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert list(tmp_path.iterdir()) == [key]
-    for secret in ("PRIVATE KEY", "MIIEow", CLIENT_SECRET):
+    for secret in ("PRIVATE KEY", "MIIEow"):
         assert secret not in out + err
+    assert CLIENT_SECRET not in err
     assert err.splitlines() == [
         "Wrote the private key to octoapp.private-key.pem (mode 0600). "
         "Install the App: https://github.com/apps/octoapp/installations/new",
-        "The .env lines hold the webhook secret: keep their file private (`chmod 600 .env`).",
+        "The .env lines hold the App's secrets: keep their file private (`chmod 600 .env`).",
     ]
     request = route.calls.last.request
     assert request.headers["accept"] == "application/vnd.github+json"
@@ -96,7 +99,7 @@ def test_convert_uses_github_api_url_and_the_given_key_file(
     key.parent.mkdir()
     assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1] == f"GITHUB_APP_PRIVATE_KEY_PATH='{key}'"  # quoted: a space
+    assert out.splitlines()[2] == f"GITHUB_APP_PRIVATE_KEY_PATH='{key}'"  # quoted: a space
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
 
 
@@ -136,6 +139,8 @@ def test_convert_never_overwrites_the_default_key_file_and_keeps_the_new_key(
         "GITHUB_APP_ID=1",
         f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
         f"GITHUB_APP_PRIVATE_KEY_PATH={new}",
+        "GITHUB_CLIENT_ID=Iv1.8a61f9b3a7aba766",
+        f"GITHUB_CLIENT_SECRET={CLIENT_SECRET}",
     ]
     assert err.splitlines()[0] == (
         f"octoapp.private-key.pem: already exists; not overwriting it. The new key is {new.name}."
@@ -222,11 +227,12 @@ def test_a_null_webhook_secret_leaves_a_note_instead(
     respx_mock: respx.MockRouter,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    body = {**CONVERSION, "webhook_secret": None}
+    body = {**CONVERSION, "webhook_secret": None, "client_secret": None}
     respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
     assert main(["app-manifest", "--convert", CODE]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines()[1].startswith("# GITHUB_WEBHOOK_SECRET: GitHub returned none")
+    assert out.splitlines()[3].startswith("# GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET: GitHub")
     assert "chmod" not in err
 
 
@@ -323,7 +329,12 @@ def test_a_key_that_cannot_be_written_after_the_conversion_is_reported_with_what
     with file_size_limit(10):
         assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
     out, err = capsys.readouterr()
-    assert out.splitlines() == ["GITHUB_APP_ID=1", f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}"]
+    assert out.splitlines() == [
+        "GITHUB_APP_ID=1",
+        f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
+        "GITHUB_CLIENT_ID=Iv1.8a61f9b3a7aba766",
+        f"GITHUB_CLIENT_SECRET={CLIENT_SECRET}",
+    ]
     assert err == (
         f"teaparty app-manifest: {key}: cannot write: File too large. "
         "The App 'octoapp' exists but its key was not saved: generate a new private key at "
@@ -357,3 +368,16 @@ def test_app_settings_url_for_a_person_or_an_organization(org: str | None, url: 
     )
     assert app_settings_url(app, server_url="https://ghe.example.com/") == url
     assert PEM not in repr(app)
+
+
+def test_the_client_secret_never_shows_in_repr() -> None:
+    app = RegisteredApp(
+        1,
+        "octoapp",
+        "https://x",
+        pem=PEM,
+        webhook_secret=None,
+        client_id="Iv1.a",
+        client_secret="s3",
+    )
+    assert "s3" not in repr(app)

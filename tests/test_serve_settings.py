@@ -186,3 +186,32 @@ def test_the_insecure_flag() -> None:
     assert problems(env(TEAPARTY_INSECURE_NO_SIGNATURE="yes")) == (
         "TEAPARTY_INSECURE_NO_SIGNATURE='yes': must be 1 (accept unsigned deliveries) or 0",
     )
+
+
+def test_job_pages_need_a_public_url_and_the_apps_client() -> None:
+    off = Settings.from_env(env())
+    assert (off.public_url, off.client_id, off.client_secret) == (None, None, None)
+    on = Settings.from_env(
+        env(
+            TEAPARTY_PUBLIC_URL="https://tea.example.com/",
+            GITHUB_CLIENT_ID="Iv1.abc",
+            GITHUB_CLIENT_SECRET="client-secret-9f",
+            TEAPARTY_PAGE_STREAMS="5",
+        )
+    )
+    assert (on.public_url, on.client_id, on.page_streams) == (
+        "https://tea.example.com",
+        "Iv1.abc",
+        5,
+    )
+    assert on.client_secret == "client-secret-9f"
+    assert "client-secret-9f" not in repr(on)
+
+
+def test_a_public_url_without_the_client_names_what_is_missing() -> None:
+    found = problems(env(TEAPARTY_PUBLIC_URL="https://tea.example.com", GITHUB_CLIENT_ID="Iv1.a"))
+    assert len(found) == 1
+    assert "GITHUB_CLIENT_SECRET" in found[0]
+    assert "GITHUB_CLIENT_ID" not in found[0]
+    bad = problems(env(TEAPARTY_PUBLIC_URL="tea.example.com"))
+    assert bad[0].startswith("TEAPARTY_PUBLIC_URL='tea.example.com': not an http(s) URL")

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bot.fakehub import git
+from bot.fakehub.oauth import public_user_json, user_permissions
 from bot.fakehub.shapes import (
     Json,
     Urls,
@@ -30,7 +31,6 @@ from bot.fakehub.shapes import (
     repo_json,
     timestamp,
 )
-from bot.fakehub.oauth import public_user_json, user_permissions
 from bot.fakehub.state import HubError, HubRepo, HubState, Reaction, Token, not_found
 from bot.fakehub.webhooks import Outgoing, comment_created, issue_edited
 
