@@ -69,6 +69,7 @@ class Viewer:
         self.home, self.org_dir, self.token, self.poll_s = home, org_dir, token, poll_s
         self.shown = job_html.Shown(redactor(env))
         self.streams = asyncio.Semaphore(live_streams)
+        self.closed = False  # set at shutdown: open streams end at their next look
         self._views: JobViews | None = None
 
     @property
@@ -140,7 +141,7 @@ class Viewer:
         async with self.streams:
             sent: tuple[object, ...] | None = None
             quiet = 0.0
-            while not await request.is_disconnected():
+            while not self.closed and not await request.is_disconnected():
                 try:
                     page = await job_page(self.views, job_id)
                 except JobNotFoundError:
@@ -157,6 +158,10 @@ class Viewer:
                 await asyncio.sleep(self.poll_s)
                 quiet += self.poll_s
             yield "event: end\ndata: {}\n\n"
+
+    def close(self) -> None:
+        """End every open stream at its next look (the server is stopping)."""
+        self.closed = True
 
     def missing(self, job_id: int) -> Response:
         body = f"<h1>No job {job_id} here</h1>"

@@ -24,12 +24,11 @@ from urllib.parse import SplitResult, quote, urlsplit, urlunsplit
 
 from bot.errors import BotError
 from bot.manifest_conversion import ORG_LOGIN, convert_command
-from bot.settings import DEFAULT_SERVER_URL
+from bot.settings import CALLBACK_PATH, DEFAULT_SERVER_URL
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_NAME = "TeaParty"
 DEFAULT_HOMEPAGE = "https://github.com"
-CALLBACK_PATH = "/auth/callback"  # bot/server/pages.py serves it
 MAX_NAME_CHARS = 34  # GitHub refuses longer App names
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1"})  # plain http is accepted only for these
 # What the bot does today needs these and nothing more (an installer sees and grants each one).

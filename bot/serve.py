@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 
 from bot.errors import SettingsError
+from bot.job_pages import STREAM_PATH, JobPages
 from bot.server.http_server import ListenError, app_server, listen
 from bot.server.runtime import Runtime
 from bot.settings import Settings
@@ -157,16 +158,29 @@ async def _serve(
         scripted = model_kind(model, env) == "scripted"
         factory = models(model, env)
         runtime = await Runtime.open(settings, models=factory, env=env, scripted=scripted)
+        pages = await JobPages.start(settings, env, runtime.app)
         gc.freeze()  # what startup allocated is never collected: shorter full collections later
         try:
-            server = app_server(runtime.app, settings, listener)
+            server = app_server(
+                runtime.app,
+                settings,
+                listener,
+                stream_path=STREAM_PATH,
+                stopping=pages.close if pages is not None else _nothing,
+            )
             stop.serving(server)
             host, port = listener.getsockname()[:2]
             log.info("listening on http://%s:%d", host, port)
             await runtime.run(server)
         finally:
+            if pages is not None:
+                await pages.aclose()
             await runtime.close()
         log.info("stopped")
+
+
+def _nothing() -> None:
+    """No job pages to stop."""
 
 
 def _problems(exc: SettingsError) -> str:

@@ -20,6 +20,7 @@ from orchestrator.core.secrecy import setup_refusal
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_SERVER_URL = "https://github.com"
+CALLBACK_PATH = "/auth/callback"  # where GitHub's sign-in comes back to (bot/job_pages.py)
 INSECURE_FLAG = "TEAPARTY_INSECURE_NO_SIGNATURE"
 SETUP_SECRETS = "TEAPARTY_SETUP_SECRETS"
 _USERINFO = re.compile(r"//[^/@]*@")

@@ -13,6 +13,14 @@ The client is the connection's peer address (an IPv6 peer's /64: one host is giv
 believed about another (X-Forwarded-For, for the log) and is not bound per client: a
 reverse proxy speaks for many, and bounding each of them is its job (every connection
 counts against `TEAPARTY_MAX_CONNECTIONS` still).
+
+A live job page's stream (a request whose path `stream_path` matches) holds its connection
+for as long as the page is open, so it has a room of its own: once its head has arrived the
+connection leaves the webhook edge's count (overall and per client) and uvicorn's tasks, for
+as long as that response runs; the pages bound how many streams run at once
+(`TEAPARTY_PAGE_STREAMS`). No request is owed while a response streams, so the deadline does
+not run either. At shutdown the streams are told to end (`stopping`) and their connections
+close when they have.
 """
 
 from __future__ import annotations
@@ -22,8 +30,9 @@ import contextlib
 import errno
 import ipaddress
 import logging
+import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import ClassVar, cast
 
 import h11
@@ -69,8 +78,17 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def app_server(app: FastAPI, settings: Settings, listener: socket.socket) -> AppServer:
-    """uvicorn for the App: h11 with a request deadline, a bounded head, bounded connections."""
+def app_server(
+    app: FastAPI,
+    settings: Settings,
+    listener: socket.socket,
+    *,
+    stream_path: re.Pattern[str] | None = None,
+    stopping: Callable[[], None] = lambda: None,
+) -> AppServer:
+    """uvicorn for the App: h11 with a request deadline, a bounded head, bounded connections;
+    requests whose path `stream_path` matches stream in a room of their own, told to end by
+    `stopping` at shutdown."""
     protocol = type(
         "AppProtocol",
         (DeadlineProtocol,),
@@ -80,6 +98,9 @@ def app_server(app: FastAPI, settings: Settings, listener: socket.socket) -> App
             "trusted": tuple(ipaddress.ip_network(net) for net in settings.trusted_proxies),
             "open_by_client": {},
             "refusing": set(),
+            "stream_path": stream_path,
+            "streams": set(),
+            "stream_tasks": set(),
         },
     )
     config = uvicorn.Config(
@@ -95,15 +116,35 @@ def app_server(app: FastAPI, settings: Settings, listener: socket.socket) -> App
         proxy_headers=bool(settings.trusted_proxies),
         forwarded_allow_ips=list(settings.trusted_proxies),
     )
-    return AppServer(config, listener)
+    return AppServer(config, listener, protocol=protocol, stopping=stopping)
 
 
 class AppServer(uvicorn.Server):
     """uvicorn on a socket bound before start-up; SIGINT and SIGTERM are left to its owner."""
 
-    def __init__(self, config: uvicorn.Config, listener: socket.socket) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        listener: socket.socket,
+        *,
+        protocol: type[DeadlineProtocol] | None = None,
+        stopping: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__(config)
         self.listener = listener
+        self.protocol = protocol
+        self.stopping = stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown, the streams first told to end (uvicorn no longer counts them)."""
+        self.stopping()
+        streams = self.protocol.streams if self.protocol is not None else set()
+        for connection in list(streams):
+            connection.shutdown()  # closes once its response has ended
+        await super().shutdown(sockets)
+        tasks = self.protocol.stream_tasks if self.protocol is not None else set()
+        if tasks:
+            await asyncio.wait(list(tasks), timeout=5.0)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve on the bound socket."""
@@ -130,11 +171,16 @@ class DeadlineProtocol(H11Protocol):
     trusted: ClassVar[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]] = ()
     open_by_client: ClassVar[dict[str, int]] = {}  # each server's class has its own
     refusing: ClassVar[set[str]] = set()  # clients at their bound, already logged
+    stream_path: ClassVar[re.Pattern[str] | None] = None
+    streams: ClassVar[set[DeadlineProtocol]] = set()  # connections whose response streams
+    stream_tasks: ClassVar[set[asyncio.Task[None]]] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._timer: asyncio.TimerHandle | None = None
         self._counted: str | None = None
         self._refused = False
+        self._streaming: str | None = None  # while streaming: the client it was counted as
+        self.tasks = _TaskRoom(self.tasks)  # type: ignore[assignment]
         address = _peer_address(transport)
         peer = peer_ip(address) if address is not None else None
         if peer is not None and not any(peer in network for network in self.trusted):
@@ -154,13 +200,54 @@ class DeadlineProtocol(H11Protocol):
         super().data_received(data)
         self._settle()
 
+    def handle_events(self) -> None:
+        super().handle_events()
+        self._to_stream_room()
+
     def on_response_complete(self) -> None:
+        self._from_stream_room()
         super().on_response_complete()
         self._settle()  # a pipelined request may have begun
+
+    def _to_stream_room(self) -> None:
+        """A stream's request: out of the edge's count (connections, tasks, its client's)."""
+        cycle = self.cycle
+        if self._streaming is not None or cycle is None or self.stream_path is None:
+            return
+        if cycle.response_complete or not self.stream_path.fullmatch(cycle.scope["path"]):
+            return
+        self._streaming = self._counted or ""
+        self._uncount()
+        self.connections.discard(self)
+        self.streams.add(self)
+        room = cast(_TaskRoom, self.tasks)
+        if room.last is not None and room.last in room.base:
+            room.base.discard(room.last)
+            self.stream_tasks.add(room.last)
+            room.last.add_done_callback(self.stream_tasks.discard)
+
+    def _from_stream_room(self) -> None:
+        """The stream's response ended: its connection counts as any other again."""
+        if self._streaming is None:
+            return
+        client, self._streaming = self._streaming, None
+        self.streams.discard(self)
+        self.connections.add(self)
+        if client:
+            self.open_by_client[client] = self.open_by_client.get(client, 0) + 1
+            self._counted = client
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._refused:
             return
+        self.streams.discard(self)
+        self._uncount()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        super().connection_lost(exc)
+
+    def _uncount(self) -> None:
         if self._counted is not None:
             left = self.open_by_client[self._counted] - 1
             if left:
@@ -169,10 +256,6 @@ class DeadlineProtocol(H11Protocol):
                 del self.open_by_client[self._counted]
             self.refusing.discard(self._counted)  # below its bound again
             self._counted = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        super().connection_lost(exc)
 
     def _refuse(self, transport: asyncio.BaseTransport, client: str, held: int) -> None:
         """Answer 503 and close, before uvicorn counts the connection; one log line for the
@@ -215,6 +298,25 @@ class DeadlineProtocol(H11Protocol):
             peer = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
             log.info("closed %s: no complete request head in %g s", peer, self.deadline_s)
         self.transport.close()
+
+
+class _TaskRoom:
+    """uvicorn's set of request tasks, as one connection adds to it: the last one it added
+    is known, so a stream's task can leave the count."""
+
+    def __init__(self, base: set[asyncio.Task[None]]) -> None:
+        self.base = base
+        self.last: asyncio.Task[None] | None = None
+
+    def add(self, task: asyncio.Task[None]) -> None:
+        self.last = task
+        self.base.add(task)
+
+    def discard(self, task: asyncio.Task[None]) -> None:
+        self.base.discard(task)
+
+    def __len__(self) -> int:
+        return len(self.base)
 
 
 def client_of(peer: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:

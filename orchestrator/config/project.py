@@ -62,6 +62,7 @@ def load_project(
         rounds=raw.rounds,
         setup=raw.setup,
         instructions=raw.instructions,
+        job_page=raw.job_page,
     )
 
 

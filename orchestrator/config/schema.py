@@ -309,6 +309,14 @@ class InstructionSettings(_Model):
     files: tuple[Annotated[str, AfterValidator(_repo_path)], ...] = Field(default=(), max_length=20)
 
 
+class JobPageSettings(_Model):
+    """Who sees the project's job pages on `teaparty serve`: people with triage or write access
+    (or more) to the repository; with `readers`, anyone who can read it (on a public
+    repository, everyone signed in)."""
+
+    readers: bool = False
+
+
 class ProxySettings(_Model):
     """How the human proxy earns its autonomy in a project (orchestrator/proxy/autonomy.py).
 
@@ -340,6 +348,7 @@ class Project(_Model):
     rounds: Rounds = Rounds()
     setup: SetupSettings | None = None  # None: no `setup:`, agents get the host's tools
     instructions: InstructionSettings = InstructionSettings()
+    job_page: JobPageSettings = JobPageSettings()
 
 
 class AgentFile(_Model):
@@ -436,3 +445,4 @@ class ProjectFile(_Model):
     instructions: Annotated[InstructionSettings, BeforeValidator(_off_is_unread)] = (
         InstructionSettings()
     )
+    job_page: JobPageSettings = JobPageSettings()

@@ -44,6 +44,7 @@ class JobPage:
 
     view: JobView
     levels: tuple[Level, ...]  # depth first, each conversation after its parent
+    readers: bool = False  # its project opens its page to whoever can read the repository
 
     @property
     def version(self) -> tuple[object, ...]:
@@ -93,7 +94,8 @@ async def job_page(views: JobViews, job_id: int) -> JobPage:
     walk(None, 0)
     if view.summary.state in ENDED:  # its conversations may stay open; none works on
         levels = [replace(level, active=False) for level in levels]
-    return JobPage(view, tuple(levels))
+    project = views.pricing.project(stored.project, stored.text)
+    return JobPage(view, tuple(levels), readers=project is not None and project.job_page.readers)
 
 
 async def transcript(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orchestrator.agents.roster import ConfigAgents
 from orchestrator.bus.routing import Router
-from orchestrator.config import Organisation, load_organisation, load_project
+from orchestrator.config import Organisation, Project, load_organisation, load_project
 from orchestrator.config.prices import PriceTable, org_prices
 from orchestrator.core.errors import ConfigError
 from orchestrator.core.messages import Usage
@@ -28,7 +28,8 @@ class JobPricing:
 
     org: Organisation | None
     prices: PriceTable | None
-    _agents: dict[tuple[str, str], ConfigAgents | None] = field(default_factory=dict)
+    _agents: dict[tuple[str, str], ConfigAgents] = field(default_factory=dict)
+    _projects: dict[tuple[str, str], Project | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, org_dir: Path) -> JobPricing:
@@ -65,23 +66,31 @@ class JobPricing:
                 return None
         return total
 
-    def _roster(self, project: str, text: str | None) -> ConfigAgents | None:
+    def project(self, project: str, text: str | None) -> Project | None:
+        """The project a job runs under, from the file it keeps (None: it does not load)."""
         if self.org is None or text is None:
             return None
         key = (project, text)
-        if key not in self._agents:
+        if key not in self._projects:
             try:
-                loaded = load_project(
+                self._projects[key] = load_project(
                     text, org=self.org, source=project, default_name=project, kinds=GATE_KINDS
-                )
+                ).model_copy(update={"name": project})
             except ConfigError:
-                self._agents[key] = None
-            else:
-                self._agents[key] = ConfigAgents(
-                    self.org,
-                    [loaded.model_copy(update={"name": project})],
-                    router=Router(()),
-                    models=lambda _: DemoModel(),  # looked up, never run
-                    tool_specs={},
-                )
+                self._projects[key] = None
+        return self._projects[key]
+
+    def _roster(self, project: str, text: str | None) -> ConfigAgents | None:
+        loaded = self.project(project, text)
+        if self.org is None or loaded is None:
+            return None
+        key = (project, text or "")
+        if key not in self._agents:
+            self._agents[key] = ConfigAgents(
+                self.org,
+                [loaded],
+                router=Router(()),
+                models=lambda _: DemoModel(),  # looked up, never run
+                tool_specs={},
+            )
         return self._agents[key]
