@@ -53,7 +53,10 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
             OWNER, OPEN_REPO, "main", "alice", {".teaparty/project.yaml": READERS}
         )
         async with hub.serve() as api_url:
-            settings = app_settings(hub, api_url, root / "home", pem)
+            settings = app_settings(
+                hub, api_url, root / "home", pem, public_url=PUBLIC, client_id="Iv1.x",
+                client_secret="unused",
+            )  # fmt: skip
             demo = DemoModel()
             async with in_process(settings, lambda _: demo, port=port, sandbox=NOWHERE):
                 for repo, title in ((REPO, "Add <b>docs</b>"), (OPEN_REPO, "Open one")):
@@ -119,6 +122,13 @@ async def site(made: Made) -> AsyncIterator[Site]:
         yield Site(web, pages, made.hub, clock)
     await pages.aclose()
     assert made.hub.violations == []
+
+
+def test_the_tracking_comment_links_to_the_jobs_page(made: Made) -> None:
+    (tracking,) = bodies(made.hub, 1, "job:")
+    assert f"[the job's page, live]({PUBLIC}/jobs/1)" in tracking
+    (other,) = bodies(made.hub, 1, "job:", OPEN_REPO)
+    assert f"({PUBLIC}/jobs/2)" in other
 
 
 async def test_signed_out_sees_only_the_sign_in_page(site: Site) -> None:

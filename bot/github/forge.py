@@ -84,8 +84,10 @@ class GitHubForge:
         identity: Identity,
         progress_interval_s: float = 60.0,
         clock: Clock = time.time,
+        pages_url: str | None = None,
     ) -> None:
         self.app = app
+        self.pages_url = pages_url  # where `teaparty serve` shows job pages, if it does
         self.objects = objects  # what it made on GitHub, kept in the engine's store
         self.kinds = kinds  # how the engine's own gates are worded
         self.subject = subject
@@ -115,6 +117,7 @@ class GitHubForge:
             branch_url=self._branch_url(status.branch),
             trigger_label=self.subject.trigger_label,
             agent=self.agent,
+            page_url=f"{self.pages_url}/jobs/{status.job_id}" if self.pages_url else None,
         )
         key = "tracking"
         known = await self._known(status.job_id, key)

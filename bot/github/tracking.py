@@ -42,9 +42,14 @@ def marker(key: str) -> str:
 
 
 def tracking_body(
-    status: JobStatus, *, branch_url: str | None, trigger_label: str, agent: Outbound
+    status: JobStatus,
+    *,
+    branch_url: str | None,
+    trigger_label: str,
+    agent: Outbound,
+    page_url: str | None = None,
 ) -> str:
-    """The job's one tracking comment."""
+    """The job's one tracking comment; `page_url`: its page on `teaparty serve`, if shown."""
     lines = [
         marker(f"job:{status.job_id}"),
         f"### {_STATE_ICON[status.state]} TeaParty job {status.job_id}: {status.state}",
@@ -52,6 +57,8 @@ def tracking_body(
         f"**Now:** {agent.inline(status.step)}",
         "",
     ]
+    if page_url:
+        lines += [f"**What the agents did:** [the job's page, live]({page_url})", ""]
     if status.tasks:
         lines += ["**Plan**", *(_task_line(task, agent) for task in status.tasks), ""]
     branch = f"[`{status.branch}`]({branch_url})" if branch_url else f"`{status.branch}`"

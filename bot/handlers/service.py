@@ -62,6 +62,7 @@ class GitHubService:
             progress_interval_s=self.settings.progress_interval_s,
             clock=self.clock,
             identity=await self.github.identity(),
+            pages_url=self.settings.public_url,
         )
 
     async def handle(self, delivery: Delivery) -> Outcome:
