@@ -7,10 +7,10 @@ kind (SIGNIN_TTL), so the state is bound to the browser that began it, and each 
 taken once.
 
 The keys live in `{TEAPARTY_HOME}/session-keys` (0600), one `created-at key` a line, newest
-first, made at the first start. The newest seals; every key in the file opens. A key older
-than ROTATE_S is retired at the next start by a new one put in front; a retired key stays
-for SESSION_TTL more (what it sealed expires meanwhile), then goes. Deleting the file signs
-everyone out.
+first, made at the first start. The newest seals; every key in the file opens. When the
+newest is older than ROTATE_S, the next start retires it by a new one put in front; a retired
+key stays for SESSION_TTL more (what it sealed expires meanwhile), then goes. Deleting the
+file signs everyone out.
 """
 
 from __future__ import annotations
@@ -34,16 +34,24 @@ KEY_FILE = "session-keys"
 
 
 def load_keys(home: Path, *, now: float) -> MultiFernet:
-    """The session keys of `home`, rotated when the newest is older than ROTATE_S."""
+    """The session keys of `home`, rotated when the newest is older than ROTATE_S; a key is
+    dropped SESSION_TTL after the one that retired it was made."""
     path = home / KEY_FILE
-    kept: list[tuple[float, str]] = []
+    found: list[tuple[float, str]] = []
     if path.exists():
         for line in path.read_text().splitlines():
             made, _, key = line.partition(" ")
-            if key and now - float(made) < ROTATE_S + SESSION_TTL:
-                kept.append((float(made), key))
+            if key:
+                found.append((float(made), key))
+    kept = list(found)
     if not kept or now - kept[0][0] >= ROTATE_S:
         kept.insert(0, (now, Fernet.generate_key().decode()))
+    kept = kept[:1] + [
+        key
+        for successor, key in zip(kept, kept[1:], strict=False)
+        if now - successor[0] < SESSION_TTL
+    ]
+    if kept != found:
         _write(path, "".join(f"{made:.0f} {key}\n" for made, key in kept))
     return MultiFernet([Fernet(key.encode()) for _, key in kept])
 
