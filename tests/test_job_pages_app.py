@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -62,9 +63,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
                 for repo, title in ((REPO, "Add <b>docs</b>"), (OPEN_REPO, "Open one")):
                     number = hub.open_issue(OWNER, repo, title=title, body="Docs.", author="alice")
                     await hub.label_issue(OWNER, repo, number, "teaparty", sender="alice")
-                    await until(
-                        lambda n=number, r=repo: bodies(hub, n, "gate:", r), what="the question"
-                    )
+                    await until(partial(bodies, hub, number, "gate:", repo), what="the question")
 
     asyncio.run(run())
     hub.oauth.callback_urls.append(PUBLIC + "/auth/callback")
