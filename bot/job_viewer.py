@@ -33,6 +33,7 @@ from starlette.responses import StreamingResponse
 from bot import job_html
 from orchestrator.api import (
     JobNotFoundError,
+    JobPage,
     JobViews,
     conversation_transcript,
     job_page,
@@ -71,6 +72,10 @@ class Viewer:
         self.streams = asyncio.Semaphore(live_streams)
         self.closed = False  # set at shutdown: open streams end at their next look
         self._views: JobViews | None = None
+        # A job's page as its streams last read it: many pages open on one job read the
+        # store once a look, not once each.
+        self._looked: dict[int, tuple[float, JobPage]] = {}
+        self._looking: dict[int, asyncio.Lock] = {}
 
     @property
     def views(self) -> JobViews:
@@ -143,7 +148,7 @@ class Viewer:
             quiet = 0.0
             while not self.closed and not await request.is_disconnected():
                 try:
-                    page = await job_page(self.views, job_id)
+                    page = await self._look(job_id)
                 except JobNotFoundError:
                     break
                 if page.version != sent:
@@ -158,6 +163,17 @@ class Viewer:
                 await asyncio.sleep(self.poll_s)
                 quiet += self.poll_s
             yield "event: end\ndata: {}\n\n"
+
+    async def _look(self, job_id: int) -> JobPage:
+        """The job's page, read at most once per half a look's interval for all streams."""
+        async with self._looking.setdefault(job_id, asyncio.Lock()):
+            now = asyncio.get_running_loop().time()
+            looked = self._looked.get(job_id)
+            if looked is not None and now - looked[0] < self.poll_s / 2:
+                return looked[1]
+            page = await job_page(self.views, job_id)
+            self._looked[job_id] = (now, page)
+            return page
 
     def close(self) -> None:
         """End every open stream at its next look (the server is stopping)."""
