@@ -76,6 +76,7 @@ class JobPages:
             live_streams=settings.page_streams,
         )
         self.users, self.sessions, self.clock = users, sessions, clock
+        self.public_url = settings.public_url
         self.secure = settings.public_url.startswith("https://")
         self.redirect_uri = settings.public_url + CALLBACK_PATH
         self._roles: dict[tuple[str, str], tuple[Role, float]] = {}

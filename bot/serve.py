@@ -171,6 +171,8 @@ async def _serve(
             stop.serving(server)
             host, port = listener.getsockname()[:2]
             log.info("listening on http://%s:%d", host, port)
+            if pages is not None:
+                log.info("job pages at %s/jobs, for people signed in with GitHub", pages.public_url)
             await runtime.run(server)
         finally:
             if pages is not None:

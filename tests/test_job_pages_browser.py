@@ -88,6 +88,14 @@ def test_a_maintainer_signs_in_from_the_tracking_comment_and_follows_the_job(
             server.terminate()
             server.wait(timeout=60)
     assert hub.violations == [], hub.violations
+    said = (tmp_path / "serve.log").read_text()
+    assert f"job pages at {public}/jobs" in said
+    assert len(hub.oauth.issued) == 2  # alice's and the stranger's
+    for secret in (hub.oauth.client_secret, *hub.oauth.issued):
+        assert secret not in said
+        for path in home.rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
 
 
 def follow_the_job(browser: Browser, hub: FakeGitHub, public: str, home: Path) -> None:

@@ -161,6 +161,12 @@ class OAuthDesk:
             raise HubError(403, "Resource not accessible by integration")
         return user.login
 
+    @property
+    def issued(self) -> list[str]:
+        """Every user access token issued so far."""
+        with self.state.lock:
+            return list(self._tokens)
+
     def user_of(self, token: str) -> User | None:
         """The account a live user access token acts for (None: unknown or expired)."""
         with self.state.lock:
