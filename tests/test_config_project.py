@@ -139,3 +139,13 @@ def test_a_one_element_decider_list_is_that_decider() -> None:
         "humans: {decider: [alice]}\n", org=org, source="project.yaml", default_name="w"
     )
     assert project.humans.decider == "alice"
+
+
+def test_pull_request_draft_defaults_to_done_and_takes_early(org: Organisation) -> None:
+    plain = load_project("humans: {decider: a}\n", org=org, source=SOURCE, default_name="w")
+    assert plain.pull_request.draft == "done"
+    text = "humans: {decider: a}\npull_request: {draft: early}\n"
+    project = load_project(text, org=org, source=SOURCE, default_name="w")
+    assert project.pull_request.draft == "early"
+    issue = project_issue(text.replace("early", "soon"), org, "pull_request.draft")
+    assert_at(issue, SOURCE, 2, "'done' or 'early'", "got 'soon'")

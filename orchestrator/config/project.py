@@ -63,6 +63,7 @@ def load_project(
         setup=raw.setup,
         instructions=raw.instructions,
         job_page=raw.job_page,
+        pull_request=raw.pull_request,
     )
 
 

@@ -330,6 +330,14 @@ class ProxySettings(_Model):
     auto_label: Annotated[str, Field(min_length=1, max_length=50)] = "teaparty-auto"
 
 
+class PullRequestSettings(_Model):
+    """How the job's pull request comes: `done` (default) opens it once the job is done;
+    `early` opens it as a draft once the plan is approved, pushes the job branch as each
+    task merges, and marks it ready at the end (orchestrator/jobs/early_draft.py)."""
+
+    draft: Literal["done", "early"] = "done"
+
+
 class Project(_Model):
     """One repository's project: its lead, D-A-I, teams, trigger, budget and gate policy."""
 
@@ -349,6 +357,7 @@ class Project(_Model):
     setup: SetupSettings | None = None  # None: no `setup:`, agents get the host's tools
     instructions: InstructionSettings = InstructionSettings()
     job_page: JobPageSettings = JobPageSettings()
+    pull_request: PullRequestSettings = PullRequestSettings()
 
 
 class AgentFile(_Model):
@@ -446,3 +455,4 @@ class ProjectFile(_Model):
         InstructionSettings()
     )
     job_page: JobPageSettings = JobPageSettings()
+    pull_request: PullRequestSettings = PullRequestSettings()
