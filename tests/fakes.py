@@ -247,3 +247,24 @@ class SteppingClock:
         self.slept.append(seconds)
         self.now += seconds
         await asyncio.sleep(0)
+
+
+@dataclass
+class FakeForgeObjects:
+    """The forge objects a GitHubForge keeps in the engine's store, kept in a dict: a test
+    drops one (`objects.pop`) as a crash between making and recording it would."""
+
+    objects: dict[tuple[int, str], Any] = field(default_factory=dict)
+
+    async def forge_object(self, job_id: int, key: str) -> Any:
+        return self.objects.get((job_id, key))
+
+    async def forge_object_ids(self, job_id: int) -> frozenset[str]:
+        return frozenset(o.external_id for (j, _), o in self.objects.items() if j == job_id)
+
+    async def record_forge_object(
+        self, job_id: int, key: str, external_id: str, digest: str, *, at: float | None = None
+    ) -> None:
+        from orchestrator.jobs.records import ForgeObject
+
+        self.objects[job_id, key] = ForgeObject(external_id, digest, at or 0.0)

@@ -14,7 +14,13 @@ from review_support import FILE, bobs_thread, many_threads, numbered, open_revie
 from test_graphql_documents import github_schema
 
 from bot.fakehub.hub import FakeGitHub
-from bot.github.graphql_queries import ADD_THREAD_REPLY, REVIEW_THREADS, THREAD_COMMENTS, Document
+from bot.github.graphql_queries import (
+    ADD_THREAD_REPLY,
+    MARK_READY,
+    REVIEW_THREADS,
+    THREAD_COMMENTS,
+    Document,
+)
 
 
 class Client:
@@ -233,3 +239,34 @@ async def test_graphql_has_its_own_rate_limit_and_is_recorded(
         await client.post({"query": REVIEW_THREADS.text, "variables": variables})
     ).status_code == 502
     assert hub.unexpected == []
+
+
+async def test_a_draft_is_marked_ready_once_by_the_app_with_write_access(
+    hub: FakeGitHub, client: Client, http: httpx.AsyncClient, pem: str, tmp_path: Path
+) -> None:
+    number = await open_review_pull(hub, tmp_path / "work")
+    await hub.set_draft(OWNER, NAME, number, "alice")
+    pull = (await http.get(f"repos/{OWNER}/{NAME}/pulls/{number}", headers=client.headers)).json()
+    assert pull["draft"] is True
+    minted = await http.post(
+        "app/installations/77/access_tokens",
+        headers={"Authorization": f"Bearer {make_jwt(pem)}"},
+        json={"permissions": {"pull_requests": "read"}},
+    )
+    reader = Client(http, minted.json()["token"])
+    forbidden = await reader.run(MARK_READY, pull=pull["node_id"])
+    assert forbidden["errors"][0]["type"] == "FORBIDDEN"
+    unknown = await client.run(MARK_READY, pull="PR_nope")
+    assert unknown["data"] == {"markPullRequestReadyForReview": None}
+    assert unknown["errors"][0]["type"] == "NOT_FOUND"
+    sent = len(hub.deliveries)
+    ready = await client.run(MARK_READY, pull=pull["node_id"])
+    made = ready["data"]["markPullRequestReadyForReview"]["pullRequest"]
+    assert made == {"id": pull["node_id"], "isDraft": False}
+    assert not hub.issue(OWNER, NAME, number).pull.draft  # type: ignore[union-attr]
+    again = await client.run(MARK_READY, pull=pull["node_id"])  # ready already: no event
+    assert "errors" not in again
+    assert [
+        (d.event, d.payload["action"], d.payload["sender"]["login"]) for d in hub.deliveries[sent:]
+    ] == [("pull_request", "ready_for_review", "teaparty-demo[bot]")]
+    assert hub.violations == []

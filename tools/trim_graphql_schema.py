@@ -35,13 +35,13 @@ DEST = Path(__file__).resolve().parent.parent / "tests" / "schemas" / "github-gr
 # Object and interface types, and the fields of each that the documents (may) select.
 KEEP: dict[str, tuple[str, ...]] = {
     "Query": ("id", "node", "repository"),
-    "Mutation": ("addPullRequestReviewThreadReply",),
+    "Mutation": ("addPullRequestReviewThreadReply", "markPullRequestReadyForReview"),
     "Node": ("id",),
     "Actor": ("login",),
     "Bot": ("id", "login"),
     "User": ("id", "login"),
     "Repository": ("id", "pullRequest"),
-    "PullRequest": ("id", "number", "reviewThreads"),
+    "PullRequest": ("id", "isDraft", "number", "reviewThreads"),
     "PullRequestReviewThreadConnection": ("nodes", "pageInfo", "totalCount"),
     "PullRequestReviewThread": (
         *("id", "isResolved", "isOutdated", "isCollapsed", "path", "line", "originalLine"),
@@ -54,8 +54,9 @@ KEEP: dict[str, tuple[str, ...]] = {
     ),
     "PageInfo": ("endCursor", "hasNextPage", "hasPreviousPage", "startCursor"),
     "AddPullRequestReviewThreadReplyPayload": ("clientMutationId", "comment"),
+    "MarkPullRequestReadyForReviewPayload": ("clientMutationId", "pullRequest"),
 }
-INPUTS = ("AddPullRequestReviewThreadReplyInput",)
+INPUTS = ("AddPullRequestReviewThreadReplyInput", "MarkPullRequestReadyForReviewInput")
 BUILT_IN = frozenset({"String", "Int", "Float", "Boolean", "ID"})
 
 

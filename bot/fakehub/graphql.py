@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.fakehub import webhooks
 from bot.fakehub.anchors import Anchor, anchors
-from bot.fakehub.pulls import refresh
+from bot.fakehub.pulls import full_pull_json, refresh
 from bot.fakehub.review_actions import announce, reply
 from bot.fakehub.review_shapes import thread_id_of, thread_node_id
 from bot.fakehub.review_state import ReviewComment, ReviewThread
@@ -78,6 +79,7 @@ _COSTS = {
     "ReviewThreads": _cost(1 + PAGE_SIZE),  # the threads, and up to 100 threads' comments
     "ThreadComments": _cost(1),
     "AddThreadReply": 1,
+    "MarkReady": 1,
 }
 
 
@@ -318,8 +320,52 @@ async def _add_thread_reply(context: _Context) -> Result:
     return {field_name: {"comment": made}}, [], deliveries
 
 
+async def _mark_ready(context: _Context) -> Result:
+    """markPullRequestReadyForReview: a draft becomes ready (`pull_request.ready_for_review`,
+    by the App's account); one that is ready already is left as it is."""
+    state, given = context.state, context.variables
+    field_name = "markPullRequestReadyForReview"
+    found = _find_pull(state, context.token, given["pull"])
+    if found is None:
+        message = f"Could not resolve to a node with the global id of '{given['pull']}'."
+        return {field_name: None}, [_error("NOT_FOUND", [field_name], message)], []
+    if not grants(context.token.permissions.get("pull_requests"), "write"):
+        return {field_name: None}, [_error("FORBIDDEN", [field_name], _FORBIDDEN)], []
+    repo, issue = found
+    assert issue.pull is not None
+    with state.lock:
+        changed = issue.pull.draft
+        if changed:
+            issue.pull.draft, issue.updated_at = False, state.clock()
+    deliveries: list[Outgoing] = []
+    if changed:
+        pull = await full_pull_json(state, repo, issue, context.urls)
+        payload = webhooks.pull_request_event(
+            state,
+            repo,
+            issue,
+            pull,
+            context.urls,
+            action="ready_for_review",
+            sender=state.bot.login,
+        )
+        deliveries.append(("pull_request", payload))
+    made = {"id": given["pull"], "isDraft": False}
+    return {field_name: {"pullRequest": made}}, [], deliveries
+
+
+def _find_pull(state: HubState, token: Token, node: object) -> tuple[HubRepo, HubIssue] | None:
+    with state.lock:
+        for repo in state.installation_repos(token.installation_id):
+            for issue in repo.issues.values() if sees(token, repo) else ():
+                if issue.pull and node == node_id("PullRequest", issue.pull_id):
+                    return repo, issue
+    return None
+
+
 _RESOLVERS: dict[str, Callable[[_Context], Awaitable[Result]]] = {
     "ReviewThreads": _review_threads,
     "ThreadComments": _thread_comments,
     "AddThreadReply": _add_thread_reply,
+    "MarkReady": _mark_ready,
 }

@@ -32,6 +32,7 @@ from githubkit import AppAuthStrategy, GitHub, TokenAuthStrategy
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import RateLimitExceeded, RequestError, RequestFailed
 from githubkit.response import Response
+from githubkit.utils import UNSET
 
 from bot.errors import GitHubError, RateLimitedError
 
@@ -593,15 +594,23 @@ class Installation:
         base: str,
         body: str,
         identity: Identity,
+        draft: bool = False,
     ) -> Json:
-        """Open a pull request; after a failed attempt, the one `identity` opened from `head`."""
+        """Open a pull request (a draft with `draft`); after a failed attempt, the one
+        `identity` opened from `head`."""
 
         async def effect() -> Json | None:
             return await self.find_pull(owner, repo, head, identity)
 
         return await self._write(
             lambda gh: gh.rest.pulls.async_create(
-                owner, repo, title=title, head=head, base=base, body=body
+                owner,
+                repo,
+                title=title,
+                head=head,
+                base=base,
+                body=body,
+                draft=True if draft else UNSET,  # a plain pull request's request unchanged
             ),
             effect=effect,
         )

@@ -25,6 +25,7 @@ from dataclasses import replace
 from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Identity, Installation, Json
 from bot.github.outbound import Outbound
+from bot.github.reviews import PullReviews
 from bot.github.round_delivery import deliver_round
 from bot.github.subject import Subject
 from bot.github.tracking import (
@@ -225,12 +226,26 @@ class GitHubForge:
         with _forge_errors():
             return await self._deliver(status, job)
 
-    async def _deliver(self, status: JobStatus, job: JobHandle) -> Delivered:
+    async def open_draft(self, status: JobStatus, job: JobHandle) -> Delivered:
+        """Open the job branch's pull request as a draft (the project's early draft), or
+        find the App's open one; its link and number."""
+        with _forge_errors():
+            return await self._deliver(status, job, draft=True)
+
+    async def mark_ready(self, status: JobStatus, number: int) -> None:
+        """Mark the job's draft pull request ready for review (nothing if it is ready)."""
+        s = self.subject
+        with _forge_errors():
+            await PullReviews(await self._gh()).mark_ready(s.owner, s.repo, number)
+
+    async def _deliver(
+        self, status: JobStatus, job: JobHandle, *, draft: bool = False
+    ) -> Delivered:
         gh = await self._gh()
         suffix = f" (#{self.subject.number})"
         title = self.agent.inline(self.subject.title, limit=250 - len(suffix)) + suffix
         body = pull_body(status, agent=self.agent)
-        pull = await self._open_pull(gh, job.space.branch, title=title, body=body)
+        pull = await self._open_pull(gh, job.space.branch, title=title, body=body, draft=draft)
         await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
         return Delivered(str(pull["html_url"]), int(pull["number"]))
 
@@ -242,9 +257,11 @@ class GitHubForge:
         with _forge_errors():
             return await deliver_round(self, status, review, ledger)
 
-    async def _open_pull(self, gh: Installation, branch: str, *, title: str, body: str) -> Json:
-        """Open the pull request; if the App's is open already (a retry, a later round),
-        bring its title and body up to date instead."""
+    async def _open_pull(
+        self, gh: Installation, branch: str, *, title: str, body: str, draft: bool = False
+    ) -> Json:
+        """Open the pull request (a draft with `draft`); if the App's is open already (a
+        retry, a later round, the early draft), bring its title and body up to date instead."""
         s = self.subject
         try:
             return await gh.create_pull(
@@ -255,6 +272,7 @@ class GitHubForge:
                 base=s.default_branch,
                 body=body,
                 identity=self.identity,
+                draft=draft,
             )
         except GitHubError as exc:
             if exc.status == 403 and ACTIONS_MAY_NOT_OPEN in str(exc):

@@ -90,4 +90,18 @@ ADD_THREAD_REPLY = Document(
 """,
 )
 
-DOCUMENTS = (REVIEW_THREADS, THREAD_COMMENTS, ADD_THREAD_REPLY)
+# REST cannot change `draft`: only this mutation marks a draft pull request ready.
+MARK_READY = Document(
+    "MarkReady",
+    """mutation MarkReady($pull: ID!) {
+  markPullRequestReadyForReview(input: {pullRequestId: $pull}) {
+    pullRequest {
+      id
+      isDraft
+    }
+  }
+}
+""",
+)
+
+DOCUMENTS = (REVIEW_THREADS, THREAD_COMMENTS, ADD_THREAD_REPLY, MARK_READY)

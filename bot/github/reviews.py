@@ -22,7 +22,13 @@ from githubkit.response import Response
 
 from bot.errors import GraphQLError, RateLimitedError
 from bot.github.client import MAX_PAGES, PER_PAGE, Call, Identity, Installation, Json
-from bot.github.graphql_queries import ADD_THREAD_REPLY, REVIEW_THREADS, THREAD_COMMENTS, Document
+from bot.github.graphql_queries import (
+    ADD_THREAD_REPLY,
+    MARK_READY,
+    REVIEW_THREADS,
+    THREAD_COMMENTS,
+    Document,
+)
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +242,22 @@ class PullReviews:
         variables = {"thread": thread_id, "body": body}
         data = await self._graphql(ADD_THREAD_REPLY, variables, write=True, effect=effect)
         return _comment(data["addPullRequestReviewThreadReply"]["comment"])
+
+    async def mark_ready(self, owner: str, repo: str, number: int) -> bool:
+        """Mark a draft pull request ready for review (GraphQL: REST cannot); whether it was
+        a draft. After a failure that may have applied, GitHub is asked whether it is ready
+        before the mutation is sent again."""
+        pull = await self.pull(owner, repo, number)
+        if not pull.get("draft"):
+            return False
+
+        async def effect() -> Json | None:
+            now = await self.pull(owner, repo, number)
+            ready = {"pullRequest": {"id": now.get("node_id"), "isDraft": False}}
+            return None if now.get("draft") else {"data": {"markPullRequestReadyForReview": ready}}
+
+        await self._graphql(MARK_READY, {"pull": pull["node_id"]}, write=True, effect=effect)
+        return True
 
     async def _graphql(
         self,

@@ -165,6 +165,9 @@ def _pull_footer(status: JobStatus, label: str) -> str | None:
         )
     if status.pull == "gone":
         return f"<sub>The pull request's branch was deleted, so the job is closed. {again}</sub>"
+    held = status.paused_by is not None and status.paused_by.endswith(DRAFT_HOLD)
+    if status.pull == "draft" and not held and status.state not in ("done", "failed"):
+        return "<sub>The pull request is a draft while the job works: ready at its end.</sub>"
     if status.pull == "draft":
         return "<sub>The pull request is a draft: review rounds wait until it is ready.</sub>"
     return None
@@ -436,7 +439,7 @@ def pull_body(status: JobStatus, *, agent: Outbound) -> str:
     return "\n".join(
         [
             marker(f"pull:{status.job_id}"),
-            quote_block(agent.block((status.result or "Done.")[:RESULT_LIMIT])),
+            quote_block(agent.block((status.result or _unfinished(status))[:RESULT_LIMIT])),
             "",
             "**Tasks**",
             *tasks,
@@ -449,6 +452,17 @@ def pull_body(status: JobStatus, *, agent: Outbound) -> str:
             f"Closes #{agent.number}",
         ]
     )
+
+
+EARLY_DRAFT = (
+    "A draft while the job works: its branch is pushed as each task merges, and the pull "
+    "request is marked ready for review when the job is done."
+)
+
+
+def _unfinished(status: JobStatus) -> str:
+    """What the description says without the job's result: done, or an early draft's note."""
+    return "Done." if status.state in ("delivering", "done") else EARLY_DRAFT
 
 
 def learned_lines(status: JobStatus, agent: Outbound) -> list[str]:

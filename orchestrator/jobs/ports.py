@@ -8,7 +8,7 @@ pull request, a gate's comment); the engine records those facts itself (jobs/del
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.levels import LevelCost
@@ -184,4 +184,25 @@ class Forge(Protocol):
 
     async def credentials(self) -> str | None:
         """The HTTP header git sends to the job's source to fetch it (None: none needed)."""
+        ...
+
+
+@runtime_checkable
+class DraftForge(Protocol):
+    """A forge whose change request can open as a draft and be made ready (GitHub's pull
+    request), for a project's early draft (jobs/early_draft.py); a forge without one (the
+    terminal's) delivers at the end only."""
+
+    async def open_draft(self, status: JobStatus, job: JobHandle) -> Delivered:
+        """Open the job branch's change request as a draft, or find the one opened; what it is.
+
+        Raises ForgeError when that fails.
+        """
+        ...
+
+    async def mark_ready(self, status: JobStatus, number: int) -> None:
+        """Mark the draft change request `number` ready for review (nothing if it is).
+
+        Raises ForgeError when that fails.
+        """
         ...
