@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator.bus.gates import Gate
+from orchestrator.jobs import early_draft
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
-from orchestrator.jobs.ports import Forge, JobStatus
+from orchestrator.jobs.ports import DraftForge, Forge, JobStatus
 from orchestrator.jobs.rounds import Pull, ReviewRound
 from orchestrator.proxy.decisions import ProxyDecision
 
@@ -28,13 +29,24 @@ async def push(office: Office, forge: Forge, job: JobHandle) -> None:
         await office.publish(job, target.remote, auth=target.auth)
 
 
-async def deliver(office: Office, forge: Forge, status: JobStatus, job: JobHandle) -> str:
+async def deliver(
+    office: Office, forge: Forge, status: JobStatus, job: JobHandle, *, early: bool = False
+) -> str:
     """Push the job branch, have the forge open (or update) its change request, and record
-    the pull request it opened; the change request's link."""
+    the pull request it opened; the change request's link.
+
+    `early` (the project's early draft, jobs/early_draft.py): what merged since the last
+    early push goes first, one push per merge, and the draft is then marked ready.
+    """
+    if early:
+        await early_draft.catch_up(office, forge, job, cleared=job.head)
     await push(office, forge, job)
     made = await forge.deliver(status, job)
     if made.number is not None:
         await office.rounds.pull_opened(status.job_id, made.number, made.link)
+        if early and isinstance(forge, DraftForge):
+            await forge.mark_ready(status, made.number)
+            await office.rounds.pull_state(status.job_id, "open")  # its own webhook is ignored
     return made.link
 
 

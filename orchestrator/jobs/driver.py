@@ -29,7 +29,7 @@ from orchestrator.config.schema import Waiting
 from orchestrator.core.clock import Clock
 from orchestrator.core.errors import ForgeWaitError, OrchestratorError
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.jobs import delivery, protection, secret_check
+from orchestrator.jobs import delivery, early_draft, protection, secret_check
 from orchestrator.jobs.budget import Limits, Spent
 from orchestrator.jobs.checks import NO_COMMAND, JobCheck
 from orchestrator.jobs.handle import JobHandle
@@ -163,6 +163,8 @@ class JobDriver:
             job_id, at=self.clock()
         ):
             return await self._failed(job_id, forge)
+        if status.state in ("planning", "working", "waiting"):
+            await early_draft.advance(self.office, forge, status, space)
         if status.state == "waiting":
             await self._ask_open(status, forge)
         if status.state != "delivering":
@@ -244,7 +246,10 @@ class JobDriver:
                             self.office, forge, status, pushed, review
                         )
                     else:
-                        link = await delivery.deliver(self.office, forge, status, pushed)
+                        early = await early_draft.enabled(self.office, forge, job_id)
+                        link = await delivery.deliver(
+                            self.office, forge, status, pushed, early=early
+                        )
         except ForgeWaitError:
             raise
         except OrchestratorError as exc:  # ForgeError, GitError: said once, retried on request

@@ -18,7 +18,7 @@ from orchestrator.jobs import protected_gate
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.protected_gate import KIND, Cleared, Held, Verdict
-from orchestrator.workspace.changes import branch_change, diff_excerpt
+from orchestrator.workspace.changes import BranchChange, ChangedFile, branch_change, diff_excerpt
 from orchestrator.workspace.git import rev
 
 
@@ -35,17 +35,7 @@ async def check(office: Office, job: JobHandle, *, head: str | None = None) -> V
     space = job.space
     head = head or await rev(space.repo, f"refs/heads/{space.branch}")
     assert head is not None  # the driver checked the job has work on it
-    change = await branch_change(space.repo, base=space.base, head=head)
-    matcher = await _matcher(office, job.job_id)
-    protected = [
-        f
-        for f in change.files
-        if matcher.protects(*f.paths)
-        and not (
-            f.old_path is None
-            and await office.learned.engine_wrote(job.job_id, space.repo, head, f.path)
-        )
-    ]
+    change, protected = await _protected(office, job, head)
     if not protected:
         return Cleared(head)
     paths = list(dict.fromkeys(p for f in protected for p in f.paths))
@@ -58,6 +48,33 @@ async def check(office: Office, job: JobHandle, *, head: str | None = None) -> V
             GateAsked(verdict.gate_id, job.conversation_id, KIND.name, verdict.question)
         )
     return verdict
+
+
+async def clear(office: Office, job: JobHandle, head: str) -> bool:
+    """Whether `head` may be pushed without the protected-path gate (asks nothing: an early
+    push, jobs/early_draft.py, waits for the gate the delivery asks)."""
+    mode = await office.engine.store.read(lambda tx: gate_mode(tx, job.job_id, KIND))
+    return mode == "never" or not (await _protected(office, job, head))[1]
+
+
+async def _protected(
+    office: Office, job: JobHandle, head: str
+) -> tuple[BranchChange, list[ChangedFile]]:
+    """The branch's change up to `head`, and its protected files (what the engine itself
+    wrote there aside)."""
+    space = job.space
+    change = await branch_change(space.repo, base=space.base, head=head)
+    matcher = await _matcher(office, job.job_id)
+    protected = [
+        f
+        for f in change.files
+        if matcher.protects(*f.paths)
+        and not (
+            f.old_path is None
+            and await office.learned.engine_wrote(job.job_id, space.repo, head, f.path)
+        )
+    ]
+    return change, protected
 
 
 async def _matcher(office: Office, job_id: int) -> Matcher:

@@ -32,9 +32,12 @@ class ReviewDesk:
         found = self._projects.get(project)
         return found.rounds if found else Rounds()
 
-    async def pull_opened(self, job_id: int, number: int, url: str) -> None:
-        """The job's change request is `number` at `url`."""
-        await self._store.write(lambda tx: rounds.record_pull(tx, job_id, number, url))
+    async def pull_opened(
+        self, job_id: int, number: int, url: str, *, state: PullState = "open"
+    ) -> None:
+        """The job's change request is `number` at `url` (`state`: a draft when it opened
+        as one)."""
+        await self._store.write(lambda tx: rounds.record_pull(tx, job_id, number, url, state=state))
 
     async def pull(self, job_id: int) -> Pull | None:
         """The job's change request, if it has one."""

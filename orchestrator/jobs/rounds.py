@@ -132,12 +132,14 @@ class Pull:
 # --- the change request -------------------------------------------------------------------
 
 
-def record_pull(tx: Tx, job_id: int, number: int, url: str) -> None:
-    """The job's change request is `number` at `url` (recorded once delivered; open)."""
+def record_pull(tx: Tx, job_id: int, number: int, url: str, *, state: PullState = "open") -> None:
+    """The job's change request is `number` at `url` (recorded once delivered: open; or,
+    a project's early draft, once its plan is approved: a draft). A later record keeps the
+    state recorded first: what became of it since is the state's to say."""
     tx.execute(
-        "INSERT INTO job_pulls (job_id, number, url, changed_at) VALUES (?, ?, ?, ?)"
+        "INSERT INTO job_pulls (job_id, number, url, state, changed_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (job_id) DO UPDATE SET number = excluded.number, url = excluded.url",
-        (job_id, number, url, now()),
+        (job_id, number, url, state, now()),
     )
 
 

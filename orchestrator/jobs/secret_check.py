@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from orchestrator.bus.events import GateAsked
 from orchestrator.bus.gates import mode as gate_mode
-from orchestrator.core.secret_scan import scan
+from orchestrator.core.secret_scan import Scan, scan
 from orchestrator.jobs import secret_gate
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
@@ -31,13 +31,10 @@ async def check(office: Office, job: JobHandle) -> SecretVerdict:
     space = job.space
     head = await rev(space.repo, f"refs/heads/{space.branch}")
     assert head is not None  # the driver checked the job has work on it
-    change = await branch_change(space.repo, base=space.base, head=head)
-    names = [f.path for f in change.files if f.status in ("A", "R", "C")]  # new names
-    found = scan(await added_lines(space.repo, change), office.secrets.values(), names=names)
-    store = office.engine.store
-    mode = await store.read(lambda tx: gate_mode(tx, job.job_id, KIND))
-    if found.clean or (mode == "never" and not found.values):
+    found, clear = await _scanned(office, job, head)
+    if clear:
         return Cleared(head)
+    store = office.engine.store
     verdict = await store.write(
         lambda tx: secret_gate.decide(tx, job.job_id, base=space.base, head=head, scanned=found)
     )
@@ -46,3 +43,19 @@ async def check(office: Office, job: JobHandle) -> SecretVerdict:
             GateAsked(verdict.gate_id, job.conversation_id, KIND.name, verdict.question)
         )
     return verdict
+
+
+async def clean(office: Office, job: JobHandle, head: str) -> bool:
+    """Whether `head` may be pushed without the secret gate (asks nothing: an early push,
+    jobs/early_draft.py, stops short of what the delivery's scan would hold)."""
+    return (await _scanned(office, job, head))[1]
+
+
+async def _scanned(office: Office, job: JobHandle, head: str) -> tuple[Scan, bool]:
+    """What the scan of the change up to `head` found, and whether it may be pushed as it is."""
+    space = job.space
+    change = await branch_change(space.repo, base=space.base, head=head)
+    names = [f.path for f in change.files if f.status in ("A", "R", "C")]  # new names
+    found = scan(await added_lines(space.repo, change), office.secrets.values(), names=names)
+    mode = await office.engine.store.read(lambda tx: gate_mode(tx, job.job_id, KIND))
+    return found, found.clean or (mode == "never" and not found.values)
