@@ -2,12 +2,16 @@
 real store, the JobDriver syncing it through a forge that really pushes to a remote whose
 every ref update is logged.
 
-The draft opens once the plan is approved, each task merge is one push, the draft is made
-ready at the end, and a crash between a push and its record pushes nothing twice.
+The draft opens once the plan is approved (with the plan gate off, once a task starts),
+each task merge is one push, the draft is made ready at the end, a crash between a push and
+its record pushes nothing twice, a refused push is tried again at the next sync and never
+forced, and a review round pushes only through its own delivery.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +21,12 @@ from fakes import HeldJob, PushingForge
 from local_repo import git, make_repo
 from test_app_early_draft import TwoTasks
 
+from orchestrator.bus.events import Event
 from orchestrator.jobs import early_draft
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.ports import Delivered, DraftForge, Forge
+from orchestrator.jobs.rounds import Feedback, Point
 
 EARLY = "humans: {decider: carol}\npull_request: {draft: early}\n"
 
@@ -44,23 +50,39 @@ class DraftingForge(PushingForge):
         return Delivered("fake://pull/7", 7)
 
 
-def _updates(remote: Path, branch: str) -> list[str]:
-    return git(remote, "reflog", "show", "--format=%H", f"refs/heads/{branch}").split()[::-1]
+@dataclass
+class Early(HeldJob):
+    forge: DraftingForge
+
+    @property
+    def branch(self) -> str:
+        return f"teaparty/job-{self.job_id}-two"
+
+    def updates(self) -> list[str]:
+        """Each commit the remote's job branch was moved to, oldest first (its reflog)."""
+        found = git(self.repo, "reflog", "show", "--format=%H", f"refs/heads/{self.branch}")
+        return found.split()[::-1]
+
+    def first_parents(self) -> list[str]:
+        return git(
+            self.repo, "rev-list", "--first-parent", "--reverse", f"main..{self.branch}"
+        ).split()
+
+    def subject(self, commit: str) -> str:
+        return git(self.repo, "show", "-s", "--format=%s", commit).strip()
 
 
-def _first_parents(remote: Path, branch: str) -> list[str]:
-    return git(remote, "rev-list", "--first-parent", "--reverse", f"main..{branch}").split()
-
-
-async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_path: Path) -> None:
+@asynccontextmanager
+async def early(tmp_path: Path, project: str = EARLY) -> AsyncIterator[Early]:
+    """A two-task job of an early-draft project; its plan gate is left for the test."""
     remote = make_repo(tmp_path / "widgets")
     git(remote, "config", "core.logAllRefUpdates", "always")
-    office = await demo_office.open_office(tmp_path / "home", EARLY, TwoTasks("docs/two.md"))
+    office = await demo_office.open_office(tmp_path / "home", project, TwoTasks("docs/two.md"))
     try:
         job_id = await demo_office.start_job(
             office,
             remote,
-            EARLY,
+            project,
             title="Two things",
             body="Do two things.",
             slug="two",
@@ -71,15 +93,21 @@ async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_pat
         async def forges(_: int) -> Forge:
             return forge
 
-        job = HeldJob(office, forge, JobDriver(office, forges), remote, job_id)
+        yield Early(office, forge, JobDriver(office, forges), remote, job_id)
+    finally:
+        await office.close()
+
+
+async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_path: Path) -> None:
+    async with early(tmp_path) as job:
+        office, forge, job_id = job.office, job.forge, job.job_id
         plan = await job.waiting()
         assert forge.drafts == [], "no draft before the plan is approved"
-        branch = f"teaparty/job-{job_id}-two"
         await office.answer_gate(plan.gate_id, text="yes", answered_by="carol")
         await job.driver.sync(job_id)
         assert forge.drafts == [job_id]
-        (pushed,) = _updates(remote, branch)
-        assert git(remote, "show", "-s", "--format=%s", pushed).strip() == early_draft.PLAN_COMMIT
+        (pushed,) = job.updates()
+        assert job.subject(pushed) == early_draft.PLAN_COMMIT
 
         # A crash between that push and its record: the next sync pushes it again, which
         # moves no ref, and opens no second draft.
@@ -87,7 +115,7 @@ async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_pat
         assert space is not None
         await office.records.record_forge_object(job_id, early_draft.PUSHED, space.base, "")
         await job.driver.sync(job_id)
-        assert _updates(remote, branch) == [pushed]
+        assert job.updates() == [pushed]
         again = await office.records.forge_object(job_id, early_draft.PUSHED)
         assert again is not None
         assert again.external_id == pushed, "pushed again, and recorded"
@@ -95,18 +123,63 @@ async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_pat
 
         assert await job.drive() == "done"
         pull = await office.rounds.pull(job_id)
-    finally:
-        await office.close()
-    line = _first_parents(remote, branch)
-    assert _updates(remote, branch) == line, "one push per first-parent commit"
-    subjects = [git(remote, "show", "-s", "--format=%s", c).strip() for c in line]
-    assert [s for s in subjects if s.startswith("Merge task")] == [
-        "Merge task #1: One",
-        "Merge task #2: Two",
-    ]
+        line = job.first_parents()
+        assert job.updates() == line, "one push per first-parent commit"
+        merges = [job.subject(c) for c in line if job.subject(c).startswith("Merge task")]
+        assert merges == ["Merge task #1: One", "Merge task #2: Two"]
     assert forge.readied == [7]
     assert pull is not None
     assert (pull.number, pull.state) == (7, "open")
+
+
+async def test_with_the_plan_gate_off_the_draft_opens_once_a_task_starts(tmp_path: Path) -> None:
+    project = EARLY + "gates: {plan: never}\n"
+    async with early(tmp_path, project) as job:
+        assert await job.driver.sync(job.job_id) == "planning"
+        assert job.forge.drafts == []
+
+        async def on_event(_: Event) -> None:  # as the App syncs a job on its events
+            await job.driver.sync(job.job_id)
+
+        job.office.subscribe(on_event)
+        assert await job.drive() == "done"
+        await job.office.engine.events.drain()
+        assert job.forge.drafts == [job.job_id]
+        assert job.updates() == job.first_parents()
+        assert job.forge.readied == [7]
+
+
+async def test_a_refused_push_waits_for_the_next_sync_and_is_never_forced(tmp_path: Path) -> None:
+    async with early(tmp_path) as job:
+        plan = await job.waiting()
+        theirs = tmp_path / "theirs"
+        git(tmp_path, "clone", "-q", str(job.repo), str(theirs))
+        git(theirs, "checkout", "-q", "-b", job.branch)
+        (theirs / "NOTES.md").write_text("a person's commit\n")
+        git(theirs, "add", ".")
+        git(theirs, "-c", "user.name=p", "-c", "user.email=p@e", "commit", "-qm", "theirs")
+        git(theirs, "push", "-q", "origin", job.branch)
+        before = job.updates()
+        await job.office.answer_gate(plan.gate_id, text="yes", answered_by="carol")
+        assert await job.driver.sync(job.job_id) == "working"  # the push failed: said later
+        assert job.updates() == before, "nothing forced over a person's commit"
+        assert job.forge.drafts == []
+        assert await job.office.records.forge_object(job.job_id, early_draft.PUSHED) is None
+
+
+async def test_a_review_round_pushes_only_through_its_delivery(tmp_path: Path) -> None:
+    async with early(tmp_path) as job:
+        job.forge.answers = {"The plan:": "yes"}
+        job.forge.held = ()
+        assert await job.drive() == "done"
+        delivered = job.updates()
+        point = Point("review:1", "carol", "Add a date.")
+        taken = await job.office.rounds.feedback(job.job_id, Feedback(("carol",), (point,)))
+        assert taken.state == "running"
+        assert await job.drive() == "done"
+        assert len(job.forge.rounds_delivered) == 1
+        assert job.updates() == delivered, "the round's merge waited for its delivery"
+        assert job.forge.readied == [7]
 
 
 def test_the_terminal_forge_opens_no_draft() -> None:

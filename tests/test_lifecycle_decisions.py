@@ -13,7 +13,7 @@ from conftest import Load
 
 from bot.github.outbound import Outbound
 from bot.github.subject import Subject
-from bot.github.tracking import pull_gone_body, tracking_body
+from bot.github.tracking import DRAFT_HOLD, pull_gone_body, tracking_body
 from bot.handlers.actions import (
     Control,
     EndPull,
@@ -313,3 +313,18 @@ def test_a_drafts_hold_is_said_as_one() -> None:
     body = tracking_body(held, branch_url=None, trigger_label="t", agent=Outbound("o", "w", 3))
     assert "**Paused**: bob made the pull request a draft; it resumes when ready." in body
     assert "until `/resume`" not in body
+
+
+def test_the_apps_early_draft_is_not_a_persons_hold() -> None:
+    working = replace(status("draft"), state="working")
+    body = tracking_body(
+        working, branch_url=None, trigger_label="teaparty", agent=Outbound("o", "w", 3)
+    )
+    assert "a draft while the job works: ready at its end" in body
+    assert "Paused" not in body
+    held = replace(working, paused_by=f"alice {DRAFT_HOLD}")
+    body = tracking_body(
+        held, branch_url=None, trigger_label="teaparty", agent=Outbound("o", "w", 3)
+    )
+    assert "review rounds wait until it is ready" in body
+    assert "**Paused**: alice made the pull request a draft" in body
