@@ -182,5 +182,19 @@ async def test_a_review_round_pushes_only_through_its_delivery(tmp_path: Path) -
         assert job.forge.readied == [7]
 
 
+async def test_a_review_of_the_draft_is_a_round_once_the_job_is_done(tmp_path: Path) -> None:
+    async with early(tmp_path) as job:
+        plan = await job.waiting()
+        await job.office.answer_gate(plan.gate_id, text="yes", answered_by="carol")
+        await job.driver.sync(job.job_id)
+        point = Point("review:1", "carol", "Add a date.")
+        taken = await job.office.rounds.feedback(job.job_id, Feedback(("carol",), (point,)))
+        assert taken.state == "queued", "no round while the job works"
+        assert await job.drive() == "done"
+        (review,) = await job.office.rounds.of_job(job.job_id)
+        assert (review.state, review.outcome) == ("delivered", "pushed and answered")
+        assert len(job.forge.rounds_delivered) == 1
+
+
 def test_the_terminal_forge_opens_no_draft() -> None:
     assert not issubclass(LocalForge, DraftForge)

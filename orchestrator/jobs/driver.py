@@ -226,7 +226,7 @@ class JobDriver:
         """
         job_id = status.job_id
         job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
-        link, result, head = None, status.result, None
+        link, result, head, early = None, status.result, None, False
         review = await self.office.rounds.running(job_id)
         verdict: Cleared | Held | Stopped = Cleared(None)
         try:
@@ -267,10 +267,17 @@ class JobDriver:
                 job_id, space, review.round_id, head=head, outcome=outcome or ""
             )
         else:
-            await self.office.finish_job(job, result)
+            await self._finish(job, result, ready=early and link is not None)
         done = await self.status(job_id, link=link)
         await forge.show(done)
         return done.state
+
+    async def _finish(self, job: JobHandle, result: str | None, *, ready: bool) -> None:
+        """End the job; `ready`: its early draft was made ready, so a round queued on the
+        draft while the job worked starts now."""
+        await self.office.finish_job(job, result)
+        if ready:
+            await self.office.rounds.pull_state(job.job_id, "open")
 
     async def _head_checked(self, job: JobHandle, head: str | None) -> JobStatus:
         """The status to deliver with: the project's checks of the very head pushed."""
