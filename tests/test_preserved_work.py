@@ -40,6 +40,7 @@ from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.rounds import Feedback, Point
 from orchestrator.store.snapshot import restore_store, snapshot_store
 from orchestrator.store.sqlite import Store
+from orchestrator.teams import board
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
 from orchestrator.workspace.layout import JobSpace, Workspace, job_mark, marked, task_branch
@@ -138,7 +139,7 @@ async def on_machine(home: Path, job_id: int) -> AsyncIterator[tuple[Store, Work
     of orphan slots), and job `job_id`'s workspace as recorded."""
     store = await Store.open(home / "teaparty.db")
     try:
-        workspace = Workspace(home, store)
+        workspace = Workspace(home, store, tasks=board)
         recorded = await workspace.job(job_id)
         assert recorded is not None
         yield store, workspace, recorded

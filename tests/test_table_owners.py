@@ -78,7 +78,6 @@ EXEMPT = {
 DEBT = {
     "orchestrator/bus/gates.py": {"issue_revisions", "job_workspaces"},
     "orchestrator/bus/transactions.py": {"gates"},
-    "orchestrator/workspace/layout.py": {"conversations", "jobs", "tasks"},
     "orchestrator/workspace/tools.py": {"conversations", "jobs", "tasks"},
 }
 

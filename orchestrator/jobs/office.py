@@ -66,6 +66,7 @@ from orchestrator.setup.checks import Checked, Checker
 from orchestrator.setup.prepare import Preparer
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Store, Tx
+from orchestrator.teams import board as task_board
 from orchestrator.teams import board_tools
 from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.instructions import TeamInstructions
@@ -217,7 +218,7 @@ class Office:
             org, projects, router=router, models=model_of, tool_specs=ALL_SPECS, learnings=learnings
         )
         owner = sandbox.run_as if sandbox.confined else None
-        workspace = Workspace(home, store, owner=owner, uids=sandbox.uids)
+        workspace = Workspace(home, store, tasks=task_board, owner=owner, uids=sandbox.uids)
         board = board_tools.BoardTools(
             store,
             lambda cid: board_tools.job_of_conversation(store, cid),

@@ -122,7 +122,9 @@ async def forget_ended_work(home: Path, remote: str, *, auth: str | None = None)
     open: for a runner once its store is saved and its engine closed; the refs deleted."""
     store = await Store.open(home / "teaparty.db")
     try:
-        return await PreservedWork(store, Workspace(home, store)).forget_ended(remote, auth=auth)
+        return await PreservedWork(store, Workspace(home, store, tasks=board)).forget_ended(
+            remote, auth=auth
+        )
     finally:
         await store.close()
 

@@ -310,10 +310,8 @@ def set_allowance(tx: Tx, task_id: int, usd: float | None) -> None:
 
 def find(tx: Tx, job_id: int, number: int) -> tuple[int, Task] | None:
     """Task `number` of the job and its stored id (None: no such task)."""
-    row = tx.execute(
-        "SELECT task_id FROM tasks WHERE job_id = ? AND number = ?", (job_id, number)
-    ).fetchone()
-    return None if row is None else (int(row[0]), get_task(tx, job_id, number))
+    stored = task_id(tx, job_id, number)
+    return None if stored is None else (stored, get_task(tx, job_id, number))
 
 
 def open_numbers(tx: Tx, job_id: int) -> list[int]:
@@ -443,3 +441,27 @@ def unfinished_ids(tx: Tx, job_id: int) -> list[int]:
         (job_id,),
     ).fetchall()
     return [int(task_id) for (task_id,) in rows]
+
+
+# The workspace's side of a task slot's lease (workspace/layout.py's TaskIds): the slots are
+# leased by the tasks' stored ids, and the composition root hands this module to the workspace.
+
+
+def task_id(tx: Tx, job_id: int, number: int) -> int | None:
+    """The stored id of task `number` of the job (None: no such task)."""
+    row = tx.execute(
+        "SELECT task_id FROM tasks WHERE job_id = ? AND number = ?", (job_id, number)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def ids_of(tx: Tx, job_id: int) -> list[int]:
+    """The stored ids of every task of the job."""
+    rows = tx.execute("SELECT task_id FROM tasks WHERE job_id = ?", (job_id,)).fetchall()
+    return [int(stored) for (stored,) in rows]
+
+
+def is_done(tx: Tx, task_id: int) -> bool:
+    """Whether the task stored as `task_id` is done (merged)."""
+    row = tx.execute("SELECT state FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    return row is not None and row[0] == "done"

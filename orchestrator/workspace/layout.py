@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.bus.transactions import working_on
+from orchestrator.core.messages import ConversationKind
 from orchestrator.sandbox.identities import Identities
 from orchestrator.store.sqlite import Store, Tx, now
 from orchestrator.workspace import engine_files, owners, suggestions
@@ -111,6 +116,25 @@ class TaskSpace:
         return Checkout(self.job.repo, self.path)
 
 
+class TaskIds(Protocol):
+    """The task board's side of a slot's lease: slots are leased by the tasks' stored ids.
+
+    The board (teams/board.py) sits above the workspace; the composition root hands that
+    module in, which has these functions."""
+
+    def task_id(self, tx: Tx, job_id: int, number: int) -> int | None:
+        """The stored id of task `number` of the job (None: no such task)."""
+
+    def locate(self, tx: Tx, task_id: int) -> tuple[int, int] | None:
+        """The job and number of the task stored as `task_id` (None: no such task)."""
+
+    def ids_of(self, tx: Tx, job_id: int) -> list[int]:
+        """The stored ids of every task of the job."""
+
+    def is_done(self, tx: Tx, task_id: int) -> bool:
+        """Whether the task stored as `task_id` is done (merged)."""
+
+
 def task_branch(job: JobSpace, number: int) -> str:
     """The branch of task `number` of a job."""
     return f"{job.branch}--task-{number}"
@@ -119,7 +143,8 @@ def task_branch(job: JobSpace, number: int) -> str:
 class Workspace:
     """Mirrors, job repositories, job worktrees and task slots under one state directory.
 
-    `owner` is the (uid, gid) agents' processes run as when that is not the engine's own
+    `tasks` is the task board, whose tasks the slots are leased to. `owner` is the (uid,
+    gid) agents' processes run as when that is not the engine's own
     (the engine runs as root); with `uids`, each worktree has a user of its own instead
     (sandbox/identities.py). A worker's slot is handed to its user after the engine writes.
     """
@@ -129,11 +154,13 @@ class Workspace:
         home: Path,
         store: Store,
         *,
+        tasks: TaskIds,
         owner: tuple[int, int] | None = None,
         uids: Identities | None = None,
     ) -> None:
         self.home = home
         self.store = store
+        self.tasks = tasks
         self.owner = owner
         self.uids = uids if owner is not None else None
         # Per repository: git's worktree bookkeeping is not safe under concurrent add, and
@@ -267,7 +294,7 @@ class Workspace:
             await git(repo, "update-ref", name, commit)
         shutil.rmtree(path, ignore_errors=True)
         await git(mirror, "worktree", "prune")
-        await self.store.write(lambda tx: _upgraded(tx, job_id, repo))
+        await self.store.write(lambda tx: _upgraded(tx, self.tasks, job_id, repo))
         return await self.reopen(JobSpace(job_id, repo, mirror, branch, base, path))
 
     async def lease(self, job: JobSpace, number: int) -> TaskSpace:
@@ -277,7 +304,7 @@ class Workspace:
         """
         branch = task_branch(job, number)
         slots = job.path.parent / "slots"
-        path = Path(await self.store.write(lambda tx: _lease(tx, job, number, slots)))
+        path = Path(await self.store.write(lambda tx: _lease(tx, self.tasks, job, number, slots)))
         space = TaskSpace(job, number, branch, path)
         checkout = space.checkout
         reset_config(job.repo)
@@ -365,7 +392,7 @@ class Workspace:
 
     async def task(self, job: JobSpace, number: int) -> TaskSpace | None:
         """Task `number`'s slot while it is leased, else None."""
-        row = await self.store.read(lambda tx: _slot_of(tx, job.job_id, number))
+        row = await self.store.read(lambda tx: _slot_of(tx, self.tasks, job.job_id, number))
         return None if row is None else TaskSpace(job, number, task_branch(job, number), Path(row))
 
     async def commit_task(
@@ -385,7 +412,7 @@ class Workspace:
 
     async def release(self, job: JobSpace, number: int) -> None:
         """Give the task's slot back; its branch stays, its checkout waits for the next task."""
-        path = await self.store.read(lambda tx: _slot_of(tx, job.job_id, number))
+        path = await self.store.read(lambda tx: _slot_of(tx, self.tasks, job.job_id, number))
         if path is None:
             return
         checkout = Checkout(job.repo, Path(path))
@@ -555,7 +582,7 @@ class Workspace:
         Returns what it cleaned, one line each.
         """
         cleaned: list[str] = []
-        slots, ended, legacy = await self.store.read(_orphans)
+        slots, ended, legacy = await self.store.read(lambda tx: _orphans(tx, self.tasks))
         for job_id, number in slots:
             job = await self.job(job_id)
             if job is not None:
@@ -601,11 +628,11 @@ def _borrow_objects(repo: Path, mirror: Path) -> None:
     (info / "alternates").write_text(f"{mirror / 'objects'}\n")
 
 
-def _upgraded(tx: Tx, job_id: int, repo: Path) -> None:
+def _upgraded(tx: Tx, tasks: TaskIds, job_id: int, repo: Path) -> None:
     tx.execute(
         "UPDATE worktree_slots SET task_id = NULL, leased_at = NULL WHERE task_id IN"
-        " (SELECT task_id FROM tasks WHERE job_id = ?)",
-        (job_id,),
+        " (SELECT value FROM json_each(?))",
+        (json.dumps(tasks.ids_of(tx, job_id)),),
     )
     tx.execute("UPDATE job_workspaces SET repo = ? WHERE job_id = ?", (str(repo), job_id))
 
@@ -675,13 +702,11 @@ async def carries_mark(
     return mark in out.split()
 
 
-def _lease(tx: Tx, job: JobSpace, number: int, slots: Path) -> str:
-    task = tx.execute(
-        "SELECT task_id FROM tasks WHERE job_id = ? AND number = ?", (job.job_id, number)
-    ).fetchone()
+def _lease(tx: Tx, tasks: TaskIds, job: JobSpace, number: int, slots: Path) -> str:
+    task = tasks.task_id(tx, job.job_id, number)
     if task is None:
         raise GitError(f"job {job.job_id} has no task #{number} to give a worktree")
-    held = tx.execute("SELECT path FROM worktree_slots WHERE task_id = ?", task).fetchone()
+    held = tx.execute("SELECT path FROM worktree_slots WHERE task_id = ?", (task,)).fetchone()
     if held is not None:
         return str(held[0])
     free = tx.execute(
@@ -698,35 +723,46 @@ def _lease(tx: Tx, job: JobSpace, number: int, slots: Path) -> str:
         path = str(free[0])
     tx.execute(
         "UPDATE worktree_slots SET task_id = ?, leased_at = ? WHERE path = ?",
-        (task[0], now(), path),
+        (task, now(), path),
     )
     return path
 
 
-def _slot_of(tx: Tx, job_id: int, number: int) -> str | None:
-    row = tx.execute(
-        "SELECT s.path FROM worktree_slots s JOIN tasks t ON t.task_id = s.task_id"
-        " WHERE t.job_id = ? AND t.number = ?",
-        (job_id, number),
-    ).fetchone()
+def _slot_of(tx: Tx, tasks: TaskIds, job_id: int, number: int) -> str | None:
+    task = tasks.task_id(tx, job_id, number)
+    if task is None:
+        return None
+    row = tx.execute("SELECT path FROM worktree_slots WHERE task_id = ?", (task,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def _orphans(tx: Tx) -> tuple[list[tuple[int, int]], list[int], list[str]]:
-    slots: list[tuple[int, int]] = tx.execute(
-        "SELECT t.job_id, t.number FROM worktree_slots s JOIN tasks t ON t.task_id = s.task_id"
-        " WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.task_id = t.task_id"
-        " AND c.kind = 'task' AND c.state = 'active')"
+def _leased(tx: Tx, tasks: TaskIds, *mirrors: str) -> list[tuple[int, tuple[int, int]]]:
+    """The slots leased to a task (of `mirrors`' repositories, if named): each task's stored
+    id, and its job and number, in that order."""
+    rows = tx.execute(
+        "SELECT task_id FROM worktree_slots WHERE task_id IS NOT NULL"
+        " AND (? = 0 OR mirror IN (SELECT value FROM json_each(?)))",
+        (len(mirrors), json.dumps(mirrors)),
     ).fetchall()
-    jobs = tx.execute(
-        "SELECT w.job_id FROM job_workspaces w JOIN jobs j ON j.job_id = w.job_id"
-        " WHERE w.removed = 0 AND j.state = 'complete'"
-    ).fetchall()
+    found = ((int(task), tasks.locate(tx, int(task))) for (task,) in rows)
+    return sorted(((task, at) for task, at in found if at is not None), key=lambda t: t[1])
+
+
+def _orphans(tx: Tx, tasks: TaskIds) -> tuple[list[tuple[int, int]], list[int], list[str]]:
+    slots = [
+        at for task, at in _leased(tx, tasks) if not working_on(tx, task, ConversationKind.TASK)
+    ]
+    kept = tx.execute("SELECT job_id FROM job_workspaces WHERE removed = 0").fetchall()
+    ended = [
+        int(job_id)
+        for (job_id,) in kept
+        if (job := job_rows.get(tx, int(job_id))) is not None and job.state == "complete"
+    ]
     legacy = tx.execute(
         "SELECT DISTINCT mirror FROM worktree_slots WHERE mirror NOT IN"
         " (SELECT repo FROM job_workspaces WHERE repo IS NOT NULL)"
     ).fetchall()
-    return slots, [row[0] for row in jobs], [row[0] for row in legacy]
+    return slots, ended, [row[0] for row in legacy]
 
 
 def _marker_regions(text: str) -> str:
@@ -779,18 +815,13 @@ def _record_job(tx: Tx, space: JobSpace) -> int | None:
 # For the workspace's other modules (issue 32: one owner per table).
 
 
-def record_moved(tx: Tx, recorded: JobSpace, space: JobSpace) -> list[tuple[int, bool]]:
+def record_moved(
+    tx: Tx, tasks: TaskIds, recorded: JobSpace, space: JobSpace
+) -> list[tuple[int, bool]]:
     """Record the job's workspace at its new paths; the tasks whose slots were leased, by
     number, and whether each is merged (their rows are dropped: the slots are leased again)."""
     repos = (str(recorded.repo), str(space.repo))
-    leased = [
-        (int(number), state == "done")
-        for (number, state) in tx.execute(
-            "SELECT t.number, t.state FROM worktree_slots s JOIN tasks t"
-            " ON t.task_id = s.task_id WHERE s.mirror IN (?, ?) ORDER BY t.number",
-            repos,
-        )
-    ]
+    leased = [(number, tasks.is_done(tx, task)) for task, (_, number) in _leased(tx, tasks, *repos)]
     tx.execute("DELETE FROM worktree_slots WHERE mirror IN (?, ?)", repos)
     tx.execute(
         "UPDATE job_workspaces SET mirror = ?, repo = ?, path = ?, removed = 0 WHERE job_id = ?",

@@ -62,7 +62,9 @@ async def rebuild(
     await git(repo, "update-ref", f"refs/heads/{space.branch}", start)
     for number, commit in sorted(fetched.tasks.items()):
         await git(repo, "update-ref", f"refs/heads/{task_branch(space, number)}", commit)
-    leased = await workspace.store.write(lambda tx: record_moved(tx, recorded, space))
+    leased = await workspace.store.write(
+        lambda tx: record_moved(tx, workspace.tasks, recorded, space)
+    )
     await workspace.reopen(space)
     for number, merged in leased:
         await _lease_again(workspace, space, number, merged=merged, fetched=fetched)
