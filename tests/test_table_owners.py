@@ -78,7 +78,6 @@ EXEMPT = {
 DEBT = {
     "orchestrator/bus/gates.py": {"issue_revisions", "job_workspaces"},
     "orchestrator/bus/transactions.py": {"gates"},
-    "orchestrator/workspace/tools.py": {"conversations", "jobs", "tasks"},
 }
 
 _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|ALTER|DROP)\b")

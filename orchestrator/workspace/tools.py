@@ -14,13 +14,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import transactions as txn
 from orchestrator.core.errors import SandboxError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.sandbox.confine import Network, Prepared, Sandbox
-from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace.file_tools import WorktreeTools
 from orchestrator.workspace.git import Checkout, GitError
-from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.layout import JobSpace, TaskIds, Workspace
 from orchestrator.workspace.shell import EgressWatch
 
 log = logging.getLogger(__name__)
@@ -89,15 +91,8 @@ class WorkspaceTools:
     async def _place(
         self, agent: str, conversation_id: str
     ) -> tuple[WorktreeTools, tuple[JobSpace, int | None, str]] | str:
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT c.job_id, t.number, j.project FROM conversations c LEFT JOIN tasks t"
-                " ON t.task_id = c.task_id LEFT JOIN jobs j ON j.job_id = c.job_id"
-                " WHERE c.conversation_id = ?",
-                (conversation_id,),
-            ).fetchone()
-        )
-        if row is None or row[0] is None:
+        row = await self.store.read(lambda tx: _whose(tx, self.workspace.tasks, conversation_id))
+        if row is None:
             return "this conversation belongs to no job, so it has no worktree"
         job = await self.workspace.job(row[0])
         if job is None:
@@ -147,3 +142,14 @@ class WorkspaceTools:
                 egress=self.egress,
             )
         return self._tools[key]
+
+
+def _whose(tx: Tx, tasks: TaskIds, conversation_id: str) -> tuple[int, int | None, str] | None:
+    """The job a conversation belongs to, the number of the task it works on (None: none),
+    and the job's project; None: it belongs to no job."""
+    listed = txn.listed(tx, conversation_id)
+    if listed is None or listed.job_id is None:
+        return None
+    located = None if listed.task_id is None else tasks.locate(tx, listed.task_id)
+    number = None if located is None else located[1]
+    return listed.job_id, number, str(job_rows.project_of(tx, listed.job_id))
