@@ -351,7 +351,7 @@ async def test_a_parked_job_costs_nothing_and_survives_a_restart_to_its_pull_req
     idle); the server is restarted; the decider's reply then finishes the job."""
     import sqlite3
 
-    from orchestrator.bus.transactions import runnable
+    from orchestrator.bus.runnable import runnable
 
     pem, port = private_key_pem(), free_port()
     hub = make_hub(tmp_path / "hub", port=port, pem=pem)

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.bus import answers, dispatch, failures, gates
 from orchestrator.bus import jobs as job_rows
+from orchestrator.bus import runnable as may_run
 from orchestrator.bus import transactions as txn
 from orchestrator.bus import waits as wait_rows
 from orchestrator.bus.dispatch import BusCalls
@@ -237,11 +238,11 @@ class ConversationBus:
         conversations make no new model call."""
         if job_id is None:
             return False
-        return await self.store.read(lambda tx: txn.held(tx, job_id))
+        return await self.store.read(lambda tx: may_run.held(tx, job_id))
 
     async def runnable(self, job_id: int | None = None) -> list[str]:
         """Every conversation with work to do (of one job, if given), as the store has it."""
-        return await self.store.read(lambda tx: txn.runnable(tx, job_id))
+        return await self.store.read(lambda tx: may_run.runnable(tx, job_id))
 
     async def consume(self, conversation_id: str) -> Step:
         """Take the whole inbox into the transcript (receive-and-clear).

@@ -170,6 +170,17 @@ def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
     return str(job.title), str(txn.first_content(tx, job_conversation_id(job.job_id)) or ""), base
 
 
+def editing(tx: Tx, job_id: int | None = None) -> set[int | None]:
+    """The jobs (or job `job_id`) whose issue was edited and the edit's gate (call id
+    `edit:…`) is open: a held job makes no new model call."""
+    rows = tx.execute(
+        "SELECT DISTINCT job_id FROM gates WHERE call_id LIKE 'edit:%' AND answer IS NULL"
+        " AND closed_at IS NULL AND job_id IS NOT NULL AND (? IS NULL OR job_id = ?)",
+        (job_id, job_id),
+    )
+    return {int(job) for (job,) in rows}
+
+
 def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
     """Record a gate and park its conversation until it is answered; returns the gate id."""
     return _insert(tx, row.job_id, row.conversation_id, intent, asked_by=row.agent)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.bus import failures
-from orchestrator.bus import jobs as job_rows
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import (
     ConversationKind,
@@ -185,38 +184,6 @@ def snapshot(tx: Tx, conversation_id: str, *, after_seq: int = 0) -> Snapshot:
         transcript(tx, conversation_id, after_seq=after_seq),
         inbox_size,
     )
-
-
-def runnable(tx: Tx, job_id: int | None = None) -> list[str]:
-    """Conversations with work to do: an unfinished invocation or a non-empty inbox (of one
-    job's conversations, if `job_id` is given). None that a failure holds, nor of a job not
-    ready or held."""
-    candidates = with_work(tx, job_id)
-    if not candidates:
-        return []
-    failed = failures.held_of(tx, [cid for cid, _ in candidates])
-    stopped = job_rows.held_back(tx) | _editing(tx)
-    return [cid for cid, job in candidates if cid not in failed and job not in stopped]
-
-
-def held(tx: Tx, job_id: int) -> bool:
-    """Whether the job is held: paused, or waiting on its decider's word on an issue edit."""
-    job = job_rows.get(tx, job_id)
-    return job is not None and (job.paused_by is not None or job_id in _editing(tx, job_id))
-
-
-def _editing(tx: Tx, job_id: int | None = None) -> set[int | None]:
-    """The jobs (or job `job_id`) whose issue was edited and the edit's gate (call id
-    `edit:…`) is open: a held job makes no new model call.
-
-    The gates table is gates.py's, but gates.py imports this module (tests/test_table_owners.py
-    lists this read as debt)."""
-    rows = tx.execute(
-        "SELECT DISTINCT job_id FROM gates WHERE call_id LIKE 'edit:%' AND answer IS NULL"
-        " AND closed_at IS NULL AND job_id IS NOT NULL AND (? IS NULL OR job_id = ?)",
-        (job_id, job_id),
-    )
-    return {int(job) for (job,) in rows}
 
 
 def create_conversation(

@@ -19,7 +19,7 @@ from orchestrator.bus import gates
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.transactions import runnable
+from orchestrator.bus.runnable import runnable
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import rounds

@@ -19,7 +19,8 @@ from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.events import GateAnswered
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import Gate
-from orchestrator.bus.transactions import deliver, of_job, runnable
+from orchestrator.bus.runnable import runnable
+from orchestrator.bus.transactions import deliver, of_job
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import ConversationKind, InboxKind
 from orchestrator.jobs import budget_gate

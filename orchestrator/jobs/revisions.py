@@ -26,7 +26,8 @@ from orchestrator.bus import gates
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import transactions as txn
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.transactions import deliver, listed, runnable
+from orchestrator.bus.runnable import runnable
+from orchestrator.bus.transactions import deliver, listed
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
