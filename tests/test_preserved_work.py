@@ -43,8 +43,9 @@ from orchestrator.store.sqlite import Store
 from orchestrator.teams import board
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
-from orchestrator.workspace.layout import JobSpace, Workspace, job_mark, marked, task_branch
+from orchestrator.workspace.layout import Workspace, job_mark, marked
 from orchestrator.workspace.preserve import WORK_REFS, Preserved
+from orchestrator.workspace.spaces import JobSpace, task_branch
 
 TITLE = "Add CI"
 CI = ".github/workflows/ci.yml"  # a protected path: the job waits after its task merged

@@ -26,7 +26,7 @@ from lifecycle_support import NOWHERE, REPO, World, git, source_repo
 from bot.demo import free_port, private_key_pem
 from orchestrator.api import Delivery, Feedback, Office, Point
 from orchestrator.api import models as scripted_models
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 pytestmark = pytest.mark.timeout(120)
 FEEDBACK = Feedback(("bob",), (Point("review:1", "bob", "Please say more in the note."),))

@@ -163,7 +163,7 @@ async def test_a_jobs_environment_is_found_again_after_a_restart(tmp_path: Path)
     entry without preparing; where the entry is gone it prepares again."""
     from orchestrator.config.schema import Humans, Project
     from orchestrator.jobs.setups import JobSetups
-    from orchestrator.workspace.layout import JobSpace
+    from orchestrator.workspace.spaces import JobSpace
 
     repo = git_repo(tmp_path / "r", "1")
     space = JobSpace(4, repo, repo, "b", "HEAD", tmp_path / "job-4" / "worktree")

@@ -37,8 +37,8 @@ OWNERS = {
     "tasks": "orchestrator/teams/board.py",
     "task_deps": "orchestrator/teams/board.py",
     "task_log": "orchestrator/teams/board.py",
-    "job_workspaces": "orchestrator/workspace/layout.py",
-    "worktree_slots": "orchestrator/workspace/layout.py",
+    "job_workspaces": "orchestrator/workspace/spaces.py",
+    "worktree_slots": "orchestrator/workspace/spaces.py",
     # what the project learned, and the proxy's record
     "learnings": "orchestrator/memory/index.py",
     "learnings_fts": "orchestrator/memory/index.py",

@@ -11,8 +11,8 @@ from orchestrator.bus import transactions as txn
 from orchestrator.core.messages import ConversationKind
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.teams import board
-from orchestrator.workspace import layout
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace import spaces
+from orchestrator.workspace.spaces import JobSpace
 
 
 def _job(tx: Tx, key: str, tasks: int) -> JobSpace:
@@ -32,7 +32,7 @@ def _job(tx: Tx, key: str, tasks: int) -> JobSpace:
     space = JobSpace(
         job_id, root / "repo.git", Path("/state/mirror.git"), key, "0" * 40, root / "worktree"
     )
-    assert layout._record_job(tx, space) is None
+    assert spaces.record_job(tx, space) is None
     return space
 
 
@@ -47,7 +47,7 @@ async def test_a_restart_finds_slots_no_mini_team_works_in_and_done_jobs(tmp_pat
         def arrange(tx: Tx) -> None:
             busy, idle = _job(tx, "busy", 2), _job(tx, "idle", 1)
             for space, number in ((busy, 1), (busy, 2), (idle, 1)):
-                layout._lease(tx, board, space, number, _slots(space))
+                spaces.lease(tx, board, space, number, _slots(space))
             txn.create_conversation(
                 tx,
                 conversation_id="task:1:1:x",
@@ -61,7 +61,7 @@ async def test_a_restart_finds_slots_no_mini_team_works_in_and_done_jobs(tmp_pat
             job_rows.complete(tx, idle.job_id, "done")
 
         await store.write(arrange)
-        slots, ended, legacy = await store.read(lambda tx: layout._orphans(tx, board))
+        slots, ended, legacy = await store.read(lambda tx: spaces.orphans(tx, board))
         assert slots == [(1, 2), (2, 1)], "task 1 of job 1 has its mini-team: its slot stays"
         assert ended == [2]
         assert legacy == []
@@ -78,17 +78,17 @@ async def test_a_moved_workspace_names_its_leased_tasks_and_whether_each_is_merg
         def move(tx: Tx) -> list[tuple[int, bool]]:
             space = _job(tx, "moved", 3)
             for number in (3, 1):
-                layout._lease(tx, board, space, number, _slots(space))
+                spaces.lease(tx, board, space, number, _slots(space))
             board.update_task(tx, space.job_id, 1, state="in_progress")
             board.mark_merged(tx, space.job_id, 1, "merged", None)
             there = JobSpace(
                 space.job_id, tmp_path / "repo.git", tmp_path / "m.git", space.branch, "", tmp_path
             )
-            return layout.record_moved(tx, board, space, there)
+            return spaces.record_moved(tx, board, space, there)
 
         assert await store.write(move) == [(1, True), (3, False)]
-        assert await store.read(lambda tx: layout._slot_of(tx, board, 1, 1)) is None
-        recorded = await store.read(lambda tx: layout.recorded_of(tx, 1))
+        assert await store.read(lambda tx: spaces.slot_of(tx, board, 1, 1)) is None
+        recorded = await store.read(lambda tx: spaces.recorded_of(tx, 1))
         assert recorded is not None
         assert recorded.repo == str(tmp_path / "repo.git")
     finally:

@@ -23,8 +23,8 @@ from orchestrator.jobs.offline import DemoModel
 from orchestrator.sandbox.confine import Sandbox
 from orchestrator.sandbox.identities import Identities
 from orchestrator.teams.board import create_task
-from orchestrator.workspace.layout import TaskSpace
 from orchestrator.workspace.owners import chown_paths
+from orchestrator.workspace.spaces import TaskSpace
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="users are given out by a root engine")
 DECIDER = "humans: {decider: alice}\n"  # project "w"

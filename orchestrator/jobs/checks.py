@@ -18,7 +18,7 @@ from orchestrator.jobs.setups import JobSetups
 from orchestrator.sandbox.confine import Network
 from orchestrator.setup.checks import Checked, Checker
 from orchestrator.store.sqlite import Store, Tx
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 NO_COMMAND = "the project names no test command (`setup.test` in .teaparty/project.yaml)"
 

@@ -23,7 +23,7 @@ from orchestrator.bus import jobs as job_rows
 from orchestrator.jobs import sources
 from orchestrator.jobs.office import Office
 from orchestrator.store.sqlite import Tx
-from orchestrator.workspace import layout
+from orchestrator.workspace import spaces as workspaces
 from orchestrator.workspace.git import git
 
 RemovalKind = Literal["worktree", "branch", "job repository", "mirror"]
@@ -146,7 +146,7 @@ def _active_sources(tx: Tx) -> list[str]:
 def _spaces(tx: Tx) -> tuple[list[_Space], set[str]]:
     spaces = [
         _Space(space.job_id, job.state, space.mirror, space.repo, space.path, space.removed)
-        for space in layout.recorded(tx)
+        for space in workspaces.recorded(tx)
         if (job := job_rows.get(tx, space.job_id)) is not None
     ]
     return spaces, {_real(Path(s.mirror)) for s in spaces if s.state == "active"}

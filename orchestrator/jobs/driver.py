@@ -41,9 +41,9 @@ from orchestrator.jobs.secret_gate import Stopped
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
-from orchestrator.workspace import layout
+from orchestrator.workspace import spaces
 from orchestrator.workspace.git import rev
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 DAY_S = 86_400.0
@@ -402,7 +402,7 @@ def _job_facts(
     # the job's own once it ended (a refusal says so), else the reply
     kept = job_rows.result_of(tx, job_id) if job.state != "active" else None
     result = root.result if kept is None else kept
-    facts = (job.title, job.state, layout.branch_of(tx, job_id) or "", job.project)
+    facts = (job.title, job.state, spaces.branch_of(tx, job_id) or "", job.project)
     return facts, tuple(list_tasks(tx, job_id)), waiting, result
 
 

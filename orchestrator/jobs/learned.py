@@ -40,7 +40,8 @@ from orchestrator.memory.entries import (
 from orchestrator.memory.index import LearningIndex, files_at, forgotten
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace import engine_files
-from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.layout import Workspace
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 COMMIT_MESSAGE = "Keep what this job learned (.teaparty/learnings/)"

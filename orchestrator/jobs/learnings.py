@@ -14,7 +14,7 @@ from pathlib import Path
 from orchestrator.bus import jobs as job_rows
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace.git import git
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 

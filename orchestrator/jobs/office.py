@@ -75,8 +75,9 @@ from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import GitError, rev
 from orchestrator.workspace.inventory import Inventories, describe
-from orchestrator.workspace.layout import JobSpace, Workspace, job_mark
+from orchestrator.workspace.layout import Workspace, job_mark
 from orchestrator.workspace.preserve import Preserved
+from orchestrator.workspace.spaces import JobSpace
 from orchestrator.workspace.tools import WorkspaceTools
 
 log = logging.getLogger(__name__)

@@ -27,12 +27,13 @@ from orchestrator.core.errors import OrchestratorError
 from orchestrator.jobs import sources
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.teams import board
-from orchestrator.workspace import layout as slots
 from orchestrator.workspace import preserve as refs
+from orchestrator.workspace import spaces as slots
 from orchestrator.workspace.git import Checkout
-from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.layout import Workspace
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.rebuild import rebuild
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 ENDED = ("complete", "withdrawn")

@@ -27,9 +27,9 @@ from orchestrator.jobs.office import Office
 from orchestrator.jobs.rounds import PullState
 from orchestrator.jobs.withdraw import Withdrawn, stop_work
 from orchestrator.store.sqlite import Tx
-from orchestrator.workspace import layout as slots
+from orchestrator.workspace import spaces as slots
 from orchestrator.workspace.git import git
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 Ended = Literal["merged", "closed", "gone"]
 _SAID = {"merged": "merged", "closed": "closed", "gone": "closed by deleting its branch"}

@@ -11,7 +11,8 @@ from orchestrator.jobs import rounds, sources
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace.git import GitError, merge_tree, rev
-from orchestrator.workspace.layout import JobSpace, Workspace
+from orchestrator.workspace.layout import Workspace
+from orchestrator.workspace.spaces import JobSpace
 
 
 class RoundWork:

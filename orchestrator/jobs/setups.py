@@ -17,7 +17,7 @@ from pathlib import Path
 from orchestrator.config.schema import Project
 from orchestrator.sandbox.confine import Prepared
 from orchestrator.setup.prepare import Outcome, Preparer
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 RECORD = "setup.json"

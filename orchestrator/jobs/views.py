@@ -42,7 +42,7 @@ from orchestrator.jobs.ports import JobState
 from orchestrator.jobs.pricing import JobPricing
 from orchestrator.store.sqlite import Store, Tx, attach_beside, holder
 from orchestrator.teams.board import Task, list_tasks
-from orchestrator.workspace import layout
+from orchestrator.workspace import spaces
 
 ENDED: frozenset[str] = frozenset({"done", "cancelled"})
 STATE_FILTERS = (
@@ -310,7 +310,7 @@ def _one_job(
     if not found:
         raise JobNotFoundError(job_id)
     source = sources.of_job(tx, job_id)
-    space = layout.recorded_of(tx, job_id)
+    space = spaces.recorded_of(tx, job_id)
     branch = space.branch if space else source.branch if source else None
     worktree = space.path if space else None
     present = space is not None and not space.removed and Path(space.path).is_dir()

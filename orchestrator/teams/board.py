@@ -443,7 +443,7 @@ def unfinished_ids(tx: Tx, job_id: int) -> list[int]:
     return [int(task_id) for (task_id,) in rows]
 
 
-# The workspace's side of a task slot's lease (workspace/layout.py's TaskIds): the slots are
+# The workspace's side of a task slot's lease (workspace/spaces.py's TaskIds): the slots are
 # leased by the tasks' stored ids, and the composition root hands this module to the workspace.
 
 

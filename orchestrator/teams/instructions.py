@@ -24,7 +24,7 @@ from orchestrator.workspace.instructions import (
     read_instructions,
     render,
 )
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 WIDE_HEADING = "## The repository's instructions for agents"
 TASK_HEADING = "Instructions for the files this task names (from the repository):"

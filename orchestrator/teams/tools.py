@@ -54,7 +54,8 @@ from orchestrator.teams.protocol import (
     encode,
 )
 from orchestrator.workspace.git import IDENTITY, GitError, git, merge_tree, rev
-from orchestrator.workspace.layout import JobSpace, TaskSpace, Workspace, task_branch
+from orchestrator.workspace.layout import Workspace
+from orchestrator.workspace.spaces import JobSpace, TaskSpace, task_branch
 
 TEAM_TOOLS = frozenset({PREPARE, REVIEW, CHECK, MERGE, PHASE, FINISH})
 REQUEST_MAX = 4_000

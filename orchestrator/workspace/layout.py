@@ -22,21 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from orchestrator.bus import jobs as job_rows
-from orchestrator.bus.transactions import working_on
-from orchestrator.core.messages import ConversationKind
 from orchestrator.sandbox.identities import Identities
-from orchestrator.store.sqlite import Store, Tx, now
-from orchestrator.workspace import engine_files, owners, suggestions
+from orchestrator.store.sqlite import Store
+from orchestrator.workspace import engine_files, owners, spaces, suggestions
 from orchestrator.workspace.git import (
     IDENTITY,
     NETWORK_TIMEOUT_S,
@@ -55,6 +49,7 @@ from orchestrator.workspace.git import (
     reset_config,
     rev,
 )
+from orchestrator.workspace.spaces import JobSpace, TaskIds, TaskSpace, task_branch
 
 log = logging.getLogger(__name__)
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -76,68 +71,6 @@ def job_mark(key: str) -> str:
 def marked(message: str, mark: str | None) -> str:
     """`message` with the job's mark as a trailer (unchanged without one)."""
     return message if mark is None else f"{message.rstrip()}\n\n{MARK_TRAILER}: {mark}"
-
-
-@dataclass(frozen=True)
-class JobSpace:
-    """A job's repository, branch, the commit it started from, and its worktree."""
-
-    job_id: int
-    repo: Path
-    mirror: Path
-    branch: str
-    base: str
-    path: Path
-    mark: str | None = None  # on the engine's commits (None: a job recorded before marks)
-
-    @property
-    def checkout(self) -> Checkout:
-        """The job worktree, reached through its admin directory."""
-        return Checkout(self.repo, self.path)
-
-    @property
-    def readable(self) -> tuple[Path, ...]:
-        """What an agent of this job may read besides its worktree: the git data it needs."""
-        return (self.repo, self.mirror / "objects")
-
-
-@dataclass(frozen=True)
-class TaskSpace:
-    """A task's branch and the slot it is checked out in."""
-
-    job: JobSpace
-    number: int
-    branch: str
-    path: Path
-
-    @property
-    def checkout(self) -> Checkout:
-        """The task's worktree, reached through its admin directory."""
-        return Checkout(self.job.repo, self.path)
-
-
-class TaskIds(Protocol):
-    """The task board's side of a slot's lease: slots are leased by the tasks' stored ids.
-
-    The board (teams/board.py) sits above the workspace; the composition root hands that
-    module in, which has these functions."""
-
-    def task_id(self, tx: Tx, job_id: int, number: int) -> int | None:
-        """The stored id of task `number` of the job (None: no such task)."""
-
-    def locate(self, tx: Tx, task_id: int) -> tuple[int, int] | None:
-        """The job and number of the task stored as `task_id` (None: no such task)."""
-
-    def ids_of(self, tx: Tx, job_id: int) -> list[int]:
-        """The stored ids of every task of the job."""
-
-    def is_done(self, tx: Tx, task_id: int) -> bool:
-        """Whether the task stored as `task_id` is done (merged)."""
-
-
-def task_branch(job: JobSpace, number: int) -> str:
-    """The branch of task `number` of a job."""
-    return f"{job.branch}--task-{number}"
 
 
 class Workspace:
@@ -232,7 +165,7 @@ class Workspace:
         space = JobSpace(job_id, repo, mirror, branch, base.strip(), folder / "worktree", mark)
         async with self._lock(repo):
             await add_worktree(repo, space.path, f"refs/heads/{branch}")
-        holder = await self.store.write(lambda tx: _record_job(tx, space))
+        holder = await self.store.write(lambda tx: spaces.record_job(tx, space))
         if holder is not None:
             raise GitError(
                 f"cannot start job {job_id}: its branch {branch!r} belongs to job {holder} "
@@ -255,28 +188,18 @@ class Workspace:
         async with self._lock(space.repo):
             await add_worktree(space.repo, space.path, f"refs/heads/{space.branch}")
             await space.checkout.git("reset", "--quiet", "--hard", f"refs/heads/{space.branch}")
-        await self.store.write(
-            lambda tx: tx.execute(
-                "UPDATE job_workspaces SET removed = 0 WHERE job_id = ?", (space.job_id,)
-            )
-        )
+        await self.store.write(lambda tx: spaces.reopened(tx, space.job_id))
         return space
 
     async def job(self, job_id: int) -> JobSpace | None:
         """The job's workspace as recorded, or None before open_job."""
-        row = await self.store.read(
-            lambda tx: tx.execute(
-                "SELECT mirror, repo, branch, base, path, mark FROM job_workspaces"
-                " WHERE job_id = ?",
-                (job_id,),
-            ).fetchone()
-        )
-        if row is None:
+        found = await self.store.read(lambda tx: spaces.job_space(tx, job_id))
+        if found is None:
             return None
-        mirror, repo, branch, base, path, mark = row
-        if repo is None:  # recorded before jobs had repositories of their own
-            return await self._upgrade(job_id, Path(mirror), branch, base, Path(path))
-        return JobSpace(job_id, Path(repo), Path(mirror), branch, base, Path(path), mark)
+        space, own = found
+        if own:
+            return space
+        return await self._upgrade(job_id, space.mirror, space.branch, space.base, space.path)
 
     async def _upgrade(
         self, job_id: int, mirror: Path, branch: str, base: str, path: Path
@@ -294,7 +217,7 @@ class Workspace:
             await git(repo, "update-ref", name, commit)
         shutil.rmtree(path, ignore_errors=True)
         await git(mirror, "worktree", "prune")
-        await self.store.write(lambda tx: _upgraded(tx, self.tasks, job_id, repo))
+        await self.store.write(lambda tx: spaces.upgraded(tx, self.tasks, job_id, repo))
         return await self.reopen(JobSpace(job_id, repo, mirror, branch, base, path))
 
     async def lease(self, job: JobSpace, number: int) -> TaskSpace:
@@ -304,7 +227,9 @@ class Workspace:
         """
         branch = task_branch(job, number)
         slots = job.path.parent / "slots"
-        path = Path(await self.store.write(lambda tx: _lease(tx, self.tasks, job, number, slots)))
+        path = Path(
+            await self.store.write(lambda tx: spaces.lease(tx, self.tasks, job, number, slots))
+        )
         space = TaskSpace(job, number, branch, path)
         checkout = space.checkout
         reset_config(job.repo)
@@ -392,7 +317,7 @@ class Workspace:
 
     async def task(self, job: JobSpace, number: int) -> TaskSpace | None:
         """Task `number`'s slot while it is leased, else None."""
-        row = await self.store.read(lambda tx: _slot_of(tx, self.tasks, job.job_id, number))
+        row = await self.store.read(lambda tx: spaces.slot_of(tx, self.tasks, job.job_id, number))
         return None if row is None else TaskSpace(job, number, task_branch(job, number), Path(row))
 
     async def commit_task(
@@ -412,19 +337,14 @@ class Workspace:
 
     async def release(self, job: JobSpace, number: int) -> None:
         """Give the task's slot back; its branch stays, its checkout waits for the next task."""
-        path = await self.store.read(lambda tx: _slot_of(tx, self.tasks, job.job_id, number))
+        path = await self.store.read(lambda tx: spaces.slot_of(tx, self.tasks, job.job_id, number))
         if path is None:
             return
         checkout = Checkout(job.repo, Path(path))
         if checkout.exists():  # detach without re-reading every file
             _, head = await git(checkout.admin, "rev-parse", "HEAD")
             await git(checkout.admin, "update-ref", "--no-deref", "HEAD", head.strip())
-        await self.store.write(
-            lambda tx: tx.execute(
-                "UPDATE worktree_slots SET task_id = NULL, leased_at = NULL WHERE path = ?",
-                (path,),
-            )
-        )
+        await self.store.write(lambda tx: spaces.freed(tx, path))
 
     async def merge_task(self, job: JobSpace, number: int, title: str) -> Merge:
         """Merge the task's branch into the job branch (--no-ff, no checkout), then sync."""
@@ -572,7 +492,7 @@ class Workspace:
             self._current.discard(path)
             if self.uids is not None:
                 self.uids.forget(path)
-        await self.store.write(lambda tx: _closed(tx, job))
+        await self.store.write(lambda tx: spaces.closed(tx, job))
 
     async def recover(self) -> list[str]:
         """Clean up after a crash: slots of tasks no mini-team works on, worktrees of done jobs.
@@ -582,7 +502,7 @@ class Workspace:
         Returns what it cleaned, one line each.
         """
         cleaned: list[str] = []
-        slots, ended, legacy = await self.store.read(lambda tx: _orphans(tx, self.tasks))
+        slots, ended, legacy = await self.store.read(lambda tx: spaces.orphans(tx, self.tasks))
         for job_id, number in slots:
             job = await self.job(job_id)
             if job is not None:
@@ -600,7 +520,7 @@ class Workspace:
 
     async def _forget_legacy_slots(self, mirror: str) -> None:
         await remove_worktrees(Path(mirror), [Path(mirror).parent / "slots"])
-        await self.store.write(lambda tx: _forget_slots(tx, mirror))
+        await self.store.write(lambda tx: spaces.forget_slots(tx, mirror))
 
 
 async def job_repo(folder: Path, mirror: Path) -> Path:
@@ -626,24 +546,6 @@ def _borrow_objects(repo: Path, mirror: Path) -> None:
     info = repo / "objects" / "info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "alternates").write_text(f"{mirror / 'objects'}\n")
-
-
-def _upgraded(tx: Tx, tasks: TaskIds, job_id: int, repo: Path) -> None:
-    tx.execute(
-        "UPDATE worktree_slots SET task_id = NULL, leased_at = NULL WHERE task_id IN"
-        " (SELECT value FROM json_each(?))",
-        (json.dumps(tasks.ids_of(tx, job_id)),),
-    )
-    tx.execute("UPDATE job_workspaces SET repo = ? WHERE job_id = ?", (str(repo), job_id))
-
-
-def _forget_slots(tx: Tx, mirror: str) -> None:
-    tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (mirror,))
-
-
-def _closed(tx: Tx, job: JobSpace) -> None:
-    tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (str(job.repo),))
-    tx.execute("UPDATE job_workspaces SET removed = 1 WHERE job_id = ?", (job.job_id,))
 
 
 async def _free_branch(
@@ -702,69 +604,6 @@ async def carries_mark(
     return mark in out.split()
 
 
-def _lease(tx: Tx, tasks: TaskIds, job: JobSpace, number: int, slots: Path) -> str:
-    task = tasks.task_id(tx, job.job_id, number)
-    if task is None:
-        raise GitError(f"job {job.job_id} has no task #{number} to give a worktree")
-    held = tx.execute("SELECT path FROM worktree_slots WHERE task_id = ?", (task,)).fetchone()
-    if held is not None:
-        return str(held[0])
-    free = tx.execute(
-        "SELECT path FROM worktree_slots WHERE mirror = ? AND task_id IS NULL ORDER BY path",
-        (str(job.repo),),
-    ).fetchone()
-    if free is None:
-        (count,) = tx.execute(
-            "SELECT count(*) FROM worktree_slots WHERE mirror = ?", (str(job.repo),)
-        ).fetchone()
-        path = str(slots / f"slot-{count + 1}")
-        tx.execute("INSERT INTO worktree_slots (path, mirror) VALUES (?, ?)", (path, str(job.repo)))
-    else:
-        path = str(free[0])
-    tx.execute(
-        "UPDATE worktree_slots SET task_id = ?, leased_at = ? WHERE path = ?",
-        (task, now(), path),
-    )
-    return path
-
-
-def _slot_of(tx: Tx, tasks: TaskIds, job_id: int, number: int) -> str | None:
-    task = tasks.task_id(tx, job_id, number)
-    if task is None:
-        return None
-    row = tx.execute("SELECT path FROM worktree_slots WHERE task_id = ?", (task,)).fetchone()
-    return None if row is None else str(row[0])
-
-
-def _leased(tx: Tx, tasks: TaskIds, *mirrors: str) -> list[tuple[int, tuple[int, int]]]:
-    """The slots leased to a task (of `mirrors`' repositories, if named): each task's stored
-    id, and its job and number, in that order."""
-    rows = tx.execute(
-        "SELECT task_id FROM worktree_slots WHERE task_id IS NOT NULL"
-        " AND (? = 0 OR mirror IN (SELECT value FROM json_each(?)))",
-        (len(mirrors), json.dumps(mirrors)),
-    ).fetchall()
-    found = ((int(task), tasks.locate(tx, int(task))) for (task,) in rows)
-    return sorted(((task, at) for task, at in found if at is not None), key=lambda t: t[1])
-
-
-def _orphans(tx: Tx, tasks: TaskIds) -> tuple[list[tuple[int, int]], list[int], list[str]]:
-    slots = [
-        at for task, at in _leased(tx, tasks) if not working_on(tx, task, ConversationKind.TASK)
-    ]
-    kept = tx.execute("SELECT job_id FROM job_workspaces WHERE removed = 0").fetchall()
-    ended = [
-        int(job_id)
-        for (job_id,) in kept
-        if (job := job_rows.get(tx, int(job_id))) is not None and job.state == "complete"
-    ]
-    legacy = tx.execute(
-        "SELECT DISTINCT mirror FROM worktree_slots WHERE mirror NOT IN"
-        " (SELECT repo FROM job_workspaces WHERE repo IS NOT NULL)"
-    ).fetchall()
-    return slots, ended, [row[0] for row in legacy]
-
-
 def _marker_regions(text: str) -> str:
     """The lines from each `<<<<<<<` to its `>>>>>>>`, with a little context around."""
     lines = text.splitlines()
@@ -786,110 +625,3 @@ def _marker_regions(text: str) -> str:
         out.append(f"{index + 1:>5}  {lines[index]}")
         previous = index
     return "\n".join(out) or "(no conflict markers: a rename, delete or binary conflict)"
-
-
-def _record_job(tx: Tx, space: JobSpace) -> int | None:
-    """Record a job's workspace; the job already holding its branch in its repository, if any."""
-    holder = tx.execute(
-        "SELECT job_id FROM job_workspaces WHERE mirror = ? AND branch = ? AND job_id != ?",
-        (str(space.mirror), space.branch, space.job_id),
-    ).fetchone()
-    if holder is not None:
-        return int(holder[0])
-    tx.execute(
-        "INSERT INTO job_workspaces (job_id, mirror, repo, branch, base, path, mark)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
-        (
-            space.job_id,
-            str(space.mirror),
-            str(space.repo),
-            space.branch,
-            space.base,
-            str(space.path),
-            space.mark,
-        ),
-    )
-    return None
-
-
-# For the workspace's other modules (issue 32: one owner per table).
-
-
-def record_moved(
-    tx: Tx, tasks: TaskIds, recorded: JobSpace, space: JobSpace
-) -> list[tuple[int, bool]]:
-    """Record the job's workspace at its new paths; the tasks whose slots were leased, by
-    number, and whether each is merged (their rows are dropped: the slots are leased again)."""
-    repos = (str(recorded.repo), str(space.repo))
-    leased = [(number, tasks.is_done(tx, task)) for task, (_, number) in _leased(tx, tasks, *repos)]
-    tx.execute("DELETE FROM worktree_slots WHERE mirror IN (?, ?)", repos)
-    tx.execute(
-        "UPDATE job_workspaces SET mirror = ?, repo = ?, path = ?, removed = 0 WHERE job_id = ?",
-        (str(space.mirror), str(space.repo), str(space.path), space.job_id),
-    )
-    return leased
-
-
-# Named for the modules whose own SQL named these tables (issue 32).
-
-
-def leases(tx: Tx, mirror: str) -> dict[int, str]:
-    """The slots of `mirror` leased to a task: the task's id (teams/board.py's) to the path."""
-    rows = tx.execute(
-        "SELECT task_id, path FROM worktree_slots WHERE mirror = ? AND task_id IS NOT NULL",
-        (mirror,),
-    ).fetchall()
-    return {int(task_id): str(path) for task_id, path in rows}
-
-
-def forget_mirror(tx: Tx, mirror: str) -> None:
-    """The workspaces of every job from `mirror` are gone, and their repositories' slots."""
-    repos = [
-        str(repo)
-        for (repo,) in tx.execute(
-            "SELECT repo FROM job_workspaces WHERE mirror = ? AND repo IS NOT NULL", (mirror,)
-        )
-    ]
-    for repo in repos:
-        tx.execute("DELETE FROM worktree_slots WHERE mirror = ?", (repo,))
-    tx.execute("UPDATE job_workspaces SET removed = 1 WHERE mirror = ?", (mirror,))
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A job's workspace as recorded: its mirror, repository and worktree, and whether it
-    was removed."""
-
-    job_id: int
-    mirror: str
-    repo: str | None
-    branch: str
-    path: str
-    removed: bool
-
-
-_RECORDED = "SELECT job_id, mirror, repo, branch, path, removed FROM job_workspaces"
-
-
-def recorded(tx: Tx) -> list[Recorded]:
-    """Every job's recorded workspace, by job id."""
-    rows = tx.execute(f"{_RECORDED} ORDER BY job_id").fetchall()
-    return [_recorded(*row) for row in rows]
-
-
-def recorded_of(tx: Tx, job_id: int) -> Recorded | None:
-    """The job's recorded workspace (None: none recorded)."""
-    row = tx.execute(f"{_RECORDED} WHERE job_id = ?", (job_id,)).fetchone()
-    return None if row is None else _recorded(*row)
-
-
-def _recorded(
-    job_id: int, mirror: str, repo: str | None, branch: str, path: str, removed: int
-) -> Recorded:
-    return Recorded(job_id, mirror, repo, branch, path, bool(removed))
-
-
-def branch_of(tx: Tx, job_id: int) -> str | None:
-    """The job branch of the job's recorded workspace (None: none recorded)."""
-    row = tx.execute("SELECT branch FROM job_workspaces WHERE job_id = ?", (job_id,)).fetchone()
-    return None if row is None else row[0]

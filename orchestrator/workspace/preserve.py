@@ -56,7 +56,7 @@ from orchestrator.workspace.git import (
     rev,
     strip_nested_repositories,
 )
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 WORK_REFS = "refs/teaparty/work"

@@ -30,8 +30,9 @@ from dataclasses import replace
 
 from orchestrator.workspace import preserve
 from orchestrator.workspace.git import GitError, git, rev
-from orchestrator.workspace.layout import JobSpace, Workspace, job_repo, record_moved, task_branch
+from orchestrator.workspace.layout import Workspace, job_repo
 from orchestrator.workspace.preserve import Fetched
+from orchestrator.workspace.spaces import JobSpace, record_moved, task_branch
 
 log = logging.getLogger(__name__)
 

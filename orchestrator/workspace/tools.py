@@ -22,8 +22,9 @@ from orchestrator.sandbox.confine import Network, Prepared, Sandbox
 from orchestrator.store.sqlite import Store, Tx
 from orchestrator.workspace.file_tools import WorktreeTools
 from orchestrator.workspace.git import Checkout, GitError
-from orchestrator.workspace.layout import JobSpace, TaskIds, Workspace
+from orchestrator.workspace.layout import Workspace
 from orchestrator.workspace.shell import EgressWatch
+from orchestrator.workspace.spaces import JobSpace, TaskIds
 
 log = logging.getLogger(__name__)
 Noted = Callable[[str, JobSpace, "int | None", str, str], Awaitable["str | None"]]
