@@ -20,7 +20,7 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
-from orchestrator.workspace.layout import job_mark
+from orchestrator.workspace.marks import job_mark
 
 TITLE = "Add a changelog"
 PROJECT = "humans: {decider: carol}\n"

@@ -43,7 +43,8 @@ from orchestrator.store.sqlite import Store
 from orchestrator.teams import board
 from orchestrator.teams.board import create_task
 from orchestrator.workspace import preserve as work_refs
-from orchestrator.workspace.layout import Workspace, job_mark, marked
+from orchestrator.workspace.layout import Workspace
+from orchestrator.workspace.marks import job_mark, marked
 from orchestrator.workspace.preserve import WORK_REFS, Preserved
 from orchestrator.workspace.spaces import JobSpace, task_branch
 

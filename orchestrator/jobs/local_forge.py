@@ -22,7 +22,7 @@ from orchestrator.jobs.ports import Delivered, JobStatus, PushTarget, RoundLedge
 from orchestrator.jobs.rounds import ReviewRound
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.workspace.git import git
-from orchestrator.workspace.layout import carries_mark
+from orchestrator.workspace.marks import carries_mark
 
 Approver = Callable[[Gate], Awaitable[str]]
 

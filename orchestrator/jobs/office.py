@@ -75,7 +75,8 @@ from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import GitError, rev
 from orchestrator.workspace.inventory import Inventories, describe
-from orchestrator.workspace.layout import Workspace, job_mark
+from orchestrator.workspace.layout import Workspace
+from orchestrator.workspace.marks import job_mark
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.spaces import JobSpace
 from orchestrator.workspace.tools import WorkspaceTools

@@ -21,7 +21,6 @@ from the job's source and what workspace/preserve.py kept there.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 import shutil
@@ -30,7 +29,7 @@ from pathlib import Path
 
 from orchestrator.sandbox.identities import Identities
 from orchestrator.store.sqlite import Store
-from orchestrator.workspace import engine_files, owners, spaces, suggestions
+from orchestrator.workspace import engine_files, marks, owners, spaces, suggestions
 from orchestrator.workspace.git import (
     IDENTITY,
     NETWORK_TIMEOUT_S,
@@ -56,21 +55,7 @@ _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 HUNK_CONTEXT = 3
 HUNKS_MAX_CHARS = 6_000
 ORIGIN_REFS = ("+refs/heads/*:refs/remotes/origin/*", "+HEAD:refs/remotes/origin/HEAD")
-MARK_TRAILER = "TeaParty-Job"
 WORK_MESSAGE = "Work on the task"  # a task commit whose worker gave no message
-NAMES_TRIED = 50  # free names looked for past a branch that is not the job's
-OWN_COMMITS_READ = 200  # of a branch the job may have pushed, read for its mark
-
-
-def job_mark(key: str) -> str:
-    """The mark a job's commits carry: a digest of its key, which names the same job in every
-    state directory (an issue's k-th job; a local run's nonce), unlike its number."""
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def marked(message: str, mark: str | None) -> str:
-    """`message` with the job's mark as a trailer (unchanged without one)."""
-    return message if mark is None else f"{message.rstrip()}\n\n{MARK_TRAILER}: {mark}"
 
 
 class Workspace:
@@ -157,7 +142,7 @@ class Workspace:
         start_commit = await rev(mirror, start)
         if start_commit is None:
             raise GitError(f"cannot start job {job_id}: {start!r} names no commit in {mirror}")
-        branch, first = await _free_branch(job_id, mirror, branch, start_commit, mark)
+        branch, first = await marks.free_branch(job_id, mirror, branch, start_commit, mark)
         folder = mirror.parent / "jobs" / f"job-{job_id}--{slug}"
         repo = await job_repo(folder, mirror)
         await ensure_branch(repo, branch, first)
@@ -327,7 +312,7 @@ class Workspace:
         reset_config(space.job.repo)
         committed = await commit_all(
             space.checkout,
-            marked(message or WORK_MESSAGE, space.job.mark),
+            marks.marked(message or WORK_MESSAGE, space.job.mark),
             author=author,
             committer=IDENTITY,
         )
@@ -354,7 +339,7 @@ class Workspace:
                 job.repo,
                 into=job.branch,
                 source=f"refs/heads/{task_branch(job, number)}",
-                message=marked(f"Merge task #{number}: {title}", job.mark),
+                message=marks.marked(f"Merge task #{number}: {title}", job.mark),
                 identity=IDENTITY,
             )
             if merged.commit is not None:
@@ -404,7 +389,7 @@ class Workspace:
                     job.repo,
                     into=job.branch,
                     source=theirs,
-                    message=marked(message, job.mark),
+                    message=marks.marked(message, job.mark),
                     identity=IDENTITY,
                 )
             if merged.commit is not None:
@@ -425,7 +410,7 @@ class Workspace:
                 line=line,
                 seen=seen,
                 replacement=replacement,
-                message=marked(message, job.mark),
+                message=marks.marked(message, job.mark),
                 scratch=job.path.parent / "suggestion.tmp",
             )
             await self.sync(job)
@@ -443,7 +428,7 @@ class Workspace:
                 job.branch,
                 head,
                 blobs,
-                message=marked(message, job.mark),
+                message=marks.marked(message, job.mark),
                 scratch=job.path.parent / "engine-files.tmp",
             )
             await self.sync(job)
@@ -546,62 +531,6 @@ def _borrow_objects(repo: Path, mirror: Path) -> None:
     info = repo / "objects" / "info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "alternates").write_text(f"{mirror / 'objects'}\n")
-
-
-async def _free_branch(
-    job_id: int, mirror: Path, wanted: str, start: str, mark: str
-) -> tuple[str, str]:
-    """The branch a new job takes and the commit it starts from.
-
-    A name the source lacks starts at `start`. A branch already there is the job's only when
-    its commits carry the job's mark (pushed by a run whose store was lost: a runner killed
-    before it saved its state, a store restored from an older backup): the job continues from
-    it, so its push is a fast-forward and that run's pull request is the job's; merged into
-    `start` already, it is history and the job starts at `start`, a fast-forward of it.
-    Anyone else's branch of that name (another state directory's job, a person's) is left
-    alone: the job takes the next free name.
-    """
-    for number in range(1, NAMES_TRIED + 1):
-        branch = wanted if number == 1 else f"{wanted}-{number}"
-        published = await rev(mirror, f"refs/remotes/origin/{branch}")
-        if published is None:
-            return branch, start
-        if not await carries_mark(mirror, published, start, mark):
-            log.warning(
-                "job %d: the source has a branch %s (at %s) this job did not make; it takes "
-                "another name",
-                job_id,
-                branch,
-                published[:12],
-            )
-            continue
-        code, _ = await git(mirror, "merge-base", "--is-ancestor", published, start, check=False)
-        if code == 0:
-            return branch, start
-        log.warning(
-            "job %d: its branch %s is already on the source at %s, made by this job (a run "
-            "whose state was lost pushed it?); the job continues from it",
-            job_id,
-            branch,
-            published[:12],
-        )
-        return branch, published
-    raise GitError(f"cannot start job {job_id}: {wanted!r} and {NAMES_TRIED - 1} more are taken")
-
-
-async def carries_mark(
-    git_dir: Path | None, head: str, start: str, mark: str, *, where: tuple[str, ...] = ()
-) -> bool:
-    """Whether the job with `mark` made the branch at `head` (of `git_dir`, or where git's
-    options `where` say): one of its commits that `start` lacks (or its head, when `start`
-    has them all) has the job's trailer."""
-    trailers = f"--format=%(trailers:key={MARK_TRAILER},valueonly)"
-    _, out = await git(
-        git_dir, *where, "log", trailers, f"--max-count={OWN_COMMITS_READ}", head, "--not", start
-    )
-    if not out.strip():
-        _, out = await git(git_dir, *where, "log", trailers, "--max-count=1", head)
-    return mark in out.split()
 
 
 def _marker_regions(text: str) -> str:
