@@ -5,8 +5,9 @@ from __future__ import annotations
 import resource
 import signal
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,18 +52,54 @@ def _github_dot_com(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_API_URL", raising=False)
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What `teaparty app-manifest --convert` did: its exit code and output, and the route
+    GitHub's conversion was mocked on."""
+
+    code: int
+    out: str
+    err: str
+    route: respx.Route
+
+
+Convert = Callable[..., Ran]
+
+
+@pytest.fixture
+def convert(capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter) -> Convert:
+    """Run `teaparty app-manifest --convert CODE` with `extra` arguments, GitHub answering
+    `answer` at `url` (a response, or an error raised; None: not mocked, for the runs that
+    must not call it)."""
+
+    def run(
+        answer: httpx.Response | Exception | None,
+        *extra: str,
+        url: str = CONVERSIONS,
+        code: str = CODE,
+    ) -> Ran:
+        route = respx_mock.post(url)
+        if isinstance(answer, Exception):
+            route.mock(side_effect=answer)
+        elif answer is not None:
+            route.mock(return_value=answer)
+        status = main(["app-manifest", "--convert", code, *extra])
+        out, err = capsys.readouterr()
+        return Ran(status, out, err, route)
+
+    return run
+
+
 def test_convert_writes_the_key_0600_and_prints_only_the_settings(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    route = respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=CONVERSION))
-    assert main(["app-manifest", "--convert", CODE]) == 0
-    out, err = capsys.readouterr()
+    ran = convert(httpx.Response(201, json=CONVERSION))
+    assert ran.code == 0
     key = tmp_path / "octoapp.private-key.pem"
-    assert out.splitlines() == [
+    assert ran.out.splitlines() == [
         "GITHUB_APP_ID=1",
         f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
         f"GITHUB_APP_PRIVATE_KEY_PATH={key}",
@@ -73,14 +110,14 @@ def test_convert_writes_the_key_0600_and_prints_only_the_settings(
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
     assert list(tmp_path.iterdir()) == [key]
     for secret in ("PRIVATE KEY", "MIIEow"):
-        assert secret not in out + err
-    assert CLIENT_SECRET not in err
-    assert err.splitlines() == [
+        assert secret not in ran.out + ran.err
+    assert CLIENT_SECRET not in ran.err
+    assert ran.err.splitlines() == [
         "Wrote the private key to octoapp.private-key.pem (mode 0600). "
         "Install the App: https://github.com/apps/octoapp/installations/new",
         "The .env lines hold the App's secrets: keep their file private (`chmod 600 .env`).",
     ]
-    request = route.calls.last.request
+    request = ran.route.calls.last.request
     assert request.headers["accept"] == "application/vnd.github+json"
     assert "authorization" not in request.headers
     assert request.content == b""
@@ -89,107 +126,93 @@ def test_convert_writes_the_key_0600_and_prints_only_the_settings(
 def test_convert_uses_github_api_url_and_the_given_key_file(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     monkeypatch.setenv("GITHUB_API_URL", "https://ghe.example.com/api/v3/")
     url = f"https://ghe.example.com/api/v3/app-manifests/{CODE}/conversions"
-    respx_mock.post(url).mock(return_value=httpx.Response(201, json=CONVERSION))
     key = tmp_path / "keys dir" / "tea.pem"
     key.parent.mkdir()
-    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 0
-    out = capsys.readouterr().out
-    assert out.splitlines()[2] == f"GITHUB_APP_PRIVATE_KEY_PATH='{key}'"  # quoted: a space
+    ran = convert(httpx.Response(201, json=CONVERSION), "--key-file", str(key), url=url)
+    assert ran.code == 0
+    assert ran.out.splitlines()[2] == f"GITHUB_APP_PRIVATE_KEY_PATH='{key}'"  # quoted: a space
     assert stat.S_IMODE(key.stat().st_mode) == 0o600
 
 
 def test_convert_refuses_an_existing_key_file_before_spending_the_code(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+    tmp_path: Path, convert: Convert
 ) -> None:
     key = tmp_path / "tea.pem"
     key.write_text("keep me")
-    route = respx_mock.post(CONVERSIONS)
-    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err == f"teaparty app-manifest: --key-file {key}: already exists; not overwriting it\n"
+    ran = convert(None, "--key-file", str(key))
+    assert ran.code == 1
+    assert ran.out == ""
+    assert (
+        ran.err == f"teaparty app-manifest: --key-file {key}: already exists; not overwriting it\n"
+    )
     assert key.read_text() == "keep me"
-    assert not route.called
+    assert not ran.route.called
 
 
 def test_convert_never_overwrites_the_default_key_file_and_keeps_the_new_key(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     key = tmp_path / "octoapp.private-key.pem"
     key.write_text("keep me")
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=CONVERSION))
-    assert main(["app-manifest", "--convert", CODE]) == 0
-    out, err = capsys.readouterr()
+    ran = convert(httpx.Response(201, json=CONVERSION))
+    assert ran.code == 0
     assert key.read_text() == "keep me"
     [new] = [path for path in tmp_path.iterdir() if path != key]
     assert new.name.startswith("new-app-")
     assert new.name.endswith(".private-key.pem")
     assert new.read_text() == PEM
     assert stat.S_IMODE(new.stat().st_mode) == 0o600
-    assert out.splitlines() == [
+    assert ran.out.splitlines() == [
         "GITHUB_APP_ID=1",
         f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
         f"GITHUB_APP_PRIVATE_KEY_PATH={new}",
         "GITHUB_CLIENT_ID=Iv1.8a61f9b3a7aba766",
         f"GITHUB_CLIENT_SECRET={CLIENT_SECRET}",
     ]
-    assert err.splitlines()[0] == (
+    assert ran.err.splitlines()[0] == (
         f"octoapp.private-key.pem: already exists; not overwriting it. The new key is {new.name}."
     )
-    assert "PRIVATE KEY-----" not in out + err
+    assert "PRIVATE KEY-----" not in ran.out + ran.err
 
 
-def test_a_404_is_one_line_naming_the_endpoint(
-    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
-) -> None:
+def test_a_404_is_one_line_naming_the_endpoint(convert: Convert) -> None:
     body = {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(404, json=body))
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err == (
+    ran = convert(httpx.Response(404, json=body))
+    assert ran.code == 1
+    assert ran.out == ""
+    assert ran.err == (
         f"teaparty app-manifest: POST {CONVERSIONS}: 404 Not Found: "
         "the code is wrong, already used, or older than an hour\n"
     )
 
 
-def test_a_422_reports_githubs_message(
-    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
-) -> None:
+def test_a_422_reports_githubs_message(convert: Convert) -> None:
     body = {"message": "Validation Failed", "errors": ["Name is already\ntaken"]}
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(422, json=body))
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    assert capsys.readouterr().err == (
+    ran = convert(httpx.Response(422, json=body))
+    assert ran.code == 1
+    assert ran.err == (
         f"teaparty app-manifest: POST {CONVERSIONS}: 422 Unprocessable Entity: "
         "Validation Failed; Name is already taken\n"
     )
 
 
-def test_a_5xx_without_json_reports_the_status(
-    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
-) -> None:
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(502, text="<html>"))
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    assert (
-        capsys.readouterr().err == f"teaparty app-manifest: POST {CONVERSIONS}: 502 Bad Gateway\n"
-    )
+def test_a_5xx_without_json_reports_the_status(convert: Convert) -> None:
+    ran = convert(httpx.Response(502, text="<html>"))
+    assert ran.code == 1
+    assert ran.err == f"teaparty app-manifest: POST {CONVERSIONS}: 502 Bad Gateway\n"
 
 
-def test_a_network_failure_is_one_line(
-    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
-) -> None:
-    respx_mock.post(CONVERSIONS).mock(side_effect=httpx.ConnectError("no route\nto host"))
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    assert capsys.readouterr().err == (
+def test_a_network_failure_is_one_line(convert: Convert) -> None:
+    ran = convert(httpx.ConnectError("no route\nto host"))
+    assert ran.code == 1
+    assert ran.err == (
         f"teaparty app-manifest: POST {CONVERSIONS}: ConnectError: no route to host\n"
     )
 
@@ -208,102 +231,92 @@ def test_an_unexpected_success_body_is_refused(
     problem: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    respx_mock.post(CONVERSIONS).mock(return_value=response)
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    assert capsys.readouterr().err.startswith(
-        f"teaparty app-manifest: POST {CONVERSIONS}: {problem}"
-    )
+    ran = convert(response)
+    assert ran.code == 1
+    assert ran.err.startswith(f"teaparty app-manifest: POST {CONVERSIONS}: {problem}")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_null_webhook_secret_leaves_a_note_instead(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     body = {**CONVERSION, "webhook_secret": None, "client_secret": None}
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
-    assert main(["app-manifest", "--convert", CODE]) == 0
-    out, err = capsys.readouterr()
-    assert out.splitlines()[1].startswith("# GITHUB_WEBHOOK_SECRET: GitHub returned none")
-    assert out.splitlines()[3].startswith("# GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET: GitHub")
-    assert "chmod" not in err
+    ran = convert(httpx.Response(201, json=body))
+    assert ran.code == 0
+    assert ran.out.splitlines()[1].startswith("# GITHUB_WEBHOOK_SECRET: GitHub returned none")
+    assert ran.out.splitlines()[3].startswith("# GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET: GitHub")
+    assert "chmod" not in ran.err
 
 
 def test_the_code_is_quoted_into_the_path(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     url = "https://api.github.com/app-manifests/..%2Fuser/conversions"
-    respx_mock.post(url).mock(return_value=httpx.Response(404))
-    assert main(["app-manifest", "--convert", "../user"]) == 1
-    assert url in capsys.readouterr().err
+    ran = convert(httpx.Response(404), url=url, code="../user")
+    assert ran.code == 1
+    assert url in ran.err
 
 
 def test_a_key_file_in_a_missing_directory_is_refused_before_spending_the_code(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+    tmp_path: Path, convert: Convert
 ) -> None:
     key = tmp_path / "missing" / "tea.pem"
-    route = respx_mock.post(CONVERSIONS)
-    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err == (
+    ran = convert(None, "--key-file", str(key))
+    assert ran.code == 1
+    assert ran.out == ""
+    assert ran.err == (
         f"teaparty app-manifest: --key-file {key}: cannot write: No such file or directory; "
         "the code is not spent\n"
     )
-    assert not route.called
+    assert not ran.route.called
 
 
 def test_a_dangling_symlink_at_the_key_file_is_not_followed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+    tmp_path: Path, convert: Convert
 ) -> None:
     key = tmp_path / "tea.pem"
     key.symlink_to(tmp_path / "elsewhere.pem")
-    route = respx_mock.post(CONVERSIONS)
-    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
-    assert capsys.readouterr().err == (
+    ran = convert(None, "--key-file", str(key))
+    assert ran.code == 1
+    assert ran.err == (
         f"teaparty app-manifest: --key-file {key}: already exists; not overwriting it\n"
     )
     assert not (tmp_path / "elsewhere.pem").exists()
-    assert not route.called
+    assert not ran.route.called
 
 
 def test_a_directory_that_cannot_take_the_key_is_found_before_spending_the_code(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    respx_mock: respx.MockRouter,
+    convert: Convert,
 ) -> None:
     gone = tmp_path / "gone"
     gone.mkdir()
     monkeypatch.chdir(gone)
     gone.rmdir()  # no file can be created here, even by root
-    route = respx_mock.post(CONVERSIONS)
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    assert capsys.readouterr().err == (
+    ran = convert(None)
+    assert ran.code == 1
+    assert ran.err == (
         "teaparty app-manifest: cannot write the private key in the current directory: "
         "No such file or directory (give --key-file PATH elsewhere); the code is not spent\n"
     )
-    assert not route.called
+    assert not ran.route.called
 
 
-def test_a_failed_conversion_leaves_no_key_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
-) -> None:
+def test_a_failed_conversion_leaves_no_key_file(tmp_path: Path, convert: Convert) -> None:
     key = tmp_path / "tea.pem"
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(404))
-    assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
-    assert "404 Not Found" in capsys.readouterr().err
+    ran = convert(httpx.Response(404), "--key-file", str(key))
+    assert ran.code == 1
+    assert "404 Not Found" in ran.err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -321,36 +334,33 @@ def file_size_limit(limit: int) -> Iterator[None]:
 
 
 def test_a_key_that_cannot_be_written_after_the_conversion_is_reported_with_what_to_do(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
+    tmp_path: Path, convert: Convert
 ) -> None:
     key = tmp_path / "tea.pem"
     body = {**CONVERSION, "owner": {"login": "octocat", "type": "User"}}
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(201, json=body))
     with file_size_limit(10):
-        assert main(["app-manifest", "--convert", CODE, "--key-file", str(key)]) == 1
-    out, err = capsys.readouterr()
-    assert out.splitlines() == [
+        ran = convert(httpx.Response(201, json=body), "--key-file", str(key))
+    assert ran.code == 1
+    assert ran.out.splitlines() == [
         "GITHUB_APP_ID=1",
         f"GITHUB_WEBHOOK_SECRET={WEBHOOK_SECRET}",
         "GITHUB_CLIENT_ID=Iv1.8a61f9b3a7aba766",
         f"GITHUB_CLIENT_SECRET={CLIENT_SECRET}",
     ]
-    assert err == (
+    assert ran.err == (
         f"teaparty app-manifest: {key}: cannot write: File too large. "
         "The App 'octoapp' exists but its key was not saved: generate a new private key at "
         "https://github.com/settings/apps/octoapp\n"
     )
     assert not key.exists()
-    assert "PRIVATE KEY-----" not in out + err
+    assert "PRIVATE KEY-----" not in ran.out + ran.err
 
 
-def test_a_422_without_details_reports_githubs_message(
-    capsys: pytest.CaptureFixture[str], respx_mock: respx.MockRouter
-) -> None:
+def test_a_422_without_details_reports_githubs_message(convert: Convert) -> None:
     body = {"message": "Validation Failed", "errors": "not a list"}
-    respx_mock.post(CONVERSIONS).mock(return_value=httpx.Response(422, json=body))
-    assert main(["app-manifest", "--convert", CODE]) == 1
-    assert capsys.readouterr().err == (
+    ran = convert(httpx.Response(422, json=body))
+    assert ran.code == 1
+    assert ran.err == (
         f"teaparty app-manifest: POST {CONVERSIONS}: 422 Unprocessable Entity: Validation Failed\n"
     )
 
