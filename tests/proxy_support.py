@@ -7,11 +7,13 @@ when it has earned it, and names carol its decider.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from demo_office import local_source
 from fakes import FakeForge
+from local_repo import make_repo
 
 from orchestrator.api import load_project
 from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
@@ -49,6 +51,20 @@ async def open_office(home: Path, proxy: Model, *, project: str = EARNING) -> Of
     )
     await office.proxy.use_seed(SEED)
     return office
+
+
+@asynccontextmanager
+async def widgets(
+    tmp_path: Path, proxy: Model, *, project: str = EARNING
+) -> AsyncIterator[tuple[Office, Path]]:
+    """`open_office` under `tmp_path`/home, and the repository `widgets` its jobs work on
+    (`tmp_path`/widgets); the office is closed after."""
+    repo = make_repo(tmp_path / "widgets")
+    office = await open_office(tmp_path / "home", proxy, project=project)
+    try:
+        yield office, repo
+    finally:
+        await office.close()
 
 
 async def start(office: Office, repo: Path, n: int, *, project: str = EARNING) -> int:

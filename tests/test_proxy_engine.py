@@ -20,6 +20,7 @@ from proxy_support import (
     open_office,
     run_jobs,
     start,
+    widgets,
 )
 
 from orchestrator.core.errors import NotProxyAnsweredError
@@ -47,9 +48,8 @@ async def asking(office: Office, repo: Path, *, auto: bool = False) -> int:
 async def test_it_asks_after_four_agreements_answers_after_five_and_asks_after_an_override(
     tmp_path: Path,
 ) -> None:
-    repo, model = repository(tmp_path / "widgets"), FunctionModel(sure)
-    office = await open_office(tmp_path / "home", model)
-    try:
+    model = FunctionModel(sure)
+    async with widgets(tmp_path, model) as (office, repo):
         forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 6))
         assert forge.asked == [1, 2, 3, 4, 5], "four agreeing decisions, then a fifth ask"
@@ -96,24 +96,18 @@ async def test_it_asks_after_four_agreements_answers_after_five_and_asks_after_a
         assert (stats.gates, stats.decisions, stats.agreements) == (7, 7, 6)
         assert (stats.alone, stats.overrides, stats.autonomy) == (1, 1, False)
         assert len(model.requests) == 7, "one model call per gate, however often it is synced"
-    finally:
-        await office.close()
 
 
 async def test_an_audited_gate_goes_to_the_decider_though_the_proxy_has_earned_it(
     tmp_path: Path,
 ) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         await office.proxy.use_seed(AUDITS_GATE_6)
         forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 8))
         assert forge.asked == [1, 2, 3, 4, 5, 6]
         assert forge.suggestions[6].why == "one of the eligible gates that still go to the decider"
         assert [gate for gate, _ in forge.proxy_answers] == [7]
-    finally:
-        await office.close()
 
 
 @pytest.mark.parametrize(
@@ -131,9 +125,7 @@ async def test_garbage_from_the_model_leaves_the_gate_to_the_decider(
     from orchestrator.models.scripted import ScriptedModel
 
     model = ScriptedModel({}) if reply is None else FunctionModel(lambda _: AssistantTurn(reply))
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", model)
-    try:
+    async with widgets(tmp_path, model) as (office, repo):
         forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 2))
         assert forge.asked == [1]
@@ -144,28 +136,20 @@ async def test_garbage_from_the_model_leaves_the_gate_to_the_decider(
         assert decision.why.startswith(f"no prediction: {why}")
         (stats,) = await proxy_stats(office.engine.store)
         assert (stats.gates, stats.decisions, stats.alone) == (1, 0, 0), "no prediction to judge"
-    finally:
-        await office.close()
 
 
 async def test_a_tool_call_instead_of_a_prediction_is_no_prediction(tmp_path: Path) -> None:
     from orchestrator.core.messages import ToolCall
 
     turn = AssistantTurn(tool_calls=(ToolCall("c1", "read_file", {"path": "README.md"}),))
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(lambda _: turn))
-    try:
+    async with widgets(tmp_path, FunctionModel(lambda _: turn)) as (office, repo):
         forge = FakeForge(office, answers={"The plan:": "yes"})
         await run_jobs(office, forge, repo, range(1, 2))
         assert forge.suggestions[1] is None
-    finally:
-        await office.close()
 
 
 async def test_an_auto_job_is_answered_by_the_proxy_from_its_first_gate(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         forge = FakeForge(office, answers={})  # any gate put to the decider fails the test
         job_id = await start(office, repo, 1)
         await office.proxy.set_auto(job_id, on=True, by="carol")
@@ -173,15 +157,11 @@ async def test_an_auto_job_is_answered_by_the_proxy_from_its_first_gate(tmp_path
         ((gate_id, decision),) = forge.proxy_answers
         assert decision.why == "the job lets the proxy answer every eligible gate"
         assert forge.delivered, "the job went on from the proxy's answer to its pull request"
-    finally:
-        await office.close()
 
 
 async def test_auto_does_not_override_a_policy_of_always_asking(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
     always = "humans: {decider: carol}\ngates: {plan: always}\n"
-    office = await open_office(tmp_path / "home", FunctionModel(sure), project=always)
-    try:
+    async with widgets(tmp_path, FunctionModel(sure), project=always) as (office, repo):
         forge = FakeForge(office, answers={"The plan:": "yes"})
         job_id = await start(office, repo, 1, project=always)
         await office.proxy.set_auto(job_id, on=True, by="carol")
@@ -190,8 +170,6 @@ async def test_auto_does_not_override_a_policy_of_always_asking(tmp_path: Path) 
         assert forge.suggestions[1].why == "the project's policy for plan gates is always"
         (stats,) = await proxy_stats(office.engine.store)
         assert stats.why_not == "the project's policy for plan gates is always"
-    finally:
-        await office.close()
 
 
 @pytest.mark.parametrize("kind", ["protected-path", "budget"])
@@ -202,10 +180,8 @@ async def test_protected_kinds_are_never_answered_alone_even_earned_and_auto(
     the gate it is given, so a question gate stands in for one here."""
     from dataclasses import replace
 
-    repo = repository(tmp_path / "widgets")
     project = "humans: {decider: carol}\ngates: {question: when_unsure}\n"
-    office = await open_office(tmp_path / "home", FunctionModel(sure), project=project)
-    try:
+    async with widgets(tmp_path, FunctionModel(sure), project=project) as (office, repo):
         loaded = office.projects["widgets"]
         job_id = await asking(office, repo, auto=True)
         (gate,) = await office.open_gates(job_id)
@@ -216,15 +192,11 @@ async def test_protected_kinds_are_never_answered_alone_even_earned_and_auto(
         assert await office.open_gates(job_id) == [gate], "still open for the decider"
         (stats,) = await proxy_stats(office.engine.store)
         assert stats.why_not == f"never alone on {kind} gates"
-    finally:
-        await office.close()
 
 
 async def test_an_answer_given_but_not_said_is_said_at_the_next_sync(tmp_path: Path) -> None:
     """A crash between the proxy's answer (a row) and the forge's comment loses neither."""
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         job_id = await asking(office, repo, auto=True)
         (gate,) = await office.open_gates(job_id)
         decided = await office.proxy.consult(gate, project=office.projects["widgets"])
@@ -233,16 +205,12 @@ async def test_an_answer_given_but_not_said_is_said_at_the_next_sync(tmp_path: P
         assert await drive(office, forge, job_id) == "done"
         assert [g for g, _ in forge.proxy_answers] == [gate.gate_id]
         assert await office.proxy.unannounced(job_id) == []
-    finally:
-        await office.close()
 
 
 async def test_overrides_are_refused_repeated_or_agreeing_as_the_case_may_be(
     tmp_path: Path,
 ) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         forge = FakeForge(office, answers={"The plan:": "yes"})
         (asked,) = await run_jobs(office, forge, repo, range(1, 2))
         with pytest.raises(NotProxyAnsweredError, match="gate 1: the proxy did not answer"):
@@ -264,31 +232,23 @@ async def test_overrides_are_refused_repeated_or_agreeing_as_the_case_may_be(
         (stats,) = await proxy_stats(office.engine.store)
         assert (stats.decisions, stats.agreements, stats.overrides) == (2, 1, 1)
         del asked
-    finally:
-        await office.close()
 
 
 async def test_a_spent_budget_makes_no_model_call(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
     model = FunctionModel(sure)
-    office = await open_office(tmp_path / "home", model)
-    try:
+    async with widgets(tmp_path, model) as (office, repo):
         job_id = await asking(office, repo)
         (gate,) = await office.open_gates(job_id)
         project = office.projects["widgets"]
         decided = await office.proxy.consult(gate, project=project, spent="budget: all of it")
         assert decided.why == "no prediction: budget: all of it"
         assert model.requests == []
-    finally:
-        await office.close()
 
 
 async def test_a_correction_goes_to_the_job_when_the_asker_has_ended(tmp_path: Path) -> None:
     from orchestrator.core.messages import job_conversation_id
 
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         job_id = await asking(office, repo, auto=True)
         (gate,) = await office.open_gates(job_id)
         project = office.projects["widgets"]
@@ -303,8 +263,6 @@ async def test_a_correction_goes_to_the_job_when_the_asker_has_ended(tmp_path: P
         await office.engine.bus.close(job_conversation_id(job_id))
         again = await office.proxy.record_override(gate.gate_id, "later, maybe", "carol")
         assert (again.agreed, again.delivered_to) == (False, None)
-    finally:
-        await office.close()
 
 
 async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
@@ -344,9 +302,7 @@ async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
 async def test_an_answer_that_came_while_the_proxy_thought_is_the_deciders(
     tmp_path: Path,
 ) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         job_id = await asking(office, repo, auto=True)
         (asked,) = await office.open_gates(job_id)
         await office.answer_gate(asked.gate_id, text="no", answered_by="carol")
@@ -355,18 +311,14 @@ async def test_an_answer_that_came_while_the_proxy_thought_is_the_deciders(
         assert decided.why == "the decider answered before the proxy was done"
         (stats,) = await proxy_stats(office.engine.store)
         assert (stats.decisions, stats.agreements, stats.alone) == (1, 0, 0)
-    finally:
-        await office.close()
 
 
 async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) -> None:
     from orchestrator.jobs.driver import JobDriver
     from orchestrator.jobs.ports import Forge
 
-    repo = repository(tmp_path / "widgets")
     model = FunctionModel(sure)
-    office = await open_office(tmp_path / "home", model)
-    try:
+    async with widgets(tmp_path, model) as (office, repo):
         job_id = await asking(office, repo)
         assert await office.control.pause(job_id, by="carol")
         forge = FakeForge(office, answers={"The plan:": "yes"})
@@ -380,31 +332,23 @@ async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) ->
         assert decision.why == "no prediction: the job is paused by carol"
         assert model.requests == []
         assert forge.asked == [1], "the decider is still asked"
-    finally:
-        await office.close()
 
 
 async def test_a_gate_closed_while_the_proxy_thought_is_left_closed(tmp_path: Path) -> None:
     from orchestrator.jobs.withdraw import withdraw
 
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(sure))
-    try:
+    async with widgets(tmp_path, FunctionModel(sure)) as (office, repo):
         job_id = await asking(office, repo, auto=True)
         (asked,) = await office.open_gates(job_id)
         await withdraw(office, job_id, by="carol")
         decided = await office.proxy.consult(asked, project=office.projects["widgets"])
         assert not decided.alone
         assert decided.why == "the gate was closed (its job cancelled) before the proxy was done"
-    finally:
-        await office.close()
 
 
 async def test_the_deciders_remembered_preferences_reach_the_proxy(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
     model = FunctionModel(sure)
-    office = await open_office(tmp_path / "home", model)
-    try:
+    async with widgets(tmp_path, model) as (office, repo):
         job_id = await start(office, repo, 1)
         assert await office.remember(job_id, "Plans that add docs are always fine.", by="carol")
         assert (
@@ -414,5 +358,3 @@ async def test_the_deciders_remembered_preferences_reach_the_proxy(tmp_path: Pat
         assert "- Plans that add docs are always fine." in request.messages[0].text
         assert "<question>" in request.messages[0].text
         assert "project-lead" not in request.messages[0].text, "not the asker's transcript"
-    finally:
-        await office.close()
