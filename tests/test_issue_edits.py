@@ -4,6 +4,8 @@ keeps the old; the same edit twice asks once, and a newer edit replaces an open 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -23,16 +25,23 @@ ORIGINAL = IssueText(TITLE, BODY)
 EDITED = IssueText(TITLE, "We need one, with a section per release.")
 
 
-async def at_the_plan(tmp_path: Path, model: CountingDemo | None = None) -> tuple[Office, Drive]:
-    """A job (intent: never) parked at its plan gate, its original text recorded."""
+@asynccontextmanager
+async def at_the_plan(
+    tmp_path: Path, model: CountingDemo | None = None
+) -> AsyncIterator[tuple[Office, Drive]]:
+    """A job (intent: never) parked at its plan gate, its original text recorded; the office
+    is closed after."""
     office = await open_office(tmp_path / "home", DEFAULTS, model or CountingDemo())
-    job_id = await start(office, make_repo(tmp_path / "widgets"), DEFAULTS)
-    assert await office.issue_edits.started(job_id, ORIGINAL)
-    assert not await office.issue_edits.started(job_id, EDITED), "the original is kept once"
-    drive = Drive(office, job_id)
-    (plan,) = await drive.until_waiting()
-    assert plan.kind == "plan"
-    return office, drive
+    try:
+        job_id = await start(office, make_repo(tmp_path / "widgets"), DEFAULTS)
+        assert await office.issue_edits.started(job_id, ORIGINAL)
+        assert not await office.issue_edits.started(job_id, EDITED), "the original is kept once"
+        drive = Drive(office, job_id)
+        (plan,) = await drive.until_waiting()
+        assert plan.kind == "plan"
+        yield office, drive
+    finally:
+        await office.close()
 
 
 async def content(office: Office, job_id: int) -> tuple[str, str, str]:
@@ -45,8 +54,7 @@ async def states(office: Office, job_id: int) -> list[str]:
 
 async def test_an_approved_edit_is_worked_to_and_stales_the_other_gates(tmp_path: Path) -> None:
     model = CountingDemo()
-    office, drive = await at_the_plan(tmp_path, model)
-    try:
+    async with at_the_plan(tmp_path, model) as (office, drive):
         job_id = drive.job_id
         (plan,) = await office.open_gates(job_id)
         edited = await office.issue_edits.edited(job_id, EDITED, by="bob", edited_at=100.0)
@@ -84,13 +92,10 @@ async def test_an_approved_edit_is_worked_to_and_stales_the_other_gates(tmp_path
         )
         assert "```diff\n" in told[0]
         assert "+We need one, with a section per release." in told[0]
-    finally:
-        await office.close()
 
 
 async def test_an_edit_rehashes_every_other_open_gate_at_once(tmp_path: Path) -> None:
-    office, drive = await at_the_plan(tmp_path)
-    try:
+    async with at_the_plan(tmp_path) as (office, drive):
         job_id = drive.job_id
         (plan,) = await office.open_gates(job_id)
         edited = await office.issue_edits.edited(job_id, EDITED, by="bob")
@@ -111,13 +116,10 @@ async def test_an_edit_rehashes_every_other_open_gate_at_once(tmp_path: Path) ->
         await drive.answer(await gate(office, edited.gate_id), "yes")
         approved = await gate(office, plan.gate_id)
         assert (approved.content_hash, approved.hashed_at) == (after.content_hash, after.hashed_at)
-    finally:
-        await office.close()
 
 
 async def test_a_rejected_edit_keeps_the_old_text_and_tells_nobody(tmp_path: Path) -> None:
-    office, drive = await at_the_plan(tmp_path)
-    try:
+    async with at_the_plan(tmp_path) as (office, drive):
         job_id = drive.job_id
         (plan,) = await office.open_gates(job_id)
         before = await content(office, job_id)
@@ -133,13 +135,10 @@ async def test_a_rejected_edit_keeps_the_old_text_and_tells_nobody(tmp_path: Pat
         assert back.hashed_at > back.asked_at, "but what was approved before the edit is stale"
         assert await drive.to_the_end() == "done"
         assert not [m for m in await lead_transcript(drive) if "issue was edited" in m.text]
-    finally:
-        await office.close()
 
 
 async def test_a_title_edit_shows_the_title_line_only(tmp_path: Path) -> None:
-    office, drive = await at_the_plan(tmp_path)
-    try:
+    async with at_the_plan(tmp_path) as (office, drive):
         renamed = IssueText("Add a CHANGELOG.md", BODY)
         edited = await office.issue_edits.edited(drive.job_id, renamed, by="alice")
         assert edited.gate_id is not None
@@ -149,13 +148,10 @@ async def test_a_title_edit_shows_the_title_line_only(tmp_path: Path) -> None:
         await drive.answer(await gate(office, edited.gate_id), "yes")
         assert await job_title(office, drive.job_id) == "Add a CHANGELOG.md"
         assert (await content(office, drive.job_id))[:2] == ("Add a CHANGELOG.md", BODY)
-    finally:
-        await office.close()
 
 
 async def test_the_same_edit_twice_asks_once_and_a_newer_one_replaces_it(tmp_path: Path) -> None:
-    office, drive = await at_the_plan(tmp_path)
-    try:
+    async with at_the_plan(tmp_path) as (office, drive):
         job_id = drive.job_id
         first = await office.issue_edits.edited(job_id, EDITED, by="bob", edited_at=100.0)
         again = await office.issue_edits.edited(job_id, EDITED, by="bob", edited_at=100.0)
@@ -189,13 +185,10 @@ async def test_the_same_edit_twice_asks_once_and_a_newer_one_replaces_it(tmp_pat
         assert not await office.engine.bus.held(job_id), "back to the text it works to"
         assert [g.kind for g in await office.open_gates(job_id)] == ["plan"]
         assert await drive.to_the_end() == "done"
-    finally:
-        await office.close()
 
 
 async def test_a_redelivered_edit_after_its_answer_asks_nothing(tmp_path: Path) -> None:
-    office, drive = await at_the_plan(tmp_path)
-    try:
+    async with at_the_plan(tmp_path) as (office, drive):
         job_id = drive.job_id
         first = await office.issue_edits.edited(job_id, EDITED, by="bob", edited_at=100.0)
         assert first.gate_id is not None
@@ -205,8 +198,6 @@ async def test_a_redelivered_edit_after_its_answer_asks_nothing(tmp_path: Path) 
         same = await office.issue_edits.edited(job_id, ORIGINAL, by="bob", edited_at=101.0)
         assert same == revisions.Edited("unchanged"), "it says what the job works to"
         assert [g.kind for g in await office.open_gates(job_id)] == ["plan"]
-    finally:
-        await office.close()
 
 
 async def test_an_edit_of_an_ended_job_or_one_without_its_original(tmp_path: Path) -> None:
