@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import demo_office
 from demo_office import start_job
 from fakes import FakeForge
+from local_repo import make_repo
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
@@ -46,6 +49,20 @@ async def open_office(home: Path, project_text: str, model: DemoModel) -> Office
 
 async def start(office: Office, repo: Path, project_text: str) -> int:
     return await start_job(office, repo, project_text, title=TITLE, body=BODY)
+
+
+@asynccontextmanager
+async def driving(
+    tmp_path: Path, project_text: str, model: DemoModel | None = None
+) -> AsyncIterator[tuple[Office, Drive]]:
+    """An office under `tmp_path`/home and a job started on a fresh repository there, with
+    its Drive; the office is closed after."""
+    office = await open_office(tmp_path / "home", project_text, model or CountingDemo())
+    try:
+        job_id = await start(office, make_repo(tmp_path / "widgets"), project_text)
+        yield office, Drive(office, job_id)
+    finally:
+        await office.close()
 
 
 class Drive:

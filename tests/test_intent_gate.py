@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from intent_support import ASKS_INTENT, DEFAULTS, TITLE, CountingDemo, Drive, open_office, start
-from local_repo import make_repo
+from intent_support import ASKS_INTENT, DEFAULTS, TITLE, CountingDemo, Drive, driving
 
 from orchestrator.bus import gates
 from orchestrator.bus.sends import SendIntent
@@ -29,10 +28,8 @@ async def lead_brief(drive: Drive) -> str:
 
 async def test_the_restatement_is_asked_first_and_goes_out_as_written(tmp_path: Path) -> None:
     model = CountingDemo()
-    office = await open_office(tmp_path / "home", ASKS_INTENT, model)
-    try:
-        job_id = await start(office, make_repo(tmp_path / "widgets"), ASKS_INTENT)
-        drive = Drive(office, job_id)
+    async with driving(tmp_path, ASKS_INTENT, model) as (office, drive):
+        job_id = drive.job_id
         (asked,) = await drive.until_waiting()
         assert (asked.kind, asked.engine_made, asked.options) == ("intent", True, ("yes", "no"))
         assert asked.question.startswith(f"Job: {TITLE}\n\n<issue>\nWe need one.\n</issue>")
@@ -59,15 +56,10 @@ async def test_the_restatement_is_asked_first_and_goes_out_as_written(tmp_path: 
         assert await lead_brief(drive) == asked.question, "the send went out exactly as approved"
         assert await drive.to_the_end() == "done"
         assert [g.kind for g in await drive.every_gate()] == ["intent", "plan"]
-    finally:
-        await office.close()
 
 
 async def test_a_revised_restatement_is_restated_and_asked_again(tmp_path: Path) -> None:
-    office = await open_office(tmp_path / "home", ASKS_INTENT, CountingDemo())
-    try:
-        job_id = await start(office, make_repo(tmp_path / "widgets"), ASKS_INTENT)
-        drive = Drive(office, job_id)
+    async with driving(tmp_path, ASKS_INTENT) as (office, drive):
         (first,) = await drive.until_waiting()
         await drive.answer(first, "revise: say that it is for the release notes")
         (second,) = await drive.until_waiting()
@@ -85,15 +77,11 @@ async def test_a_revised_restatement_is_restated_and_asked_again(tmp_path: Path)
         assert plan.kind == "plan"
         assert await lead_brief(drive) == second.question
         assert await drive.to_the_end() == "done"
-    finally:
-        await office.close()
 
 
 async def test_once_approved_later_sends_go_at_once(tmp_path: Path) -> None:
-    office = await open_office(tmp_path / "home", ASKS_INTENT, CountingDemo())
-    try:
-        job_id = await start(office, make_repo(tmp_path / "widgets"), ASKS_INTENT)
-        drive = Drive(office, job_id)
+    async with driving(tmp_path, ASKS_INTENT) as (office, drive):
+        job_id = drive.job_id
         (asked,) = await drive.until_waiting()
         root = job_conversation_id(job_id)
         again = [SendIntent("later", "widgets", "One more thing.")]
@@ -105,18 +93,11 @@ async def test_once_approved_later_sends_go_at_once(tmp_path: Path) -> None:
         await drive.answer(asked, "ok, go ahead")
         assert await office.engine.store.read(lambda tx: intent_gate.approved(tx, job_id))
         assert await office.engine.store.write(hold) is None
-    finally:
-        await office.close()
 
 
 async def test_with_intent_never_the_brief_goes_at_once(tmp_path: Path) -> None:
-    office = await open_office(tmp_path / "home", DEFAULTS, CountingDemo())
-    try:
-        job_id = await start(office, make_repo(tmp_path / "widgets"), DEFAULTS)
-        drive = Drive(office, job_id)
+    async with driving(tmp_path, DEFAULTS) as (office, drive):
         (plan,) = await drive.until_waiting()
         assert plan.kind == "plan"
         assert await drive.to_the_end() == "done"
         assert [g.kind for g in await drive.every_gate()] == ["plan"]
-    finally:
-        await office.close()

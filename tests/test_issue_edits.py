@@ -9,8 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from intent_support import BODY, DEFAULTS, TITLE, CountingDemo, Drive, open_office, start
-from local_repo import make_repo
+from intent_support import BODY, DEFAULTS, TITLE, CountingDemo, Drive, driving
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
@@ -31,17 +30,12 @@ async def at_the_plan(
 ) -> AsyncIterator[tuple[Office, Drive]]:
     """A job (intent: never) parked at its plan gate, its original text recorded; the office
     is closed after."""
-    office = await open_office(tmp_path / "home", DEFAULTS, model or CountingDemo())
-    try:
-        job_id = await start(office, make_repo(tmp_path / "widgets"), DEFAULTS)
-        assert await office.issue_edits.started(job_id, ORIGINAL)
-        assert not await office.issue_edits.started(job_id, EDITED), "the original is kept once"
-        drive = Drive(office, job_id)
+    async with driving(tmp_path, DEFAULTS, model) as (office, drive):
+        assert await office.issue_edits.started(drive.job_id, ORIGINAL)
+        assert not await office.issue_edits.started(drive.job_id, EDITED), "kept once"
         (plan,) = await drive.until_waiting()
         assert plan.kind == "plan"
         yield office, drive
-    finally:
-        await office.close()
 
 
 async def content(office: Office, job_id: int) -> tuple[str, str, str]:
@@ -201,9 +195,8 @@ async def test_a_redelivered_edit_after_its_answer_asks_nothing(tmp_path: Path) 
 
 
 async def test_an_edit_of_an_ended_job_or_one_without_its_original(tmp_path: Path) -> None:
-    office = await open_office(tmp_path / "home", DEFAULTS, CountingDemo())
-    try:
-        job_id = await start(office, make_repo(tmp_path / "widgets"), DEFAULTS)
+    async with driving(tmp_path, DEFAULTS) as (office, drive):
+        job_id = drive.job_id
         before = IssueText(TITLE, "What the issue said before the edit.")
         edited = await office.issue_edits.edited(job_id, EDITED, by="bob", before=before)
         assert edited.outcome == "asked"
@@ -215,8 +208,6 @@ async def test_an_edit_of_an_ended_job_or_one_without_its_original(tmp_path: Pat
         await withdraw(office, job_id, by="carol")
         ended = await office.issue_edits.edited(job_id, ORIGINAL, by="bob")
         assert ended == revisions.Edited("ended")
-    finally:
-        await office.close()
 
 
 def test_the_diff_is_trimmed() -> None:
