@@ -8,7 +8,7 @@ from orchestrator.agents.toolbox import Toolbox
 from orchestrator.config import KNOWN_TOOLS
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolSpec
-from orchestrator.jobs.office import ALL_SPECS
+from orchestrator.jobs.assembly import ALL_SPECS
 
 
 def test_every_tool_the_configuration_allows_has_a_spec_and_no_more() -> None:

@@ -17,17 +17,14 @@ from pathlib import Path
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents
-from orchestrator.agents.toolbox import Toolbox
-from orchestrator.agents.tools import BUS_SPECS
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.conversations import JobStart
 from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import AnsweredVia, Gate
-from orchestrator.bus.routing import Router, organisation_teams, project_teams
+from orchestrator.bus.routing import Router, project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import AgentDef, Organisation, Project, load_project
-from orchestrator.config.prices import org_prices
 from orchestrator.config.schema import Rounds
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
@@ -35,15 +32,13 @@ from orchestrator.core.gate_kinds import GateKinds
 from orchestrator.core.model import Model
 from orchestrator.core.secrecy import KnownSecrets, SecretValues
 from orchestrator.core.secret_scan import Scanner
-from orchestrator.core.tools import ToolSpec
-from orchestrator.jobs import review_tools, sources, wiring
+from orchestrator.jobs import sources, wiring
+from orchestrator.jobs.assembly import assemble
 from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.checks import JobChecks
 from orchestrator.jobs.ci_desk import CiDesk
 from orchestrator.jobs.control import JobControl
-from orchestrator.jobs.features import FEATURES, Register, extensions
-from orchestrator.jobs.flat_lead import FlatLead
-from orchestrator.jobs.flat_manager import FlatManager
+from orchestrator.jobs.features import FEATURES, Register
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learned import JobLearned, JobOrigin
@@ -53,7 +48,6 @@ from orchestrator.jobs.network_gate import NetworkDesk
 from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
-from orchestrator.jobs.review_tools import ReviewTools
 from orchestrator.jobs.round_work import RoundWork
 from orchestrator.jobs.setups import JobSetups
 from orchestrator.jobs.sources import KeptSource
@@ -61,35 +55,20 @@ from orchestrator.memory.entries import Learning
 from orchestrator.memory.index import LearningIndex
 from orchestrator.proxy.proxy import Proxy
 from orchestrator.sandbox.confine import Network, Sandbox
-from orchestrator.setup.cache import SetupCache, bound_from_env
-from orchestrator.setup.checks import Checked, Checker
-from orchestrator.setup.prepare import Preparer
+from orchestrator.setup.checks import Checked
 from orchestrator.store.deliveries import DeliveryQueue
-from orchestrator.store.sqlite import Store, Tx
-from orchestrator.teams import board as task_board
+from orchestrator.store.sqlite import Tx
 from orchestrator.teams import board_tools
-from orchestrator.teams.coordinator import TeamAgents
 from orchestrator.teams.instructions import TeamInstructions
-from orchestrator.teams.tools import TEAM_TOOLS, TeamTools
 from orchestrator.teams.transactions import mini_teams
-from orchestrator.workspace import file_tools as worktree_tools
 from orchestrator.workspace.git import GitError, rev
 from orchestrator.workspace.inventory import Inventories, describe
 from orchestrator.workspace.layout import Workspace
 from orchestrator.workspace.marks import job_mark
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.spaces import JobSpace
-from orchestrator.workspace.tools import WorkspaceTools
 
 log = logging.getLogger(__name__)
-# Every tool an agent can declare, by name (the organisation's `tools:` name them).
-ALL_SPECS: Mapping[str, ToolSpec] = {
-    **BUS_SPECS,
-    **extensions().specs,
-    **worktree_tools.SPECS,
-    **board_tools.SPECS,
-    **review_tools.SPECS,
-}
 
 Approver = Callable[[Gate], Awaitable[str]]
 
@@ -204,111 +183,42 @@ class Office:
         secret values the engine holds (by default, `env`'s secret-named variables), which
         no push may carry (jobs/secret_check.py).
         """
-        served = {p.name: p for p in projects}
-        router = Router(organisation_teams(org, projects, added=mini_teams))
-        store = await Store.open(home / "teaparty.db")
-
-        leads = {org.project_lead, *(p.lead.name for p in projects)}
-
-        def model_of(agent: AgentDef) -> Model:  # turns that add nothing: the engine's
-            model = models(agent)
-            if agent == org.office_manager:
-                return FlatManager(model, store)
-            return FlatLead(model, store) if agent.name in leads else model
-
-        configured = ConfigAgents(
-            org, projects, router=router, models=model_of, tool_specs=ALL_SPECS, learnings=learnings
-        )
-        owner = sandbox.run_as if sandbox.confined else None
-        workspace = Workspace(home, store, tasks=task_board, owner=owner, uids=sandbox.uids)
-        board = board_tools.BoardTools(
-            store,
-            lambda cid: board_tools.job_of_conversation(store, cid),
-            {p.name: wiring.workgroup_order(p) for p in projects},
-        )
-        known = KnownSecrets.of(env) if secrets is None else secrets
-        setups = JobSetups(
-            Preparer(
-                sandbox,
-                SetupCache(home / "setup", bound_mb=bound_from_env(env)),
-                parent_env=env,
-                allowed=getattr(known, "setup", ()),
-                owner=workspace.owner_of,
-                forget=workspace.uids.forget if workspace.uids else lambda _: None,
-                mask=lambda text: Scanner(known.values()).redact(text),
-            ),
-            served,
-            functools.partial(wiring.repository, store),
-        )
-        checks = JobChecks(
-            store,
-            Checker(
-                sandbox,
-                home / "checks",
-                parent_env=env,
-                owner=workspace.owner_of,
-                forget=workspace.uids.forget if workspace.uids else lambda _: None,
-                mask=lambda text: Scanner(known.values()).redact(text),
-            ),
-            served,
-            setups=setups,
-            network=functools.partial(wiring.network, served),
-        )
-        files = WorkspaceTools(
-            store,
-            workspace,
-            parent_env=env,
-            sandbox=sandbox,
-            writes=functools.partial(wiring.writes, configured),
-            network=functools.partial(wiring.network, served),
-            prepared=setups.prepared,
-        )
-        toolbox = Toolbox.of(
-            (files, worktree_tools.SPECS),
-            (board, board_tools.SPECS),
-            (ReviewTools(store, workspace), review_tools.SPECS),
-        )
-        team = TeamTools(store, workspace, served, checks.check)
-        toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
-        prices = org_prices(org.directory)
-        budget = wiring.budget(store, configured, served, prices, proxy=org.proxy.name)
-        engine = Engine.over(
-            store,
-            agents=TeamAgents(configured),
-            router=router,
-            tools=toolbox,
-            budget=budget,
-            checkpoint=functools.partial(wiring.checkpoint, store),
-            concurrency=concurrency,
-            extensions=extensions(features),
-        )
-        office = cls(
-            engine,
-            workspace,
-            org,
-            served,
-            agents=configured,
-            router=router,
-            board=board,
-            budget=budget,
+        parts = await assemble(
+            home,
+            org=org,
+            projects=projects,
+            models=models,
+            env=env,
             sandbox=sandbox,
             scripted=scripted,
-            secrets=known,
-            setups=setups,
-            checks=checks,
-            inventories=(
-                None
-                if scripted or sandbox.mode == "unavailable"
-                else Inventories(sandbox, parent_env=env, home=home)
-            ),
+            learnings=learnings,
+            concurrency=concurrency,
+            features=features,
+            secrets=secrets,
         )
-        files.egress = office.egress  # before any call: it publishes on the engine's events
-        office.instructions = team.instructions
-        files.noted = team.instructions.noted
-        team.recall = office.recall_learnings
-        await workspace.recover()
-        await checks.checker.sweep()  # checkouts a crash left behind
-        configured.remember(await office.control.preferences())
+        office = cls(
+            parts.engine,
+            parts.workspace,
+            org,
+            parts.served,
+            agents=parts.agents,
+            router=parts.router,
+            board=parts.board,
+            budget=parts.budget,
+            sandbox=sandbox,
+            scripted=scripted,
+            secrets=parts.secrets,
+            setups=parts.setups,
+            checks=parts.checks,
+            inventories=parts.inventories,
+        )
+        parts.files.egress = office.egress  # before any call: it publishes on the engine's events
+        office.instructions = parts.team.instructions
+        parts.files.noted = parts.team.instructions.noted
+        parts.team.recall = office.recall_learnings
+        await parts.workspace.recover()
+        await parts.checks.checker.sweep()  # checkouts a crash left behind
+        parts.agents.remember(await office.control.preferences())
         return office
 
     @property
