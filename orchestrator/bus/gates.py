@@ -9,7 +9,7 @@ wakes it. What an answer to an engine gate does is the kind's (orchestrator/bus/
 Who may answer is the edge's decision (the decider of the project or workgroup); the
 engine records who did, and whether a human or the proxy. A gate of a cancelled job is
 closed unanswered (`closed_at`), and answers nothing after; so is one a later edit of the
-issue replaced (bus/revisions.py). When the issue a job works on is edited, its open gates
+issue replaced (jobs/revisions.py). When the issue a job works on is edited, its open gates
 are hashed again (`rehash_job`): an approval written before then is stale.
 """
 
@@ -151,7 +151,7 @@ def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
     """The job's title, brief and base commit, for the gate's hash. The brief is its first
     message until its issue is edited; from then on, the issue's latest text unless the
     decider rejected it (an edit awaiting their word counts: what was approved before it
-    is stale), else the latest text they approved (bus/revisions.py)."""
+    is stale), else the latest text they approved (jobs/revisions.py)."""
     job = None if job_id is None else job_rows.get(tx, job_id)
     if job is None:
         return "", "", ""
