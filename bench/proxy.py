@@ -41,6 +41,7 @@ from orchestrator.bus.transactions import conversation
 from orchestrator.config import Project, load_organisation, shipped_org_dir
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs import revisions
 from orchestrator.jobs.features import extensions
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.proxy.autonomy import Rules
@@ -125,7 +126,9 @@ def plan_of(rng: random.Random) -> Plan:
 
 def asked(tx: Tx, intent: gates.AskIntent, conversation_id: str, decider: str) -> int:
     """A gate asked in the decider's job, posted to them."""
-    gate_id = gates.ask(tx, conversation(tx, conversation_id), intent)
+    gate_id = gates.ask(
+        tx, conversation(tx, conversation_id), intent, content=revisions.job_content
+    )
     gates.posted(tx, gate_id, comment_ref=f"c{gate_id}", decider=decider)
     return gate_id
 

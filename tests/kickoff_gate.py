@@ -36,10 +36,12 @@ QUESTION = "The job is ready to start: the office manager hands it to the projec
 def register(extensions: Extensions) -> None:
     """The kickoff: its kind, its answer carried out, and the hold on the first sends."""
     extensions.gate_kind(KIND, settle=settle)
-    extensions.hold(SEND, hold)
+    extensions.hold(SEND, partial(hold, extensions))
 
 
-def hold(tx: Tx, row: ConversationRow, sends: Sequence[SendIntent]) -> int | None:
+def hold(
+    extensions: Extensions, tx: Tx, row: ConversationRow, sends: Sequence[SendIntent]
+) -> int | None:
     """Hold the office manager's first sends of a job at the kickoff, once per job."""
     job_id = row.job_id
     if job_id is None or row.conversation_id != job_conversation_id(job_id):
@@ -52,6 +54,7 @@ def hold(tx: Tx, row: ConversationRow, sends: Sequence[SendIntent]) -> int | Non
         job_id=job_id,
         conversation_id=row.conversation_id,
         intent=intent,
+        content=extensions.content,
         payload={"sends": [asdict(s) for s in sends]},
     )
 

@@ -16,6 +16,7 @@ from orchestrator.bus.gates import Gate
 from orchestrator.bus.transactions import conversation, inbox
 from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs import revisions
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.models.scripted import FunctionModel
@@ -314,7 +315,12 @@ async def test_the_job_branch_moving_restates_the_open_gate(tmp_path: Path) -> N
         tasks = await office.engine.store.read(lambda tx: list_tasks(tx, job.job_id))
         again = await office.engine.store.write(
             lambda tx: conflict_gate.restate(
-                tx, gate.gate_id, job_head=head, files=("README.md",), hunks=gate.payload["hunks"]
+                tx,
+                gate.gate_id,
+                job_head=head,
+                files=("README.md",),
+                hunks=gate.payload["hunks"],
+                content=revisions.job_content,
             )
         )
         await office.answer_gate(gate.gate_id, text="yes", answered_by="alice")

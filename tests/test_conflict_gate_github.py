@@ -18,6 +18,7 @@ from bot.github.subject import Subject
 from bot.github.tracking import MARKER_PREFIX
 from orchestrator.api import JobDriver
 from orchestrator.bus import gates
+from orchestrator.jobs import revisions
 from orchestrator.teams import conflict_gate
 
 OWNER, REPO = "octo", "widgets"
@@ -56,7 +57,12 @@ async def test_the_gate_comment_is_short_and_follows_a_restatement(
         restate = conflict_gate.restate
         await office.engine.store.write(
             lambda tx: restate(
-                tx, gate.gate_id, job_head="f" * 40, files=("README.md", "b.txt"), hunks=hunks
+                tx,
+                gate.gate_id,
+                job_head="f" * 40,
+                files=("README.md", "b.txt"),
+                hunks=hunks,
+                content=revisions.job_content,
             )
         )
         moved = await office.engine.store.read(lambda tx: gates.get(tx, gate.gate_id))

@@ -11,7 +11,7 @@ from orchestrator.bus import gates
 from orchestrator.bus.sends import SendIntent
 from orchestrator.bus.transactions import conversation
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.jobs import intent_gate
+from orchestrator.jobs import intent_gate, revisions
 from orchestrator.store.sqlite import Tx
 
 
@@ -36,7 +36,7 @@ async def test_the_restatement_is_asked_first_and_goes_out_as_written(tmp_path: 
         assert asked.conversation_id == job_conversation_id(job_id)
         assert model.agent_calls() == 1, "the lead has not been briefed, so it has not run"
         title, brief, base = await office.engine.store.read(
-            lambda tx: gates._job_content(tx, job_id)
+            lambda tx: revisions.job_content(tx, job_id)
         )
         pinned = {"to": ["widgets/project-lead"], "continues": [None]}
         assert asked.content_hash == gates.content_hash(

@@ -39,7 +39,7 @@ async def at_the_plan(
 
 
 async def content(office: Office, job_id: int) -> tuple[str, str, str]:
-    return await office.engine.store.read(lambda tx: gates._job_content(tx, job_id))
+    return await office.engine.store.read(lambda tx: revisions.job_content(tx, job_id))
 
 
 async def states(office: Office, job_id: int) -> list[str]:
@@ -92,9 +92,22 @@ async def test_an_edit_rehashes_every_other_open_gate_at_once(tmp_path: Path) ->
     async with at_the_plan(tmp_path) as (office, drive):
         job_id = drive.job_id
         (plan,) = await office.open_gates(job_id)
+        space = await office.workspace.job(job_id)
+        assert space is not None
+        first_title, first_brief, base = await content(office, job_id)
+        assert base == space.base, "the plan gate (teams/) pins the workspace's base too"
+        assert plan.content_hash == gates.content_hash(
+            kind="plan",
+            question=plan.question,
+            options=plan.options,
+            title=first_title,
+            brief=first_brief,
+            base=space.base,
+        )
         edited = await office.issue_edits.edited(job_id, EDITED, by="bob")
         after = await gate(office, plan.gate_id)
         title, brief, base = await content(office, job_id)
+        assert base == space.base
         assert (title, brief) == (TITLE, EDITED.body), "the issue as it now reads"
         assert after.content_hash != plan.content_hash
         assert after.content_hash == gates.content_hash(

@@ -18,6 +18,7 @@ from orchestrator.bus import gates
 from orchestrator.bus.dispatch import NOBODY_ASKED
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs import revisions
 from orchestrator.jobs.features import extensions
 from orchestrator.teams.board import Task
 from orchestrator.teams.plan_gate import plan_text
@@ -191,7 +192,13 @@ async def test_advice_on_a_gate_no_agent_waits_on_wakes_nobody(tmp_path: Path) -
 
         def ask(tx: object, kind: str) -> int:
             intent = AskIntent(f"{kind}:1", "Go on?", ("yes", "no"), kind=kind)  # type: ignore[arg-type]
-            return gates.ask_engine(tx, job_id=started.job_id, conversation_id=root, intent=intent)  # type: ignore[arg-type]
+            return gates.ask_engine(
+                tx,
+                job_id=started.job_id,
+                conversation_id=root,
+                intent=intent,
+                content=revisions.job_content,
+            )  # type: ignore[arg-type]
 
         for kind in ("budget", "protected-path", "plan"):
             gate_id = await engine.store.write(lambda tx, kind=kind: ask(tx, kind))

@@ -108,7 +108,9 @@ def record_turn(
     if asks and gates.mode(tx, row.job_id, QUESTION) == "never":
         results += [ToolResult(i.call_id, NOBODY_ASKED, is_error=True) for i in asks]
         asks = []
-    outcome.gates += [(gates.ask(tx, row, i), i.kind, i.question) for i in asks]
+    outcome.gates += [
+        (gates.ask(tx, row, i, content=extensions.content), i.kind, i.question) for i in asks
+    ]
     order = {c.call_id: n for n, c in enumerate(turn.tool_calls)}
     results.sort(key=lambda r: order.get(r.call_id, len(order)))
     entries += [(row.agent, "tool", tool_content(r), None) for r in results]

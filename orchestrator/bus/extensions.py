@@ -15,7 +15,9 @@ root (the one place that knows every feature) before the bus runs:
   mini-team ending in a merge conflict);
 - a conversation's **end**, by its kind (a mini-team's members exit with it);
 - **admission**: whether a conversation may take its first step now (a job's bound on
-  mini-teams at once).
+  mini-teams at once);
+- a job's **content** that every gate of it pins (its issue's latest text, the commit it
+  started from): the bus alone knows only its title and first message.
 
 Every hook runs inside the step's transaction: its writes commit, or vanish, with the step.
 """
@@ -26,7 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.bus.gates import QUESTION, Gate
+from orchestrator.bus import gates
+from orchestrator.bus.gates import QUESTION, Gate, JobContent
 from orchestrator.bus.transactions import ConversationRow, Outcome
 from orchestrator.core.gate_kinds import GateKind, GateKinds
 from orchestrator.core.messages import ConversationKind, ToolCall, ToolResult
@@ -68,6 +71,7 @@ class Extensions:
     reply_holds: list[HoldReply] = field(default_factory=list)
     ends: dict[str, list[OnEnd]] = field(default_factory=dict)
     admissions: list[Admit] = field(default_factory=list)
+    content: JobContent = gates.job_content
 
     def gate_kind(self, kind: GateKind, *, settle: Settle | None = None) -> GateKind:
         """Know a gate kind, and how an answer to an engine gate of it is carried out."""
@@ -97,6 +101,10 @@ class Extensions:
     def admit(self, hook: Admit) -> None:
         """Let `hook` keep a conversation from taking its first step yet."""
         self.admissions.append(hook)
+
+    def pin_content(self, content: JobContent) -> None:
+        """Let `content` say what each gate of a job pins of it."""
+        self.content = content
 
     @property
     def specs(self) -> Mapping[str, ToolSpec]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -147,27 +147,18 @@ def mode(tx: Tx, job_id: int | None, kind: GateKind) -> GateMode:
     return recorded.get(kind.name, kind.default_mode)
 
 
-def _job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
-    """The job's title, brief and base commit, for the gate's hash. The brief is its first
-    message until its issue is edited; from then on, the issue's latest text unless the
-    decider rejected it (an edit awaiting their word counts: what was approved before it
-    is stale), else the latest text they approved (jobs/revisions.py)."""
+JobContent = Callable[[Tx, "int | None"], tuple[str, str, str]]
+"""A job's title, brief and base commit, which each of its gates' hashes pins. The issue's
+latest text and the workspace's base are tables of features above the bus: the composition
+root hands in jobs/revisions.py's `job_content`, which reads them (Extensions.content)."""
+
+
+def job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
+    """What the bus alone knows of the job: its title and first message, and no base."""
     job = None if job_id is None else job_rows.get(tx, job_id)
     if job is None:
         return "", "", ""
-    # The workspace's base and the issue's revisions are features' tables above the bus
-    # (tests/test_table_owners.py DEBT): read here until the bus asks them through an
-    # extension point.
-    based = tx.execute("SELECT base FROM job_workspaces WHERE job_id = ?", (job_id,)).fetchone()
-    base = "" if based is None or based[0] is None else str(based[0])
-    revised = tx.execute(
-        "SELECT title, body FROM issue_revisions WHERE job_id = ?"
-        " AND state IN ('approved', 'asked') ORDER BY revision_id DESC LIMIT 1",
-        (job_id,),
-    ).fetchone()
-    if revised is not None:
-        return str(revised[0]), str(revised[1]), base
-    return str(job.title), str(txn.first_content(tx, job_conversation_id(job.job_id)) or ""), base
+    return str(job.title), str(txn.first_content(tx, job_conversation_id(job.job_id)) or ""), ""
 
 
 def editing(tx: Tx, job_id: int | None = None) -> set[int | None]:
@@ -181,9 +172,9 @@ def editing(tx: Tx, job_id: int | None = None) -> set[int | None]:
     return {int(job) for (job,) in rows}
 
 
-def ask(tx: Tx, row: ConversationRow, intent: AskIntent) -> int:
+def ask(tx: Tx, row: ConversationRow, intent: AskIntent, *, content: JobContent) -> int:
     """Record a gate and park its conversation until it is answered; returns the gate id."""
-    return _insert(tx, row.job_id, row.conversation_id, intent, asked_by=row.agent)
+    return _insert(tx, row.job_id, row.conversation_id, intent, asked_by=row.agent, content=content)
 
 
 def ask_engine(
@@ -192,14 +183,22 @@ def ask_engine(
     job_id: int,
     conversation_id: str,
     intent: AskIntent,
+    content: JobContent,
     payload: Mapping[str, Any] | None = None,
     pinned: Mapping[str, Any] | None = None,
 ) -> int:
     """A gate the engine asks: it parks `conversation_id` like an agent's question, but its
     answer is acted on by the engine (orchestrator/bus/answers.py), with `payload`; what it
-    approves includes `pinned`. Returns the gate id."""
+    approves includes `pinned` and the job's `content`. Returns the gate id."""
     return _insert(
-        tx, job_id, conversation_id, intent, asked_by=ENGINE, payload=payload, pinned=pinned
+        tx,
+        job_id,
+        conversation_id,
+        intent,
+        asked_by=ENGINE,
+        content=content,
+        payload=payload,
+        pinned=pinned,
     )
 
 
@@ -210,10 +209,11 @@ def _insert(
     intent: AskIntent,
     *,
     asked_by: str,
+    content: JobContent,
     payload: Mapping[str, Any] | None = None,
     pinned: Mapping[str, Any] | None = None,
 ) -> int:
-    title, brief, base = _job_content(tx, job_id)
+    title, brief, base = content(tx, job_id)
     digest = content_hash(
         kind=intent.kind,
         question=intent.question,
@@ -254,11 +254,12 @@ def rehash(
     question: str,
     payload: Mapping[str, Any],
     pinned: Mapping[str, Any],
+    content: JobContent,
 ) -> Gate:
     """What an open engine gate asks about changed: its new question, payload and pins, and
     so a new hash (since now: an approval written before it is stale)."""
     gate = get(tx, gate_id)
-    title, brief, base = _job_content(tx, gate.job_id)
+    title, brief, base = content(tx, gate.job_id)
     digest = content_hash(
         kind=gate.kind,
         question=question,
@@ -354,10 +355,10 @@ def close_idle(tx: Tx, job_id: int, gate_id: int) -> bool:
     return cursor.rowcount == 1
 
 
-def rehash_job(tx: Tx, job_id: int) -> list[int]:
+def rehash_job(tx: Tx, job_id: int, *, content: JobContent) -> list[int]:
     """Hash every open gate of the job again (the issue text it pins changed); the gates
     whose hash changed, which have that hash from now (`hashed_at`)."""
-    title, brief, base = _job_content(tx, job_id)
+    title, brief, base = content(tx, job_id)
     rows = tx.execute(
         "SELECT gate_id, kind, question, options, pinned, content_hash FROM gates"
         " WHERE job_id = ? AND answer IS NULL AND closed_at IS NULL ORDER BY gate_id",

@@ -161,7 +161,8 @@ async def assemble(
         (board, board_tools.SPECS),
         (ReviewTools(store, workspace), review_tools.SPECS),
     )
-    team = TeamTools(store, workspace, served, checks.check)
+    bus_extensions = extensions(features)
+    team = TeamTools(store, workspace, served, checks.check, content=bus_extensions.content)
     toolbox.runners.update(dict.fromkeys(TEAM_TOOLS, team))
     prices = org_prices(org.directory)
     budget = wiring.budget(store, configured, served, prices, proxy=org.proxy.name)
@@ -173,7 +174,7 @@ async def assemble(
         budget=budget,
         checkpoint=functools.partial(wiring.checkpoint, store),
         concurrency=concurrency,
-        extensions=extensions(features),
+        extensions=bus_extensions,
     )
     return Assembly(
         engine,

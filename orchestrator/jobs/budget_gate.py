@@ -22,7 +22,7 @@ from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.runnable import runnable
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.jobs import rounds
+from orchestrator.jobs import revisions, rounds
 from orchestrator.store.sqlite import Tx
 
 KIND = GateKind(
@@ -137,6 +137,7 @@ def _ask(tx: Tx, job_id: int, over: Overrun) -> int:
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
+        content=revisions.job_content,
         intent=AskIntent(f"budget:{asked + 1}", over.question(), OPTIONS, kind=KIND.name),
         payload={"caps": [over.max_usd, over.max_tokens], "proposed": proposed},
         pinned=proposed,

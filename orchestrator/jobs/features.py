@@ -16,6 +16,7 @@ from orchestrator.jobs import (
     intent_gate,
     network_gate,
     protected_gate,
+    revisions,
     rounds,
     secret_gate,
 )
@@ -28,6 +29,7 @@ FEATURES: tuple[Register, ...] = (
     plan_gate.register,
     conflict_gate.register,
     intent_gate.register,
+    revisions.register,
     budget_gate.register,
     secret_gate.register,
     protected_gate.register,

@@ -76,6 +76,7 @@ def hold(tx: Tx, row: ConversationRow, sends: Sequence[SendIntent]) -> int | Non
         tx,
         job_id=job_id,
         conversation_id=row.conversation_id,
+        content=revisions.job_content,
         intent=intent,
         payload={"sends": [asdict(s) for s in sends]},
         pinned={"to": [s.recipient for s in sends], "continues": [s.context_id for s in sends]},

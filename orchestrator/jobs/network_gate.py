@@ -34,7 +34,7 @@ from orchestrator.bus.jobs import project_of
 from orchestrator.bus.transactions import listed
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
-from orchestrator.jobs import refusals
+from orchestrator.jobs import refusals, revisions
 from orchestrator.jobs.refusals import Refused
 from orchestrator.sandbox.netproxy import Refusal, is_public, normalize_host
 from orchestrator.store.sqlite import Store, Tx
@@ -162,6 +162,7 @@ def _ask(tx: Tx, caller: _Caller, host: str, agent: str, command: str) -> Gate |
         tx,
         job_id=caller.job_id,
         conversation_id=job_conversation_id(caller.job_id),
+        content=revisions.job_content,
         intent=AskIntent(f"{KIND.name}:{host}", text, OPTIONS, kind=KIND.name),
         payload={"host": host, "command": refusals.clip(command), "caller": task},
         pinned={"host": host},

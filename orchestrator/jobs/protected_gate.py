@@ -22,6 +22,7 @@ from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
+from orchestrator.jobs import revisions
 from orchestrator.store.sqlite import Tx
 from orchestrator.workspace.changes import BranchChange, ChangedFile
 
@@ -122,6 +123,7 @@ def decide(
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
+        content=revisions.job_content,
         intent=AskIntent(f"{KIND.name}:{change.head}", text, OPTIONS, kind=KIND.name),
         payload=payload,
         pinned=pins.as_dict(),

@@ -3,9 +3,9 @@
 A job works to the text its issue had when it started (its `original` revision). An edit
 seen later parks the whole job at an intent gate showing the difference (a unified diff of
 the title and text, trimmed): while it is open no conversation of the job makes a model call
-(transactions.HELD_SQL). It is asked whatever the job's intent mode says, since otherwise
+(bus/runnable.py, gates.editing). It is asked whatever the job's intent mode says, since otherwise
 the job would work on text its author has changed. The job's other open gates are hashed
-again at once with the edited text (gates._job_content), so an approval written before the
+again at once with the edited text (`job_content`), so an approval written before the
 edit is stale, as it is for anything an edit changes. Approved, the job works to the new
 text and the lead is told, with the diff. Rejected, the job goes on with the text it had
 (its gates hashed again with it), and the lead is not told.
@@ -25,12 +25,14 @@ from typing import Literal
 from orchestrator.bus import gates
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import transactions as txn
+from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.runnable import runnable
 from orchestrator.bus.transactions import deliver, listed
 from orchestrator.core.errors import BusError
 from orchestrator.core.messages import InboxKind, job_conversation_id
 from orchestrator.store.sqlite import Tx, now
+from orchestrator.workspace import spaces
 
 EDIT_KIND = "intent"  # an edit is put to the decider as an intent gate (jobs/intent_gate.py)
 EDIT_CALL = "edit:"  # an edit's gate has the call id `edit:<revision id>`
@@ -140,7 +142,7 @@ def edited(
         if not replaced:
             return Edited("unchanged")
         _insert(tx, job_id, text, "reverted", by=by, edited_at=edited_at)
-        gates.rehash_job(tx, job_id)
+        gates.rehash_job(tx, job_id, content=job_content)
         return Edited("reverted", replaced=replaced)
     revision_id = _insert(tx, job_id, text, "asked", by=by, edited_at=edited_at)
     shown = diff(base, text, by=by, lines=SHOWN_LINES, chars=SHOWN_CHARS)
@@ -149,14 +151,39 @@ def edited(
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
         intent=AskIntent(f"{EDIT_CALL}{revision_id}", f"{QUESTION}\n\n{shown}", OPTIONS, EDIT_KIND),
+        content=job_content,
         payload={"revision": revision_id, "diff": shown, "edited_by": by},
         pinned={"title": text.title, "body": text.body},
     )
     tx.execute(
         "UPDATE issue_revisions SET gate_id = ? WHERE revision_id = ?", (gate_id, revision_id)
     )
-    gates.rehash_job(tx, job_id)
+    gates.rehash_job(tx, job_id, content=job_content)
     return Edited("asked", gate_id, replaced)
+
+
+def register(extensions: Extensions) -> None:
+    """What every gate of a job pins of it: the issue's text as the job works to it."""
+    extensions.pin_content(job_content)
+
+
+def job_content(tx: Tx, job_id: int | None) -> tuple[str, str, str]:
+    """The job's title, brief and base commit, for its gates' hashes (bus/gates.py's
+    JobContent). The brief is its first message until its issue is edited; from then on, the
+    issue's latest text unless the decider rejected it (an edit awaiting their word counts:
+    what was approved before it is stale), else the latest text they approved."""
+    if job_id is None or job_rows.get(tx, job_id) is None:
+        return "", "", ""
+    base = spaces.base_of(tx, job_id) or ""
+    revised = tx.execute(
+        "SELECT title, body FROM issue_revisions WHERE job_id = ?"
+        " AND state IN ('approved', 'asked') ORDER BY revision_id DESC LIMIT 1",
+        (job_id,),
+    ).fetchone()
+    if revised is not None:
+        return str(revised[0]), str(revised[1]), base
+    title, brief, _ = gates.job_content(tx, job_id)
+    return title, brief, base
 
 
 def waiting(tx: Tx, job_id: int) -> int | None:
@@ -178,7 +205,7 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     revision_id = int(gate.payload["revision"])
     if not gate.approved:
         _set_state(tx, revision_id, "rejected")
-        gates.rehash_job(tx, job_id)  # back to the text it works to
+        gates.rehash_job(tx, job_id, content=job_content)  # back to the text it works to
         return tuple(runnable(tx, job_id))
     old = works_to(revisions(tx, job_id))
     _set_state(tx, revision_id, "approved")

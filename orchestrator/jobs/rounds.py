@@ -34,7 +34,7 @@ from orchestrator.bus.gates import QUESTION, AskIntent, Gate
 from orchestrator.bus.transactions import deliver
 from orchestrator.core.errors import OrchestratorError
 from orchestrator.core.messages import InboxKind, job_conversation_id
-from orchestrator.jobs import sources
+from orchestrator.jobs import revisions, sources
 from orchestrator.store.sqlite import Tx, now
 from orchestrator.teams.board import create_task, set_merge_base
 
@@ -236,6 +236,7 @@ def _ask_limit(tx: Tx, waiting: ReviewRound, max_rounds: int) -> None:
         tx,
         job_id=waiting.job_id,
         conversation_id=job_conversation_id(waiting.job_id),
+        content=revisions.job_content,
         intent=intent,
         payload={"round": waiting.round_id},
         pinned={"round": waiting.number, "points": [p.point.source for p in waiting.points]},

@@ -36,6 +36,7 @@ from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.core.secret_scan import Scan
+from orchestrator.jobs import revisions
 from orchestrator.jobs.protected_gate import Cleared, Held
 from orchestrator.store.sqlite import Tx
 
@@ -115,6 +116,7 @@ def decide(tx: Tx, job_id: int, *, base: str, head: str, scanned: Scan) -> Secre
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
+        content=revisions.job_content,
         intent=AskIntent(f"{KIND.name}:{head}", text, OPTIONS, kind=KIND.name),
         payload=payload,
         pinned=pins.as_dict(),

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any, TypeVar
 
 from orchestrator.bus import gates
 from orchestrator.bus.extensions import Extensions
-from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.bus.gates import AskIntent, Gate, JobContent
 from orchestrator.bus.transactions import ConversationRow, deliver, transcript
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import ConversationKind, InboxKind, Message
@@ -62,7 +63,7 @@ def register(extensions: Extensions) -> None:
     """The merge-conflict gate: its kind, its answer carried out, and the hold on a
     mini-team's reply."""
     extensions.gate_kind(KIND, settle=settle)
-    extensions.hold_reply(hold)
+    extensions.hold_reply(partial(hold, extensions))
 
 
 def report(*, task: int, job_branch: str, branch: str, files: Sequence[str], hunks: str) -> str:
@@ -91,9 +92,10 @@ def question(conflict: Conflict) -> str:
     )
 
 
-def hold(tx: Tx, row: ConversationRow) -> int | None:
+def hold(extensions: Extensions, tx: Tx, row: ConversationRow) -> int | None:
     """Open the gate for a mini-team ending in a conflict, holding its reply to the lead's
-    dispatch; the gate's id, or None when the reply goes to the lead now."""
+    dispatch; the gate's id, or None when the reply goes to the lead now (it pins what
+    `extensions` say of the job)."""
     if row.kind != ConversationKind.TASK or row.job_id is None or row.parent_id is None:
         return None
     call_id = row.serving_call_id or row.request_call_id
@@ -109,6 +111,7 @@ def hold(tx: Tx, row: ConversationRow) -> int | None:
         job_id=row.job_id,
         conversation_id=row.parent_id,
         intent=intent,
+        content=extensions.content,
         payload={**asdict(conflict), **held},
         pinned=_pinned(conflict),
     )
@@ -162,9 +165,18 @@ def open_conflicts(tx: Tx, job_id: int) -> list[Gate]:
     return [g for g in gates.open_gates(tx, job_id) if g.kind == KIND.name and g.engine_made]
 
 
-def restate(tx: Tx, gate_id: int, *, job_head: str, files: Sequence[str], hunks: str) -> bool:
+def restate(
+    tx: Tx,
+    gate_id: int,
+    *,
+    job_head: str,
+    files: Sequence[str],
+    hunks: str,
+    content: JobContent,
+) -> bool:
     """The job branch moved to `job_head` while the gate was open: show and pin the conflict
-    as it now stands (a new hash, so an earlier approval is stale). Whether it changed."""
+    as it now stands, with the job's `content` (a new hash, so an earlier approval is
+    stale). Whether it changed."""
     gate = gates.get(tx, gate_id)
     if gate.answer is not None or gate.closed_at is not None:
         return False
@@ -178,6 +190,7 @@ def restate(tx: Tx, gate_id: int, *, job_head: str, files: Sequence[str], hunks:
         question=question(now),
         payload={**gate.payload, **asdict(now)},
         pinned=_pinned(now),
+        content=content,
     )
     return True
 

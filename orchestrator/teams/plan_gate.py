@@ -37,7 +37,7 @@ SPEC_SHOWN = 1500  # characters of each task's spec the gate shows
 def register(extensions: Extensions) -> None:
     """The plan gate: its kind, its answer carried out, and the hold on a lead's dispatches."""
     extensions.gate_kind(KIND, settle=settle)
-    extensions.hold(DISPATCH, hold)
+    extensions.hold(DISPATCH, partial(hold, extensions))
 
 
 def plan_text(tasks: list[Task]) -> str:
@@ -62,9 +62,12 @@ def approved(tx: Tx, job_id: int) -> bool:
     return any(g.approved for g in gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE))
 
 
-def hold(tx: Tx, row: ConversationRow, dispatches: Sequence[DispatchIntent]) -> int | None:
+def hold(
+    extensions: Extensions, tx: Tx, row: ConversationRow, dispatches: Sequence[DispatchIntent]
+) -> int | None:
     """Open the plan gate holding `dispatches` if the job's plan still needs approval;
-    the gate's id, or None when they may run now."""
+    the gate's id, or None when they may run now (it pins what `extensions` say of the
+    job)."""
     if row.job_id is None or not dispatches:
         return None
     if gates.mode(tx, row.job_id, KIND) == "never" or approved(tx, row.job_id):
@@ -76,6 +79,7 @@ def hold(tx: Tx, row: ConversationRow, dispatches: Sequence[DispatchIntent]) -> 
         job_id=row.job_id,
         conversation_id=row.conversation_id,
         intent=intent,
+        content=extensions.content,
         payload={"dispatches": [asdict(d) for d in dispatches]},
     )
 

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from orchestrator.bus import jobs as job_rows
+from orchestrator.bus.gates import JobContent
 from orchestrator.bus.transactions import first_request, listed
 from orchestrator.config import Project, Workgroup
 from orchestrator.core.errors import StoreError, ToolError
@@ -85,7 +86,8 @@ def _clip(text: str, limit: int) -> str:
 
 
 class TeamTools:
-    """A ToolRunner for the coordinator's team_* tools."""
+    """A ToolRunner for the coordinator's team_* tools; `content` is what a job's gates pin
+    of it (the bus's extensions say)."""
 
     def __init__(
         self,
@@ -93,8 +95,11 @@ class TeamTools:
         workspace: Workspace,
         projects: Mapping[str, Project],
         checks: Checks | None = None,
+        *,
+        content: JobContent,
     ) -> None:
         self.store = store
+        self.content = content
         self.board = TaskBoard(store)
         self.workspace = workspace
         self.projects = projects
@@ -309,6 +314,7 @@ class TeamTools:
                     job_head=head,
                     files=now.conflicts,
                     hunks=hunks,
+                    content=self.content,
                 )
                 await self.store.write(restate)
 

@@ -280,6 +280,12 @@ def job_space(tx: Tx, job_id: int) -> tuple[JobSpace, bool] | None:
     return JobSpace(job_id, own, Path(mirror), branch, base, Path(path), mark), repo is not None
 
 
+def base_of(tx: Tx, job_id: int) -> str | None:
+    """The commit the job started from, as its workspace recorded it (None: none recorded)."""
+    row = tx.execute("SELECT base FROM job_workspaces WHERE job_id = ?", (job_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def reopened(tx: Tx, job_id: int) -> None:
     """The job's worktree is back."""
     tx.execute("UPDATE job_workspaces SET removed = 0 WHERE job_id = ?", (job_id,))
