@@ -15,6 +15,7 @@ from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import AssistantTurn, Message, job_conversation_id
 from orchestrator.core.model import ModelRequest
+from orchestrator.jobs import revisions
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
@@ -63,6 +64,25 @@ async def driving(
         yield office, Drive(office, job_id)
     finally:
         await office.close()
+
+
+async def pinned_hash(
+    office: Office, gate: Gate, *, pinned: dict[str, object] | None = None
+) -> str:
+    """The hash `gate` has when it pins the job's content as it now stands (and `pinned`)."""
+    assert gate.job_id is not None
+    title, brief, base = await office.engine.store.read(
+        lambda tx: revisions.job_content(tx, gate.job_id)
+    )
+    return gates.content_hash(
+        kind=gate.kind,
+        question=gate.question,
+        options=gate.options,
+        title=title,
+        brief=brief,
+        base=base,
+        pinned=pinned,
+    )
 
 
 class Drive:

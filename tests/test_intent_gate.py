@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from intent_support import ASKS_INTENT, DEFAULTS, TITLE, CountingDemo, Drive, driving
+from intent_support import ASKS_INTENT, DEFAULTS, TITLE, CountingDemo, Drive, driving, pinned_hash
 
-from orchestrator.bus import gates
 from orchestrator.bus.sends import SendIntent
 from orchestrator.bus.transactions import conversation
 from orchestrator.core.messages import job_conversation_id
@@ -39,15 +38,7 @@ async def test_the_restatement_is_asked_first_and_goes_out_as_written(tmp_path: 
             lambda tx: revisions.job_content(tx, job_id)
         )
         pinned = {"to": ["widgets/project-lead"], "continues": [None]}
-        assert asked.content_hash == gates.content_hash(
-            kind="intent",
-            question=asked.question,
-            options=asked.options,
-            title=title,
-            brief=brief,
-            base=base,
-            pinned=pinned,
-        )
+        assert asked.content_hash == await pinned_hash(office, asked, pinned=pinned)
         assert (title, "We need one." in brief, bool(base)) == (TITLE, True, True)
 
         await drive.answer(asked, "yes")

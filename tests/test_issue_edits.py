@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from intent_support import BODY, DEFAULTS, TITLE, CountingDemo, Drive, driving
+from intent_support import BODY, DEFAULTS, TITLE, CountingDemo, Drive, driving, pinned_hash
 
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
@@ -94,30 +94,16 @@ async def test_an_edit_rehashes_every_other_open_gate_at_once(tmp_path: Path) ->
         (plan,) = await office.open_gates(job_id)
         space = await office.workspace.job(job_id)
         assert space is not None
-        first_title, first_brief, base = await content(office, job_id)
+        base = (await content(office, job_id))[2]
         assert base == space.base, "the plan gate (teams/) pins the workspace's base too"
-        assert plan.content_hash == gates.content_hash(
-            kind="plan",
-            question=plan.question,
-            options=plan.options,
-            title=first_title,
-            brief=first_brief,
-            base=space.base,
-        )
+        assert plan.content_hash == await pinned_hash(office, plan)
         edited = await office.issue_edits.edited(job_id, EDITED, by="bob")
         after = await gate(office, plan.gate_id)
         title, brief, base = await content(office, job_id)
         assert base == space.base
         assert (title, brief) == (TITLE, EDITED.body), "the issue as it now reads"
         assert after.content_hash != plan.content_hash
-        assert after.content_hash == gates.content_hash(
-            kind="plan",
-            question=plan.question,
-            options=plan.options,
-            title=title,
-            brief=brief,
-            base=base,
-        )
+        assert after.content_hash == await pinned_hash(office, plan)
         assert after.hashed_at > after.asked_at, "an approval written before now is stale"
         assert edited.gate_id is not None
         await drive.answer(await gate(office, edited.gate_id), "yes")

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NotRequired, TypedDict, Unpack
 
 from orchestrator.agents.engine import Engine
 from orchestrator.agents.roster import ConfigAgents
@@ -74,24 +75,40 @@ class Assembly:
     inventories: Inventories | None
     files: WorkspaceTools
     team: TeamTools
+    org: Organisation
+    sandbox: Sandbox
+    scripted: bool
 
 
-async def assemble(
-    home: Path,
-    *,
-    org: Organisation,
-    projects: Sequence[Project],
-    models: Callable[[AgentDef], Model],
-    env: Mapping[str, str],
-    sandbox: Sandbox,
-    scripted: bool = False,
-    learnings: Mapping[str, str] | None = None,
-    concurrency: int = 8,
-    features: Sequence[Register] = FEATURES,
-    secrets: SecretValues | None = None,
-) -> Assembly:
-    """Open the store under `home` and build the engine over it (`Office.open` says what
-    each argument is)."""
+class Opening(TypedDict):
+    """What an Office is opened with (`Office.open`, `assemble`).
+
+    `sandbox` is how agents' processes are confined (sandbox.probe); `env` is the
+    environment agents' allowlisted variables come from; `scripted` says the models are the
+    scripted stand-in, which calls no shell and so needs no sandbox; `features` register what
+    they add to the bus (the standard ones by default); `secrets` are the secret values the
+    engine holds (by default, `env`'s secret-named variables), which no push may carry
+    (jobs/secret_check.py).
+    """
+
+    org: Organisation
+    projects: Sequence[Project]
+    models: Callable[[AgentDef], Model]
+    env: Mapping[str, str]
+    sandbox: Sandbox
+    scripted: NotRequired[bool]
+    learnings: NotRequired[Mapping[str, str] | None]
+    concurrency: NotRequired[int]
+    features: NotRequired[Sequence[Register]]
+    secrets: NotRequired[SecretValues | None]
+
+
+async def assemble(home: Path, **opening: Unpack[Opening]) -> Assembly:
+    """Open the store under `home` and build the engine over it."""
+    org, projects, models = opening["org"], opening["projects"], opening["models"]
+    env, sandbox, scripted = opening["env"], opening["sandbox"], opening.get("scripted", False)
+    learnings, secrets = opening.get("learnings"), opening.get("secrets")
+    features = opening.get("features", FEATURES)
     served = {p.name: p for p in projects}
     router = Router(organisation_teams(org, projects, added=mini_teams))
     store = await Store.open(home / "teaparty.db")
@@ -173,8 +190,13 @@ async def assemble(
         tools=toolbox,
         budget=budget,
         checkpoint=functools.partial(wiring.checkpoint, store),
-        concurrency=concurrency,
+        concurrency=opening.get("concurrency", 8),
         extensions=bus_extensions,
+    )
+    inventories = (
+        None
+        if scripted or sandbox.mode == "unavailable"
+        else Inventories(sandbox, parent_env=env, home=home)
     )
     return Assembly(
         engine,
@@ -187,9 +209,10 @@ async def assemble(
         known,
         setups,
         checks,
-        None
-        if scripted or sandbox.mode == "unavailable"
-        else Inventories(sandbox, parent_env=env, home=home),
+        inventories,
         files,
         team,
+        org,
+        sandbox,
+        scripted,
     )

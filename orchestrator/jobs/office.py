@@ -11,34 +11,28 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
-from orchestrator.agents.engine import Engine
-from orchestrator.agents.roster import ConfigAgents
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus.conversations import JobStart
 from orchestrator.bus.events import Event
 from orchestrator.bus.failures import Failure
 from orchestrator.bus.gates import AnsweredVia, Gate
-from orchestrator.bus.routing import Router, project_teams
+from orchestrator.bus.routing import project_teams
 from orchestrator.bus.waits import Wait, forge_key
-from orchestrator.config import AgentDef, Organisation, Project, load_project
+from orchestrator.config import Project, load_project
 from orchestrator.config.schema import Rounds
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.core.gate_kinds import GateKinds
-from orchestrator.core.model import Model
-from orchestrator.core.secrecy import KnownSecrets, SecretValues
 from orchestrator.core.secret_scan import Scanner
 from orchestrator.jobs import sources, wiring
-from orchestrator.jobs.assembly import assemble
-from orchestrator.jobs.budget import JobBudget
-from orchestrator.jobs.checks import JobChecks
+from orchestrator.jobs.assembly import Assembly, Opening, assemble
 from orchestrator.jobs.ci_desk import CiDesk
 from orchestrator.jobs.control import JobControl
-from orchestrator.jobs.features import FEATURES, Register
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.issue_edits import IssueEdits
 from orchestrator.jobs.learned import JobLearned, JobOrigin
@@ -49,21 +43,17 @@ from orchestrator.jobs.preserved import PreservedWork
 from orchestrator.jobs.records import JobRecords
 from orchestrator.jobs.review_desk import ReviewDesk
 from orchestrator.jobs.round_work import RoundWork
-from orchestrator.jobs.setups import JobSetups
 from orchestrator.jobs.sources import KeptSource
 from orchestrator.memory.entries import Learning
 from orchestrator.memory.index import LearningIndex
 from orchestrator.proxy.proxy import Proxy
-from orchestrator.sandbox.confine import Network, Sandbox
+from orchestrator.sandbox.confine import Network
 from orchestrator.setup.checks import Checked
 from orchestrator.store.deliveries import DeliveryQueue
 from orchestrator.store.sqlite import Tx
-from orchestrator.teams import board_tools
-from orchestrator.teams.instructions import TeamInstructions
 from orchestrator.teams.transactions import mini_teams
 from orchestrator.workspace.git import GitError, rev
-from orchestrator.workspace.inventory import Inventories, describe
-from orchestrator.workspace.layout import Workspace
+from orchestrator.workspace.inventory import describe
 from orchestrator.workspace.marks import job_mark
 from orchestrator.workspace.preserve import Preserved
 from orchestrator.workspace.spaces import JobSpace
@@ -108,39 +98,24 @@ class Office:
     through its methods and the ports `orchestrator.api.Ports` makes of its collaborators.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        workspace: Workspace,
-        org: Organisation,
-        projects: dict[str, Project],
-        *,
-        agents: ConfigAgents,
-        router: Router,
-        board: board_tools.BoardTools,
-        budget: JobBudget,
-        sandbox: Sandbox,
-        scripted: bool = False,
-        secrets: SecretValues | None = None,
-        setups: JobSetups | None = None,
-        inventories: Inventories | None = None,
-        checks: JobChecks | None = None,
-    ) -> None:
+    def __init__(self, parts: Assembly) -> None:
+        engine, workspace, projects = parts.engine, parts.workspace, parts.served
+        org, agents, board = parts.org, parts.agents, parts.board
         self.engine = engine
-        self.setups = setups
-        self.checks = checks  # the project's checks, run by the engine (None: none run)
-        self.inventories = inventories  # what agents' shells have (None: they run none)
-        self.instructions: TeamInstructions | None = None  # the repository's, for agents
-        self.secrets = KnownSecrets() if secrets is None else secrets  # never pushed
-        self.sandbox = sandbox
-        self.scripted = scripted
+        self.setups = parts.setups
+        self.checks = parts.checks  # the project's checks, run by the engine
+        self.inventories = parts.inventories  # what agents' shells have (None: they run none)
+        self.instructions = parts.team.instructions  # the repository's, for agents
+        self.secrets = parts.secrets  # never pushed
+        self.sandbox = parts.sandbox
+        self.scripted = parts.scripted
         self.workspace = workspace
         self.org = org
         self.projects = projects
         self.agents = agents
-        self.router = router
+        self.router = parts.router
         self.board = board
-        self.budget = budget
+        self.budget = parts.budget
         self.records = JobRecords(engine.store)
         self.deliveries = DeliveryQueue(engine.store)
         self.learnings = JobLearnings(engine.store)
@@ -159,61 +134,12 @@ class Office:
         )
 
     @classmethod
-    async def open(
-        cls,
-        home: Path,
-        *,
-        org: Organisation,
-        projects: Sequence[Project],
-        models: Callable[[AgentDef], Model],
-        env: Mapping[str, str],
-        sandbox: Sandbox,
-        scripted: bool = False,
-        learnings: Mapping[str, str] | None = None,
-        concurrency: int = 8,
-        features: Sequence[Register] = FEATURES,
-        secrets: SecretValues | None = None,
-    ) -> Office:
-        """Open the store under `home`, wire the organisation, and clean up after a crash.
-
-        `sandbox` is how agents' processes are confined (sandbox.probe); `env` is the
-        environment agents' allowlisted variables come from; `scripted` says the models
-        are the scripted stand-in, which calls no shell and so needs no sandbox; `features`
-        register what they add to the bus (the standard ones by default); `secrets` are the
-        secret values the engine holds (by default, `env`'s secret-named variables), which
-        no push may carry (jobs/secret_check.py).
-        """
-        parts = await assemble(
-            home,
-            org=org,
-            projects=projects,
-            models=models,
-            env=env,
-            sandbox=sandbox,
-            scripted=scripted,
-            learnings=learnings,
-            concurrency=concurrency,
-            features=features,
-            secrets=secrets,
-        )
-        office = cls(
-            parts.engine,
-            parts.workspace,
-            org,
-            parts.served,
-            agents=parts.agents,
-            router=parts.router,
-            board=parts.board,
-            budget=parts.budget,
-            sandbox=sandbox,
-            scripted=scripted,
-            secrets=parts.secrets,
-            setups=parts.setups,
-            checks=parts.checks,
-            inventories=parts.inventories,
-        )
+    async def open(cls, home: Path, **opening: Unpack[Opening]) -> Office:
+        """Open the store under `home`, wire the organisation (`Opening` says what each
+        argument is), and clean up after a crash."""
+        parts = await assemble(home, **opening)
+        office = cls(parts)
         parts.files.egress = office.egress  # before any call: it publishes on the engine's events
-        office.instructions = parts.team.instructions
         parts.files.noted = parts.team.instructions.noted
         parts.team.recall = office.recall_learnings
         await parts.workspace.recover()
