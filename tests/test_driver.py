@@ -8,9 +8,11 @@ delivery and its retry.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import demo_office
+import pytest
 from demo_office import start_job
 from fakes import FakeForge
 from local_repo import make_repo as repository
@@ -31,6 +33,21 @@ async def open_office(home: Path) -> Office:
     return await demo_office.open_office(home, PROJECT, demo)
 
 
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return repository(tmp_path / "widgets")
+
+
+@pytest.fixture
+async def office(tmp_path: Path) -> AsyncIterator[Office]:
+    """An office under `tmp_path`/home, closed after the test."""
+    opened = await open_office(tmp_path / "home")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
 async def start(office: Office, repo: Path) -> int:
     return await start_job(office, repo, PROJECT, title=TITLE, body="We need one.")
 
@@ -47,22 +64,17 @@ async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
     return state
 
 
-async def test_a_job_is_shown_asked_once_and_delivered_once(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home")
-    try:
-        forge = FakeForge(office, answers={"The plan:": "yes"})
-        job_id = await start(office, repo)
-        assert await drive(office, forge, job_id) == "done"
-        assert forge.asked == [1]
-        assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
-        assert forge.failed == []
-        assert forge.shown[0] == "planning"
-        assert forge.shown[-1] == "done"
-        assert await drive(office, forge, job_id) == "done", "a done job stays done"
-        assert len(forge.delivered) == 1
-    finally:
-        await office.close()
+async def test_a_job_is_shown_asked_once_and_delivered_once(repo: Path, office: Office) -> None:
+    forge = FakeForge(office, answers={"The plan:": "yes"})
+    job_id = await start(office, repo)
+    assert await drive(office, forge, job_id) == "done"
+    assert forge.asked == [1]
+    assert forge.delivered == [f"teaparty/job-{job_id}-changelog"]
+    assert forge.failed == []
+    assert forge.shown[0] == "planning"
+    assert forge.shown[-1] == "done"
+    assert await drive(office, forge, job_id) == "done", "a done job stays done"
+    assert len(forge.delivered) == 1
 
 
 async def test_a_failed_delivery_survives_a_restart_and_is_retried_on_request(
@@ -143,46 +155,37 @@ async def test_a_rate_limit_holds_the_job_until_the_reset_and_fails_nothing(
         await office.close()
 
 
-async def test_a_job_that_changed_nothing_delivers_nothing(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home")
-    try:
-        forge = FakeForge(office, answers={"The plan:": "no, not now"})
-        job_id = await start(office, repo)
-        assert await drive(office, forge, job_id) == "done"
-        assert forge.delivered == []
-        final = forge.statuses[-1]
-        assert (final.state, final.link) == ("done", None)
-        assert final.result is not None
-        assert final.result.startswith("The plan was rejected (decider answered")
-        assert [t.state for t in final.tasks] == ["cancelled"], "the lead took its plan back"
-        assert "(decider answered 'no, not now')" in final.result
-    finally:
-        await office.close()
+async def test_a_job_that_changed_nothing_delivers_nothing(repo: Path, office: Office) -> None:
+    forge = FakeForge(office, answers={"The plan:": "no, not now"})
+    job_id = await start(office, repo)
+    assert await drive(office, forge, job_id) == "done"
+    assert forge.delivered == []
+    final = forge.statuses[-1]
+    assert (final.state, final.link) == ("done", None)
+    assert final.result is not None
+    assert final.result.startswith("The plan was rejected (decider answered")
+    assert [t.state for t in final.tasks] == ["cancelled"], "the lead took its plan back"
+    assert "(decider answered 'no, not now')" in final.result
 
 
 async def test_a_job_whose_workspace_cannot_be_made_fails_at_once_saying_why(
-    tmp_path: Path,
+    repo: Path,
+    office: Office,
 ) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home")
-    try:
-        started = await office.start_job(
-            project="widgets",
-            key="local:widgets#2",
-            title=TITLE,
-            brief="b",
-            source=demo_office.local_source(repo, "x", start="refs/remotes/origin/no-such-branch"),
-            project_text=PROJECT,
-        )
-        forge = FakeForge(office)
-        assert await drive(office, forge, started.job_id) == "failed"
-        (reason,) = forge.failed
-        assert reason.startswith("the job's workspace failed: cannot start job")
-        assert "no-such-branch" in reason
-        assert not await office.engine.bus.runnable(), "its agents never ran"
-    finally:
-        await office.close()
+    started = await office.start_job(
+        project="widgets",
+        key="local:widgets#2",
+        title=TITLE,
+        brief="b",
+        source=demo_office.local_source(repo, "x", start="refs/remotes/origin/no-such-branch"),
+        project_text=PROJECT,
+    )
+    forge = FakeForge(office)
+    assert await drive(office, forge, started.job_id) == "failed"
+    (reason,) = forge.failed
+    assert reason.startswith("the job's workspace failed: cannot start job")
+    assert "no-such-branch" in reason
+    assert not await office.engine.bus.runnable(), "its agents never ran"
 
 
 async def test_a_workspace_made_before_a_crash_is_finished_and_the_job_runs(
