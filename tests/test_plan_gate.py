@@ -10,8 +10,7 @@ import json
 from pathlib import Path
 
 from fakes import CODING_LEAD, FakeForge, FunctionModel, StaticAgents, calls, org_router, say
-from local_repo import make_repo as repository
-from proxy_support import drive, open_office, start
+from proxy_support import drive, start, widgets
 
 from orchestrator.agents.engine import Engine
 from orchestrator.bus import gates
@@ -32,9 +31,7 @@ def unsure(_: ModelRequest) -> AssistantTurn:
 
 
 async def test_the_first_dispatch_waits_for_the_plan_and_runs_as_approved(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(unsure), project=ALWAYS)
-    try:
+    async with widgets(tmp_path, FunctionModel(unsure), project=ALWAYS) as (office, repo):
         job_id = await start(office, repo, 1, project=ALWAYS)
         parked = FakeForge(office, leave_open=True)
         assert await drive_until_waiting(office, parked, job_id) == "waiting"
@@ -61,14 +58,10 @@ async def test_the_first_dispatch_waits_for_the_plan_and_runs_as_approved(tmp_pa
         assert (answered.answer, answered.approved) == ("yes", True)
         assert await task_conversations(office) == 1
         assert forge.delivered, "the approved plan's work was delivered"
-    finally:
-        await office.close()
 
 
 async def test_a_rejected_plan_goes_back_to_the_lead_and_nothing_runs(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(unsure), project=ALWAYS)
-    try:
+    async with widgets(tmp_path, FunctionModel(unsure), project=ALWAYS) as (office, repo):
         job_id = await start(office, repo, 1, project=ALWAYS)
         forge = FakeForge(office, answers={"The plan:": "no: split it in two"})
         assert await drive(office, forge, job_id) == "done"
@@ -79,21 +72,15 @@ async def test_a_rejected_plan_goes_back_to_the_lead_and_nothing_runs(tmp_path: 
             "The plan was rejected (decider answered 'no: split it in two'), so nothing was done."
         )
         assert [t.state for t in final.tasks] == ["cancelled"], "the lead took its plan back"
-    finally:
-        await office.close()
 
 
 async def test_with_plan_never_tasks_run_at_once(tmp_path: Path) -> None:
-    repo = repository(tmp_path / "widgets")
-    office = await open_office(tmp_path / "home", FunctionModel(unsure), project=NEVER)
-    try:
+    async with widgets(tmp_path, FunctionModel(unsure), project=NEVER) as (office, repo):
         job_id = await start(office, repo, 1, project=NEVER)
         forge = FakeForge(office)  # any gate would fail the test: it knows no answers
         assert await drive(office, forge, job_id) == "done"
         assert forge.asked == []
         assert await task_conversations(office) == 1
-    finally:
-        await office.close()
 
 
 def test_the_hash_pins_the_plan() -> None:
