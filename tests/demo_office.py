@@ -4,6 +4,7 @@ repository (its source), as `teaparty run` starts one."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 from orchestrator.api import Model, Office, load_project
@@ -58,6 +59,15 @@ async def open_office(
         scripted=True,
         secrets=secrets,
     )
+
+
+async def closed_after(opening: Awaitable[Office]) -> AsyncIterator[Office]:
+    """The office `opening` opens, closed when the caller is done with it (for fixtures)."""
+    office = await opening
+    try:
+        yield office
+    finally:
+        await office.close()
 
 
 async def start_job(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import demo_office
 import pytest
-from demo_office import start_job
+from demo_office import closed_after, start_job
 from fakes import FakeForge
 from local_repo import make_repo as repository
 
@@ -41,11 +41,8 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 async def office(tmp_path: Path) -> AsyncIterator[Office]:
     """An office under `tmp_path`/home, closed after the test."""
-    opened = await open_office(tmp_path / "home")
-    try:
+    async for opened in closed_after(open_office(tmp_path / "home")):
         yield opened
-    finally:
-        await opened.close()
 
 
 async def start(office: Office, repo: Path) -> int:

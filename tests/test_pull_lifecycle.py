@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from demo_office import closed_after
 from fakes import FakeForge
 from jobs_harness import drive, open_office, start
 from local_repo import git, make_repo
@@ -29,11 +30,8 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 async def office(tmp_path: Path) -> AsyncIterator[Office]:
     """An office under `tmp_path`/home, closed after the test."""
-    opened = await open_office(tmp_path / "home")
-    try:
+    async for opened in closed_after(open_office(tmp_path / "home")):
         yield opened
-    finally:
-        await opened.close()
 
 
 async def done_with_pull(office: Office, repo: Path, title: str = "Add docs") -> int:
