@@ -26,6 +26,7 @@ from orchestrator.teams import tools as team_tools
 from orchestrator.teams.board import list_tasks
 from orchestrator.workspace import git as worktrees
 from orchestrator.workspace import layout as workspace
+from orchestrator.workspace import marks
 
 PROJECT = "widgets"
 
@@ -166,12 +167,12 @@ def timing_git(calls: list[Timed]) -> Iterator[None]:
             label = git_label(repo, args, options.get("work_tree"))
             calls.append(Timed(label, started, time.perf_counter() - started))
 
-    # workspace and team_tools import the name `git`: each module's binding is replaced.
-    worktrees.git = workspace.git = team_tools.git = timed  # type: ignore[attr-defined]
+    # workspace, marks and team_tools import the name `git`: each module's binding is replaced.
+    worktrees.git = workspace.git = marks.git = team_tools.git = timed  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        worktrees.git = workspace.git = team_tools.git = original  # type: ignore[attr-defined]
+        worktrees.git = workspace.git = marks.git = team_tools.git = original  # type: ignore[attr-defined]
 
 
 @dataclass
