@@ -22,7 +22,7 @@ from orchestrator.core.gate_kinds import GateKinds
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.ports import DraftForge, JobStatus
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 OWNER, REPO = "octo", "widgets"
 BRANCH = "teaparty/job-1-add-it"

@@ -37,7 +37,7 @@ from orchestrator.store.sqlite import Tx
 from orchestrator.teams import plan_gate
 from orchestrator.teams.board import list_tasks
 from orchestrator.workspace.git import GitError, git, rev
-from orchestrator.workspace.layout import JobSpace
+from orchestrator.workspace.spaces import JobSpace
 
 log = logging.getLogger(__name__)
 PUSHED = "early-push"  # the forge object keeping the last commit pushed early
