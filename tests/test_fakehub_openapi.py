@@ -54,6 +54,13 @@ DOC = {
             ["response: expected at least 1 items, got 0"],
         ),
         (
+            {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+            ["a", "b"],
+            ["response: expected at most 1 items, got 2"],
+        ),
+        ({"type": "string", "maxLength": 3}, "abc", []),
+        ({"type": "string", "maxLength": 3}, "abcd", ["response: 4 characters, at most 3 allowed"]),
+        (
             {"type": "array", "items": {"type": "string"}},
             ["a", 1],
             ["response[1]: expected string, got integer"],
@@ -159,7 +166,7 @@ def test_bundled_description_matches_paths_to_operations() -> None:
         "repos/get-branch",
         "teaparty/job-1-fix",
     )
-    assert len(spec.operations) == 39
+    assert len(spec.operations) == 42
 
 
 def test_trim_keeps_referenced_components_and_drops_documentation() -> None:

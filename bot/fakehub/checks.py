@@ -49,7 +49,7 @@ async def list_suites(state: HubState, call: Call) -> Reply:
 @CHECK_ROUTES.on("checks/list-for-ref", needs=("checks",))
 async def list_runs(state: HubState, call: Call) -> Reply:
     """GET /repos/{owner}/{repo}/commits/{ref}/check-runs: the latest run of each name unless
-    `filter=all`; `status` and `check_name` narrow it."""
+    `filter=all`; `status`, `check_name` and `app_id` narrow it."""
     repo = repo_for(state, call)
     every = call.query.get("filter") == "all"
     with state.lock:
@@ -62,6 +62,10 @@ async def list_runs(state: HubState, call: Call) -> Reply:
         ]
         runs = [r for r in runs if call.query.get("status", r.status) == r.status]
         runs = [r for r in runs if call.query.get("check_name", r.check.name) == r.check.name]
+        if (app := call.query.get("app_id")) is not None:
+            runs = [
+                r for r in runs if str(app_of(state.ci.suites[r.suite_id], call.urls)["id"]) == app
+            ]
         items = [run_json(state, repo, r, call.urls) for r in runs]
     page, headers = paginate(items, call, f"repos/{repo.full_name}/commits/{call.params['ref']}")
     return Reply(200, {"total_count": len(items), "check_runs": page}, headers)
@@ -207,6 +211,7 @@ def completed(state: HubState, repo: HubRepo, suite: CheckSuite, urls: Urls) -> 
 def app_of(suite: CheckSuite, urls: Urls) -> Json:
     """The `integration` that made the suite (GitHub Actions, or another CI app)."""
     app_id = ACTIONS_APP_ID if suite.actions else 90000 + sum(map(ord, suite.app))
+    app_id = suite.app_id or app_id
     owner = {
         "login": "github" if suite.actions else suite.app,
         "id": 9919 if suite.actions else app_id,
@@ -328,16 +333,16 @@ def run_json(state: HubState, repo: HubRepo, run: CheckRun, urls: Urls) -> Json:
         "id": run.run_id,
         "head_sha": suite.head_sha,
         "node_id": node_id("CheckRun", run.run_id),
-        "external_id": "",
+        "external_id": run.external_id,
         "url": api,
         "html_url": html,
-        "details_url": html,
+        "details_url": run.details_url or html,
         "status": run.status,
         "conclusion": run.conclusion,
         "started_at": timestamp(run.started_at),
         "completed_at": timestamp(run.completed_at),
         "output": {
-            "title": check.conclusion if run.completed_at else None,
+            "title": run.title or (check.conclusion if run.completed_at else None),
             "summary": check.summary,
             "text": check.text,
             "annotations_count": len(check.annotations),

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.fakehub.checks import completed
+from bot.fakehub.checks import completed, run_json
 from bot.fakehub.ci_state import ACTIONS_APP, Check, CheckRun, CheckSuite
 from bot.fakehub.pulls import refresh
 from bot.fakehub.roles import HubRole
+from bot.fakehub.shapes import Json
 from bot.fakehub.state import HubRepo
 
 
@@ -113,6 +114,20 @@ class CiPeople(HubRole):
         """The re-runs the App asked for: (operationId, check run id), oldest first."""
         with self.state.lock:
             return list(self.state.ci.reruns)
+
+    def app_check_runs(self, owner: str, name: str, *, check: str) -> list[Json]:
+        """The App's own check runs called `check` in a repository, oldest first, each as
+        `checks/get` answers it (bot/fakehub/app_checks.py)."""
+        with self.state.lock:
+            repo = self.state.repo(owner, name)
+            runs = [
+                run
+                for suite in self.state.ci.suites.values()
+                if suite.repo == repo.full_name.lower() and suite.app_id == self.state.app_id
+                for run in (self.state.ci.runs[i] for i in suite.run_ids)
+                if run.check.name == check
+            ]
+            return [run_json(self.state, repo, r, self.urls) for r in runs]
 
     def log_reads(self) -> list[tuple[int, bool]]:
         """Each download of a job's log: (job id, whether it carried a token)."""

@@ -65,11 +65,18 @@ class CheckRun:
     completed_at: float | None
     attempt: int = 1
     log_key: str = field(default_factory=lambda: secrets.token_urlsafe(12), repr=False)
+    # What an App that made the run set (bot/fakehub/app_checks.py); CI's runs keep these.
+    queued: bool = False
+    title: str | None = None
+    external_id: str = ""
+    details_url: str | None = None
 
     @property
     def status(self) -> str:
-        """`completed` once concluded, `in_progress` before."""
-        return "completed" if self.completed_at is not None else "in_progress"
+        """`completed` once concluded, `queued` or `in_progress` before."""
+        if self.completed_at is not None:
+            return "completed"
+        return "queued" if self.queued else "in_progress"
 
     @property
     def conclusion(self) -> str | None:
@@ -97,6 +104,7 @@ class CheckSuite:
     waiting: str | None = None  # a conclusion the suite has without runs (action_required)
     open: bool = False  # runs are still to come (queued)
     run_ids: list[int] = field(default_factory=list)
+    app_id: int | None = None  # the stand-in's own App, for the suites of runs it made
 
     @property
     def actions(self) -> bool:

@@ -12,7 +12,7 @@ request's parameters), git (bare remotes), shapes (response objects), routes / p
 App reads to catch up after downtime), graphql (the App's known GraphQL documents), webhooks,
 people and issue_people (helpers that act as people do); review_state, review_actions,
 review_shapes, anchors and diffs hold pull request reviews; ci_state, checks and ci_people hold
-CI (check suites and runs, Actions jobs with logs, re-runs).
+CI (check suites and runs, Actions jobs with logs, re-runs); app_checks the App's own check runs.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bot.fakehub import graphql, webhooks
+from bot.fakehub.app_checks import APP_CHECK_ROUTES
 from bot.fakehub.auth import AuthKind, authenticate, credential
 from bot.fakehub.branches import BRANCH_ROUTES
 from bot.fakehub.catchup import CATCHUP_ROUTES, DeliveryLog
@@ -118,7 +119,7 @@ class FakeGitHub(PullRequestPeople, IssuePeople, CiPeople):
         self._used = {"core": 0, "graphql": 0}  # rate-limit points spent, per resource
         routes = (
             ROUTES | PULL_ROUTES | REVIEW_ROUTES | CATCHUP_ROUTES | BRANCH_ROUTES | WORKFLOW_ROUTES
-        ) | CHECK_ROUTES
+        ) | (CHECK_ROUTES | APP_CHECK_ROUTES)
         self._routes = routes | DeliveryLog(self.deliveries).routes()
         self.asgi = Starlette(
             routes=[

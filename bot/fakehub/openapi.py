@@ -1,8 +1,9 @@
 """Validate JSON values against the JSON-schema subset GitHub's OpenAPI 3.0.3 description uses.
 
 Supported: `$ref` (to `#/components/...`), `type` with `nullable`, `required`, `properties`,
-`items`, `enum`, `oneOf`/`anyOf`/`allOf` (with `discriminator`), `minItems` and
-`additionalProperties` when it is a schema. `format`, `pattern` and the documentation keywords
+`items`, `enum`, `oneOf`/`anyOf`/`allOf` (with `discriminator`), `minItems`, `maxItems`,
+`maxLength` (in characters, as GitHub counts a check run's output) and `additionalProperties`
+when it is a schema. `format`, `pattern` and the documentation keywords
 are ignored. Errors name the JSON path: `response.user.login: expected string, got null`.
 """
 
@@ -154,6 +155,8 @@ class OpenAPI:
             return
         if "enum" in schema and value not in schema["enum"]:
             yield f"{where}: {value!r} is not one of {schema['enum']!r}"
+        if isinstance(value, str) and len(value) > schema.get("maxLength", len(value)):
+            yield f"{where}: {len(value)} characters, at most {schema['maxLength']} allowed"
         yield from self._combinators(schema, value, where)
         if isinstance(value, dict):
             yield from self._object_errors(schema, value, where)
@@ -199,6 +202,8 @@ class OpenAPI:
     def _array_errors(self, schema: Schema, value: list[Any], where: str) -> Iterator[str]:
         if len(value) < schema.get("minItems", 0):
             yield f"{where}: expected at least {schema['minItems']} items, got {len(value)}"
+        if len(value) > schema.get("maxItems", len(value)):
+            yield f"{where}: expected at most {schema['maxItems']} items, got {len(value)}"
         if (items := schema.get("items")) is not None:
             for index, item in enumerate(value):
                 yield from self._errors(items, item, f"{where}[{index}]")

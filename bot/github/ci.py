@@ -14,6 +14,25 @@ from typing import Any
 
 from bot.github.client import Installation, Json
 
+NEEDS = {
+    "checks: read": "the check suites and runs, and their annotations, could not be read",
+    "actions: read": "the failing jobs' logs could not be read",
+    "actions: write": "failing jobs could not be re-run, so a flaky one cannot be told apart",
+    "checks: write": "failing check runs could not be rerequested, so a flaky one cannot be"
+    " told apart",
+}
+
+
+def refused(permission: str, *, need: str | None = None) -> str:
+    """What the tracking comment says while an installation has not accepted `permission`
+    (`need`: what goes without it, when not what CI needs it for)."""
+    return (
+        f"⚠️ {need or NEEDS[permission]}: GitHub answered 403 because this installation has "
+        f"not accepted the App's `{permission}` permission yet (an owner accepts it in the "
+        "installation's settings)."
+    )
+
+
 PER_PAGE = 100
 MAX_PAGES = 5  # of suites or runs of one commit: 500 is more than any CI makes
 ANNOTATIONS = 50  # of one check run: the brief keeps fewer

@@ -4,11 +4,12 @@ It only talks to GitHub: the engine pushes the branch (to `push_target`) and rec
 the forge returns (the pull request it opened, where it put a gate's question). Each object
 the bot makes on GitHub is recorded in the store (`forge_objects`, through `ForgeObjects`)
 under a stable key once made, and looked up by its hidden marker (or its branch, for the
-pull request) before it is made, so a crash between creating and recording never makes a
-second one. A lookup accepts only what the App wrote: authored by its `Identity` (or an id
-it recorded); anyone can write a marker, so a planted one is never adopted. What agents
-wrote is posted through `Outbound`. A rate limit GitHub asks the App to wait out is a
-`ForgeWaitError`: the job waits, in the store, and nothing fails.
+pull request; its commit and `external_id`, for the job's `TeaParty` check run on the pull
+request's head: bot/github/job_check.py) before it is made, so a crash between creating and
+recording never makes a second one. A lookup accepts only what the App wrote: authored by
+its `Identity` (or an id it recorded); anyone can write a marker, so a planted one is never
+adopted. What agents wrote is posted through `Outbound`. A rate limit GitHub asks the App to
+wait out is a `ForgeWaitError`: the job waits, in the store, and nothing fails.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import replace
 
 from bot.errors import BotError, GitHubError, RateLimitedError
 from bot.github.client import Clock, GitHubApp, Identity, Installation, Json
+from bot.github.job_check import JobNotes, sync_check
 from bot.github.outbound import Outbound
 from bot.github.reviews import PullReviews
 from bot.github.round_delivery import deliver_round
@@ -86,6 +88,7 @@ class GitHubForge:
         progress_interval_s: float = 60.0,
         clock: Clock = time.time,
         pages_url: str | None = None,
+        notes: JobNotes | None = None,
     ) -> None:
         self.app = app
         self.pages_url = pages_url  # where `teaparty serve` shows job pages, if it does
@@ -96,6 +99,7 @@ class GitHubForge:
         self.progress_interval_s = progress_interval_s
         self.clock = clock
         self.identity = identity
+        self.notes = notes  # where a note for the tracking comment is kept once (CI's notes)
         self.agent = Outbound(subject.owner, subject.repo, subject.number, self.server_url)
 
     def remote(self) -> str:
@@ -113,6 +117,8 @@ class GitHubForge:
     async def _show(self, status: JobStatus) -> None:
         if status.link is None and (pull := await self._known(status.job_id, "pull")):
             status = replace(status, link=pull[0])
+        if (note := await sync_check(self, status)) is not None:
+            status = replace(status, ci=(note, *status.ci))
         body = tracking_body(
             status,
             branch_url=self._branch_url(status.branch),
@@ -247,6 +253,7 @@ class GitHubForge:
         body = pull_body(status, agent=self.agent)
         pull = await self._open_pull(gh, job.space.branch, title=title, body=body, draft=draft)
         await self._record(status.job_id, "pull", str(pull["html_url"]), _digest(body))
+        await sync_check(self, status, head=str(pull["head"]["sha"]))
         return Delivered(str(pull["html_url"]), int(pull["number"]))
 
     async def deliver_round(
@@ -255,7 +262,10 @@ class GitHubForge:
         """Have a review round pushed once, answer its threads, summarise it
         (round_delivery.py)."""
         with _forge_errors():
-            return await deliver_round(self, status, review, ledger)
+            head = await deliver_round(self, status, review, ledger)
+            if head is not None:  # the round's check run moves to the commit it pushed
+                await sync_check(self, status, head=head)
+            return head
 
     async def _open_pull(
         self, gh: Installation, branch: str, *, title: str, body: str, draft: bool = False

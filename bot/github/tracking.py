@@ -60,7 +60,7 @@ def tracking_body(
     if page_url:
         lines += [f"**What the agents did:** [the job's page, live]({page_url})", ""]
     if status.tasks:
-        lines += ["**Plan**", *(_task_line(task, agent) for task in status.tasks), ""]
+        lines += ["**Plan**", *(task_line(task, agent) for task in status.tasks), ""]
     branch = f"[`{status.branch}`]({branch_url})" if branch_url else f"`{status.branch}`"
     if status.branch:
         lines.append(f"**Branch:** {branch}")
@@ -194,7 +194,8 @@ _REVIEW = {  # a task's review level (teams/board.py), as its mini-team has it
 }
 
 
-def _task_line(task: Task, agent: Outbound) -> str:
+def task_line(task: Task, agent: Outbound) -> str:
+    """One task as a checklist line: number, title, state and review level."""
     box = "x" if task.state == "done" else " "
     blocked = task.state == "blocked" and task.blocked_reason
     note = f": {agent.inline(task.blocked_reason or '')}" if blocked else ""
@@ -435,7 +436,7 @@ def no_sandbox_body(reason: str, *, label: str) -> str:
 
 def pull_body(status: JobStatus, *, agent: Outbound) -> str:
     """The pull request's description: summary, tasks, cost, and the one issue it closes."""
-    tasks = [_task_line(task, agent) for task in status.tasks] or ["- (no tasks)"]
+    tasks = [task_line(task, agent) for task in status.tasks] or ["- (no tasks)"]
     return "\n".join(
         [
             marker(f"pull:{status.job_id}"),

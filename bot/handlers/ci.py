@@ -20,7 +20,7 @@ import logging
 from dataclasses import replace
 
 from bot.errors import GitHubError
-from bot.github.ci import CiReader
+from bot.github.ci import CiReader, refused
 from bot.github.client import Json
 from bot.github.sanitizer import sanitize
 from bot.github.subject import Subject
@@ -46,23 +46,7 @@ log = logging.getLogger(__name__)
 ACTIONS = "github-actions"
 PASSED = frozenset({"success", "neutral", "skipped"})
 LOG_READ_CHARS = 40_000  # of a log's end, read before it is trimmed further
-NEEDS = {
-    "checks: read": "the check suites and runs, and their annotations, could not be read",
-    "actions: read": "the failing jobs' logs could not be read",
-    "actions: write": "failing jobs could not be re-run, so a flaky one cannot be told apart",
-    "checks: write": "failing check runs could not be rerequested, so a flaky one cannot be"
-    " told apart",
-}
 _UNREAD = CiSuites(1, (), (), ())  # before the suites are read: only the setting and head count
-
-
-def refused(permission: str) -> str:
-    """What the tracking comment says while an installation has not accepted `permission`."""
-    return (
-        f"⚠️ {NEEDS[permission]}: GitHub answered 403 because this installation has not "
-        f"accepted the App's `{permission}` permission yet (an owner accepts it in the "
-        "installation's settings)."
-    )
 
 
 async def on_checks_completed(command: ChecksCompleted, ctx: AppContext) -> Outcome:

@@ -63,6 +63,7 @@ class GitHubService:
             clock=self.clock,
             identity=await self.github.identity(),
             pages_url=self.settings.public_url,
+            notes=self.ports.ci,
         )
 
     async def handle(self, delivery: Delivery) -> Outcome:

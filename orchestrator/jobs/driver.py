@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from orchestrator.bus import gates as gate_rows
 from orchestrator.bus import jobs as job_rows
 from orchestrator.bus import transactions as txn
 from orchestrator.bus.failures import Failure
@@ -62,7 +63,7 @@ class JobDriver:
 
     async def status(self, job_id: int, *, link: str | None = None) -> JobStatus:
         """The job's status from the store."""
-        row, tasks, gates, result = await self.office.engine.store.read(
+        row, tasks, gates, result, asked = await self.office.engine.store.read(
             lambda tx: _job_facts(tx, job_id)
         )
         title, state, branch, project = row
@@ -108,6 +109,7 @@ class JobDriver:
             refused=await self.office.egress.of_job(job_id),
             learned=await self.office.learned.of(job_id),
             ci=await self.office.ci.notes(job_id),
+            gates=asked,
         )
 
     async def _checks(self, job_id: int, project: str) -> tuple[tuple[JobCheck, ...], str | None]:
@@ -391,7 +393,7 @@ def _clock_time(at: float) -> str:
 
 def _job_facts(
     tx: Tx, job_id: int
-) -> tuple[tuple[str, str, str, str], tuple[Task, ...], list[int], str | None]:
+) -> tuple[tuple[str, str, str, str], tuple[Task, ...], list[int], str | None, tuple[Gate, ...]]:
     job = job_rows.get(tx, job_id)
     if job is None:
         raise OrchestratorError(f"no job {job_id}")
@@ -403,7 +405,8 @@ def _job_facts(
     kept = job_rows.result_of(tx, job_id) if job.state != "active" else None
     result = root.result if kept is None else kept
     facts = (job.title, job.state, spaces.branch_of(tx, job_id) or "", job.project)
-    return facts, tuple(list_tasks(tx, job_id)), waiting, result
+    asked = tuple(gate_rows.of_job(tx, job_id))
+    return facts, tuple(list_tasks(tx, job_id)), waiting, result, asked
 
 
 def job_phase(

@@ -57,6 +57,7 @@ class JobStatus:
     refused: tuple[Refused, ...] = ()  # what the sandbox refused its agents (jobs/refusals.py)
     learned: tuple[Learning, ...] = ()  # what it learned, proposed in its branch (jobs/learned.py)
     ci: tuple[str, ...] = ()  # what CI on its change request did, newest first (ci_rounds.py)
+    gates: tuple[Gate, ...] = ()  # every question it asked, oldest first, answered or open
 
 
 @dataclass(frozen=True)
