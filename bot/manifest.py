@@ -39,7 +39,8 @@ DEFAULT_PERMISSIONS: Final[Mapping[str, str]] = MappingProxyType(
         "contents": "write",  # push job branches; read .teaparty/project.yaml
         "metadata": "read",  # mandatory for every App; collaborator permission checks
         # CI on a job's pull request (bot/handlers/ci.py): read suites, runs and annotations,
-        # and rerequest another app's failed check run once to tell a flaky one apart.
+        # and rerequest another app's failed check run once to tell a flaky one apart; the
+        # job's own `TeaParty` check run with its summary (bot/github/job_check.py).
         "checks": "write",
         # Actions on it: read a failed job's log (GET .../actions/jobs/{id}/logs), and re-run
         # a failed job once (POST .../actions/jobs/{id}/rerun needs write; write covers read).

@@ -43,6 +43,7 @@ async def test_a_label_and_the_deciders_answer_are_two_runs_that_end_in_one_pull
         assert len(bodies(hub, number, "gate:")) == 1, first.output  # the plan, asked
         assert "Job 1" in first.summary
         assert "waiting" in first.summary
+        assert "Transcripts are not shown here" in first.summary  # by default: public runs
         used = re.search(r"GitHub API: (\d+) request\(s\) this run; ([\d,]+) of 5,000 left until"
                          r" \d\d:\d\d UTC", first.summary)  # fmt: skip
         assert used is not None, first.summary

@@ -168,6 +168,14 @@ def test_suites_that_never_run_a_check_and_the_apps_own_do_not_hold_the_decision
         {"id": 1, "name": "tests", "conclusion": "failure", "app": actions, "output": output},
         {"id": 2, "name": "lint", "conclusion": "success", "app": actions},
         {"id": 3, "name": "summary", "conclusion": "failure", "app": ours},
+        # the job's own check run, made with GITHUB_TOKEN in runner mode: Actions' by app
+        {
+            "id": 4,
+            "name": "TeaParty",
+            "conclusion": "failure",
+            "app": actions,
+            "external_id": "teaparty:job:1:round:0:0",
+        },
     ]
     read = suites_of(suites, runs, own_app=4242)
     assert read.running == 0

@@ -51,6 +51,20 @@ def test_sandbox_ask_and_an_unquoted_off(org: Organisation) -> None:
     assert [group.name for group in project.workgroups] == ["coding"]
 
 
+def test_runner_summary_transcripts_are_off_unless_the_project_turns_them_on(
+    org: Organisation,
+) -> None:
+    text = "humans: {decider: alice}\n"
+    project = load_project(text, org=org, source=SOURCE, default_name="w")
+    assert project.runner.summary_transcripts is False
+    on = load_project(
+        text + "runner: {summary_transcripts: true}\n", org=org, source=SOURCE, default_name="w"
+    )
+    assert on.runner.summary_transcripts is True
+    issue = project_issue(text + "runner: {transcripts: yes}\n", org, "runner.transcripts")
+    assert_at(issue, SOURCE, 2, "allowed keys: summary_transcripts")
+
+
 def test_project_with_a_ref_and_an_inline_workgroup(org: Organisation) -> None:
     text = """\
         name: widgets

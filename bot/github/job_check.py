@@ -37,6 +37,7 @@ from orchestrator.api import ForgeObjects, JobStatus
 log = logging.getLogger(__name__)
 CHECK_NAME = "TeaParty"
 KEY, HEAD_KEY = "check", "check-head"
+JOB_CHECK_ID = "teaparty:job:"  # how the job's check runs' `external_id` begins
 REFUSED = "refused"  # the run's id, recorded while the installation refuses `checks: write`
 Status = Literal["queued", "in_progress", "completed"]
 
@@ -207,7 +208,7 @@ async def _sync(forge: CheckForge, status: JobStatus, sha: str, made: Made | Non
         if made is not None and made.run_id != REFUSED and made.status != "completed":
             await runs.update(int(made.run_id), _left(made, sha))
         gen = made.gen + 1 if made is not None and same else 0
-        external_id = f"teaparty:job:{status.job_id}:round:{number}:{gen}"
+        external_id = f"{JOB_CHECK_ID}{status.job_id}:round:{number}:{gen}"
         run_id = await _create(runs, body | {"name": CHECK_NAME, "head_sha": sha}, external_id)
     except GitHubError as exc:
         if exc.status != 403:

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from bot.errors import GitHubError
 from bot.github.ci import CiReader, refused
+from bot.github.job_check import JOB_CHECK_ID
 from bot.github.client import Json
 from bot.github.sanitizer import sanitize
 from bot.github.subject import Subject
@@ -174,11 +175,13 @@ def _app(item: Json) -> Json:
 
 def suites_of(suites: list[Json], runs: list[Json], *, own_app: int | None) -> CiSuites:
     """The engine's view of a commit's suites and latest runs (another app's text made
-    plain); the App's own are left out unless it acts as Actions (runner mode)."""
+    plain); the App's own are left out unless it acts as Actions (runner mode), and the
+    job's own `TeaParty` check run always (made with GITHUB_TOKEN, it is Actions')."""
 
     def ours(item: Json) -> bool:
         app = _app(item)
-        return bool(app.get("id") == own_app and app.get("slug") != ACTIONS)
+        own = str(item.get("external_id") or "").startswith(JOB_CHECK_ID)
+        return own or bool(app.get("id") == own_app and app.get("slug") != ACTIONS)
 
     kept = [s for s in suites if not ours(s)]
     running = sum(

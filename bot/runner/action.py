@@ -27,7 +27,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
@@ -37,6 +37,7 @@ from bot.github.client import Clock, GitHubApp, Identity, Json, github_time
 from bot.github.forge import git_credentials
 from bot.github.outbound import Outbound
 from bot.runner.env import CONTINUATION, MARGIN_S, ActionEnv
+from bot.runner.summary import Transcripts, jobs_summary, read_transcripts
 from bot.server.backfill import Backfill
 from bot.server.runtime import Runtime
 from bot.server.webhooks import subject_of
@@ -51,6 +52,7 @@ from orchestrator.api import (
     KnownSecrets,
     Model,
     Sandbox,
+    redactor,
 )
 
 log = logging.getLogger(__name__)
@@ -102,6 +104,7 @@ class ActionRun:
     continued: str | None = None  # the continuation dispatched (workflow@ref), if any
     api: str = ""  # the GitHub API requests the run made, and what its token has left
     work_left: bool = False  # parked for time with work a run could do now
+    transcripts: Transcripts = field(default_factory=dict)  # of the jobs whose project shows them
 
 
 async def run_action(
@@ -187,7 +190,16 @@ async def run_action(
         if left:
             default = str((payload.get("repository") or {}).get("default_branch") or "")
             continued = await _continue(runtime, env, installation, default=default)
-        return ActionRun(outcome, jobs, timed_out, continued, _api_use(runtime.github), left)
+        shown = await _transcripts_shown(runtime, jobs)
+        return ActionRun(
+            outcome,
+            jobs,
+            timed_out,
+            continued,
+            _api_use(runtime.github),
+            left,
+            await read_transcripts(env.home, shown) if shown else {},
+        )
     finally:
         await runtime.close()
 
@@ -262,10 +274,10 @@ async def _reconcile(
 
 def _said_at(payload: Json, *, default: float) -> float:
     """When the event's comment or review was written, as GitHub says."""
-    for path, field in (("comment", "created_at"), ("review", "submitted_at")):
+    for path, stamp in (("comment", "created_at"), ("review", "submitted_at")):
         obj = payload.get(path)
-        if isinstance(obj, dict) and obj.get(field):
-            return github_time(obj[field]) or default
+        if isinstance(obj, dict) and obj.get(stamp):
+            return github_time(obj[stamp]) or default
     return default
 
 
@@ -392,23 +404,25 @@ def _api_use(github: GitHubApp) -> str:
     return said
 
 
+async def _transcripts_shown(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> list[int]:
+    """The jobs whose project folds their transcripts into the run's summary."""
+    shown = []
+    for status in jobs:
+        record = await runtime.office.records.job(status.job_id)
+        project = runtime.office.projects.get(record.project) if record else None
+        if project is not None and project.runner.summary_transcripts:
+            shown.append(status.job_id)
+    return shown
+
+
 def summary(run: ActionRun, env: ActionEnv) -> str:
-    """The run's summary for GITHUB_STEP_SUMMARY: each job's state, tasks, gates and cost,
-    sanitised like everything the App posts."""
+    """The run's summary for GITHUB_STEP_SUMMARY: each job's summary (bot/runner/summary.py),
+    with its transcripts where its project shows them, made safe like all the App posts."""
     agent = Outbound(env.owner, env.repo, 0, env.server_url)
     lines = ["## TeaParty", "", f"Event `{env.event_name}`: {agent.inline(run.outcome)}", ""]
     if run.parked_for_time:
         lines += [_time_note(run), ""]
-    for status in run.jobs:
-        done = sum(t.state == "done" for t in status.tasks)
-        u = status.usage
-        tokens = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
-        lines += [
-            f"- **Job {status.job_id}** ({agent.inline(status.title)}): {status.state}; "
-            f"{agent.inline(status.step)}; tasks {done}/{len(status.tasks)} done; "
-            f"{tokens:,} tokens, ${status.cost_usd:.4f}"
-            + (f"; pull request {status.link}" if status.link else "")
-        ]
+    lines += jobs_summary(run.jobs, run.transcripts, agent=agent, redact=redactor(env.environ))
     if not run.jobs:
         lines.append("No job has work.")
     if run.api:

@@ -64,6 +64,7 @@ def load_project(
         instructions=raw.instructions,
         job_page=raw.job_page,
         pull_request=raw.pull_request,
+        runner=raw.runner,
     )
 
 

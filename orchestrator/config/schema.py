@@ -317,6 +317,14 @@ class JobPageSettings(_Model):
     readers: bool = False
 
 
+class RunnerSettings(_Model):
+    """What a GitHub Actions run (`teaparty action`) writes to its step summary. A public
+    repository's run summaries are public, so the summary holds only the job's summary unless
+    `summary_transcripts` folds each conversation's transcript in too (bot/runner/summary.py)."""
+
+    summary_transcripts: bool = False
+
+
 class ProxySettings(_Model):
     """How the human proxy earns its autonomy in a project (orchestrator/proxy/autonomy.py).
 
@@ -358,6 +366,7 @@ class Project(_Model):
     instructions: InstructionSettings = InstructionSettings()
     job_page: JobPageSettings = JobPageSettings()
     pull_request: PullRequestSettings = PullRequestSettings()
+    runner: RunnerSettings = RunnerSettings()
 
 
 class AgentFile(_Model):
@@ -456,3 +465,4 @@ class ProjectFile(_Model):
     )
     job_page: JobPageSettings = JobPageSettings()
     pull_request: PullRequestSettings = PullRequestSettings()
+    runner: RunnerSettings = RunnerSettings()
