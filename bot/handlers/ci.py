@@ -21,8 +21,8 @@ from dataclasses import replace
 
 from bot.errors import GitHubError
 from bot.github.ci import CiReader, refused
-from bot.github.job_check import JOB_CHECK_ID
 from bot.github.client import Json
+from bot.github.job_check import JOB_CHECK_ID
 from bot.github.sanitizer import sanitize
 from bot.github.subject import Subject
 from bot.handlers.actions import Ignore, Outcome, Report
