@@ -10,8 +10,11 @@ from pathlib import Path
 
 from jobs_cli_support import CLI
 from local_repo import ENV, make_repo
+from test_budget_gate import billed, open_office, project, start
 
 from bot.github.outbound import Outbound
+from bot.runner.action import ActionRun, summary
+from bot.runner.env import ActionEnv
 from bot.runner.summary import (
     BUDGET,
     STEP_SUMMARY_LIMIT,
@@ -95,3 +98,34 @@ async def test_transcripts_are_read_from_a_real_runs_store(tmp_path: Path) -> No
     assert conversations[0].level.depth == 0
     assert all(len(c.messages) == c.level.messages for c in conversations)
     assert sum(len(c.messages) for c in conversations) > 3
+
+
+def test_the_runs_summary_says_the_event_then_each_job(tmp_path: Path) -> None:
+    environ = {
+        "GITHUB_EVENT_NAME": "issues",
+        "GITHUB_EVENT_PATH": str(tmp_path / "event.json"),
+        "GITHUB_REPOSITORY": "octo/widgets",
+        "GITHUB_RUN_ID": "9",
+        "GITHUB_TOKEN": "ghs_" + "t" * 36,
+    }
+    env = ActionEnv.from_env(environ, home=tmp_path)
+    status, conversations = big_job()
+    said = replace(
+        conversations[0].messages[0], content={"text": f"the token {environ['GITHUB_TOKEN']}"}
+    )
+    shown = (replace(conversations[0], messages=(said,)),)
+    text = summary(ActionRun("a job started", (status,), transcripts={1: shown}), env)
+    assert text.startswith("## TeaParty\n\nEvent `issues`: a job started\n\n### Job 1: Fifty tasks")
+    assert environ["GITHUB_TOKEN"] not in text
+    assert "the token [GITHUB_TOKEN]" in text
+
+
+async def test_the_project_says_whether_its_runs_show_transcripts(tmp_path: Path) -> None:
+    for extra, shown in (("", False), ("runner: {summary_transcripts: true}\n", True)):
+        text = project("max_usd: null") + extra
+        office = await open_office(tmp_path / f"home-{shown}", text, billed())
+        try:
+            job_id = await start(office, make_repo(tmp_path / f"widgets-{shown}"), text)
+            assert (await office.runner_settings(job_id)).summary_transcripts is shown
+        finally:
+            await office.close()

@@ -406,13 +406,11 @@ def _api_use(github: GitHubApp) -> str:
 
 async def _transcripts_shown(runtime: Runtime, jobs: tuple[JobStatus, ...]) -> list[int]:
     """The jobs whose project folds their transcripts into the run's summary."""
-    shown = []
-    for status in jobs:
-        record = await runtime.office.records.job(status.job_id)
-        project = runtime.office.projects.get(record.project) if record else None
-        if project is not None and project.runner.summary_transcripts:
-            shown.append(status.job_id)
-    return shown
+    return [
+        status.job_id
+        for status in jobs
+        if (await runtime.office.runner_settings(status.job_id)).summary_transcripts
+    ]
 
 
 def summary(run: ActionRun, env: ActionEnv) -> str:

@@ -24,7 +24,7 @@ from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.bus.routing import project_teams
 from orchestrator.bus.waits import Wait, forge_key
 from orchestrator.config import Project, load_project
-from orchestrator.config.schema import Rounds
+from orchestrator.config.schema import Rounds, RunnerSettings
 from orchestrator.core.clock import Deadline
 from orchestrator.core.errors import ConfigError, OrchestratorError
 from orchestrator.core.gate_kinds import GateKinds
@@ -352,6 +352,17 @@ class Office:
         except ConfigError as exc:  # its project no longer loads: the defaults stand
             log.warning("job %d: review rounds use the defaults: %s", job_id, exc)
         return self.rounds.settings(await self._project(job_id))
+
+    async def runner_settings(self, job_id: int) -> RunnerSettings:
+        """What a runner's step summary may show of the job (its project's `runner:`), its
+        project served again first, as for `round_settings`; the defaults when it no longer
+        loads."""
+        try:
+            await self._serve_again(job_id)
+        except ConfigError as exc:
+            log.warning("job %d: the run's summary uses the defaults: %s", job_id, exc)
+        project = self.projects.get(await self._project(job_id))
+        return RunnerSettings() if project is None else project.runner
 
     async def restore_project(
         self, job_id: int, text: str, *, learnings: str | None = None
