@@ -111,6 +111,10 @@ async def test_a_labelled_issue_becomes_one_pull_request(world: World) -> None:
     assert "[x] #1" in final
     assert "Pull request:" in final
     assert "Cost so far" in final
+    # this installation has not accepted `checks: write`: no check run, and said why, once
+    await until(lambda: "`TeaParty` check run" in tracking(hub, number)[0], what="no check said")
+    assert tracking(hub, number)[0].count("`checks: write` permission") == 1
+    assert hub.app_check_runs(OWNER, REPO, check="TeaParty") == []
     remote = hub.root / OWNER / f"{REPO}.git"
     files = git(remote, "ls-tree", "-r", "--name-only", pull.pull.head_ref)
     assert "docs/requests/add-a-changelog.md" in files

@@ -217,6 +217,36 @@ async def test_the_check_run_moves_with_the_job_and_with_each_round(
         assert w.hub.violations == []
 
 
+class Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_progress_alone_waits_for_the_interval_and_a_new_phase_does_not(
+    tmp_path: Path, pem: str
+) -> None:
+    async for w in _world(tmp_path, pem, CHECKS):
+        clock = Clock()
+        forge = office_forge(
+            w.github, w.office, w.forge.subject, identity=w.forge.identity, clock=clock
+        )
+        commit(w.hub, w.work, "one\n")
+        await forge.deliver(await w.status(state="delivering"), w.handle())
+        for step in range(5):  # the job works on: its step and cost move, its phase does not
+            clock.now += 1
+            await forge.show(await w.status(state="working", step=f"step {step}"))
+        assert w.sent() == [("POST", "in_progress")]
+        clock.now += 60
+        await forge.show(await w.status(state="working", step="step 6"))
+        await forge.show(await w.status(state="done"))
+        assert w.sent() == [("POST", "in_progress"), ("PATCH", "in_progress"), ("PATCH", "neutral")]
+
+
 async def test_a_5xx_on_create_does_not_make_two_check_runs(tmp_path: Path, pem: str) -> None:
     async for w in _world(tmp_path, pem, CHECKS):
         head = commit(w.hub, w.work, "one\n")

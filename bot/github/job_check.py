@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from bot.errors import GitHubError, RateLimitedError
@@ -84,6 +84,11 @@ class CheckForge(Protocol):
         ...
 
     @property
+    def progress_interval_s(self) -> float:
+        """How often progress alone (no change of phase) may update the run."""
+        ...
+
+    @property
     def notes(self) -> JobNotes | None:
         """Where a note for the tracking comment is kept (None: nowhere)."""
         ...
@@ -95,28 +100,34 @@ class CheckForge(Protocol):
 
 @dataclass(frozen=True)
 class Made:
-    """The check run recorded for the job: its commit, round, generation and state."""
+    """The check run recorded for the job: its commit, round, generation, phase (status and
+    conclusion), what it last said, and when."""
 
     run_id: str
     sha: str
     round: int
     gen: int
-    status: str
+    phase: str
     content: str
+    at: float = 0.0
+
+    @property
+    def done(self) -> bool:
+        """Whether it was completed (it is not put back in progress)."""
+        return self.phase.startswith("completed")
 
     def digest(self) -> str:
         """As kept in the store."""
-        fields = [self.sha, self.round, self.gen, self.status, self.content]
-        return json.dumps(fields)
+        return json.dumps([self.sha, self.round, self.gen, self.phase, self.content])
 
     @classmethod
-    def of(cls, run_id: str, digest: str) -> Made | None:
+    def of(cls, run_id: str, digest: str, at: float) -> Made | None:
         """What the store kept (None: not a check run's record)."""
         try:
-            sha, number, gen, status, content = json.loads(digest)
+            sha, number, gen, phase, content = json.loads(digest)
         except ValueError:
             return None
-        return cls(run_id, str(sha), int(number), int(gen), str(status), str(content))
+        return cls(run_id, str(sha), int(number), int(gen), str(phase), str(content), at)
 
 
 def check_state(status: JobStatus) -> tuple[Status, str | None]:
@@ -172,7 +183,7 @@ async def sync_check(
             return None  # no pull request yet: no commit to put a check on
         head = kept.external_id
     found = await objects.forge_object(job_id, KEY)
-    made = None if found is None else Made.of(found.external_id, found.digest)
+    made = None if found is None else Made.of(found.external_id, found.digest, found.updated_at)
     try:
         return await _sync(forge, status, head, made)
     except RateLimitedError:
@@ -186,38 +197,52 @@ async def _sync(forge: CheckForge, status: JobStatus, sha: str, made: Made | Non
     state, conclusion = check_state(status)
     page = f"{forge.pages_url}/jobs/{status.job_id}" if forge.pages_url else None
     output = check_output(status, agent=forge.agent, page_url=page)
-    content = _digest(json.dumps([state, conclusion, output]))
-    number = len(status.rounds)
-    same = made is not None and (made.sha, made.round) == (sha, number)
-    if made is not None and same and made.run_id == REFUSED:
-        return None  # asked on this head and round already; a later one asks again
-    if made is not None and same and made.content == content:
-        return None
-    reopens = made is not None and made.status == "completed" and state != "completed"
-    runs = await _runs(forge)
+    phase = f"{state}/{conclusion or ''}"
+    now = Made("", sha, len(status.rounds), 0, phase, _digest(json.dumps([phase, output])))
+    same = made is not None and (made.sha, made.round) == (now.sha, now.round)
+    if made is not None and same:
+        if made.run_id == REFUSED or made.content == now.content:
+            return None  # a refused head and round is asked again on the next one
+        recent = forge.clock() - made.at < forge.progress_interval_s
+        if made.phase == now.phase and recent:
+            return None  # progress alone: shown with the next change, as the comment does
     body: Json = {"status": state, "output": output}
     if conclusion is not None:
         body["conclusion"] = conclusion
     if page:
         body["details_url"] = page
     try:
-        if made is not None and same and not reopens:
-            await runs.update(int(made.run_id), body)
-            await _keep(forge, status, Made(made.run_id, sha, number, made.gen, state, content))
-            return None
-        if made is not None and made.run_id != REFUSED and made.status != "completed":
-            await runs.update(int(made.run_id), _left(made, sha))
-        gen = made.gen + 1 if made is not None and same else 0
-        external_id = f"{JOB_CHECK_ID}{status.job_id}:round:{number}:{gen}"
-        run_id = await _create(runs, body | {"name": CHECK_NAME, "head_sha": sha}, external_id)
+        run_id, gen = await _make(forge, status, body, made if same else None, now, made)
     except GitHubError as exc:
         if exc.status != 403:
             raise
         log.warning("job %d: no check run (%s)", status.job_id, exc)
-        await _keep(forge, status, Made(REFUSED, sha, number, 0, "", ""))
+        await _keep(forge, status, replace(now, run_id=REFUSED, phase="", content=""))
         return await _say_refused(forge, status)
-    await _keep(forge, status, Made(run_id, sha, number, gen, state, content))
+    await _keep(forge, status, replace(now, run_id=run_id, gen=gen))
     return None
+
+
+async def _make(
+    forge: CheckForge,
+    status: JobStatus,
+    body: Json,
+    same: Made | None,
+    now: Made,
+    before: Made | None,
+) -> tuple[str, int]:
+    """Update the run of this head and round, or make a new one (completing the one the job
+    leaves); the run's id and generation."""
+    runs = await _runs(forge)
+    if same is not None and not (same.done and not now.done):
+        await runs.update(int(same.run_id), body)
+        return same.run_id, same.gen
+    if before is not None and before.run_id != REFUSED and not before.done:
+        await runs.update(int(before.run_id), _left(before, now.sha))
+    gen = same.gen + 1 if same is not None else 0
+    external_id = f"{JOB_CHECK_ID}{status.job_id}:round:{now.round}:{gen}"
+    run_id = await _create(runs, body | {"name": CHECK_NAME, "head_sha": now.sha}, external_id)
+    return run_id, gen
 
 
 async def _create(runs: CheckRuns, body: Json, external_id: str) -> str:
