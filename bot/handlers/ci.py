@@ -179,9 +179,7 @@ def suites_of(suites: list[Json], runs: list[Json], *, own_app: int | None) -> C
     job's own `TeaParty` check run always (made with GITHUB_TOKEN, it is Actions')."""
 
     def ours(item: Json) -> bool:
-        app = _app(item)
-        own = str(item.get("external_id") or "").startswith(JOB_CHECK_ID)
-        return own or bool(app.get("id") == own_app and app.get("slug") != ACTIONS)
+        return _ours(item, own_app)
 
     kept = [s for s in suites if not ours(s)]
     running = sum(
@@ -199,6 +197,13 @@ def suites_of(suites: list[Json], runs: list[Json], *, own_app: int | None) -> C
     failed = tuple(_failed(r) for r in mine if r.get("conclusion") in FAILED_CHECKS)
     passed = tuple(sanitize(str(r.get("name"))) for r in mine if r.get("conclusion") in PASSED)
     return CiSuites(running, awaiting, failed, passed)
+
+
+def _ours(item: Json, own_app: int | None) -> bool:
+    """Whether a suite or run is the App's own (not as Actions), or the job's check run."""
+    app = _app(item)
+    own = str(item.get("external_id") or "").startswith(JOB_CHECK_ID)
+    return own or bool(app.get("id") == own_app and app.get("slug") != ACTIONS)
 
 
 def _failed(run: Json) -> FailedCheck:
@@ -298,10 +303,12 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
         await ctx.ports.ci.ran(job_id, sha, note=refused("checks: read"))
         await ctx.driver.sync(job_id)
         return "refused"
+    own_app = (await ctx.github.identity()).app_id  # its own check run is no CI
     started = [
         s
         for s in suites
-        if _app(s).get("slug") == ACTIONS or int(s.get("latest_check_runs_count") or 0) > 0
+        if not _ours(s, own_app)
+        and (_app(s).get("slug") == ACTIONS or int(s.get("latest_check_runs_count") or 0) > 0)
     ]
     if started:
         await ctx.ports.ci.ran(job_id, sha)
