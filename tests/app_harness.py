@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,7 @@ import httpx
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
+from bot.fakehub.state import DEFAULT_APP_PERMISSIONS
 from bot.github.client import GitHubApp, Identity
 from bot.github.forge import GitHubForge
 from bot.github.subject import Subject
@@ -48,7 +49,12 @@ def office_forge(
 
 
 def make_hub(
-    root: Path, *, port: int, pem: str, clock: Callable[[], float] = time.time
+    root: Path,
+    *,
+    port: int,
+    pem: str,
+    clock: Callable[[], float] = time.time,
+    permissions: Mapping[str, str] = DEFAULT_APP_PERMISSIONS,
 ) -> FakeGitHub:
     """The stand-in with octo/widgets, delivering webhooks to a server on `port`."""
     hub = FakeGitHub(
@@ -58,15 +64,19 @@ def make_hub(
         webhook_url=f"http://127.0.0.1:{port}/webhook",
         webhook_secret=SECRET,
         clock=clock,
+        permissions=permissions,
     )
     hub.add_repo(OWNER, REPO)
     return hub
 
 
-def world(tmp_path: Path) -> tuple[FakeGitHub, int, str]:
-    """The stand-in (alice is an admin of octo/widgets), a free port and the App's key."""
+def world(
+    tmp_path: Path, permissions: Mapping[str, str] = DEFAULT_APP_PERMISSIONS
+) -> tuple[FakeGitHub, int, str]:
+    """The stand-in (alice is an admin of octo/widgets), a free port and the App's key; the
+    installation granted `permissions`."""
     pem, port = private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem, permissions=permissions)
     hub.add_user("alice", "admin")
     return hub, port, pem
 

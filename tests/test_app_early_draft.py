@@ -17,7 +17,7 @@ import pytest
 from app_harness import OWNER, REPO, app_settings, bodies, in_process, until, world
 
 from bot.fakehub.hub import FakeGitHub
-from bot.fakehub.state import HubIssue
+from bot.fakehub.state import DEFAULT_APP_PERMISSIONS, HubIssue
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.early_draft import PLAN_COMMIT
@@ -110,7 +110,7 @@ def _operations(hub: FakeGitHub, name: str) -> int:
 
 
 async def _world(tmp_path: Path, project: str | None) -> tuple[FakeGitHub, int, str, Path]:
-    hub, port, pem = world(tmp_path)
+    hub, port, pem = world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"})
     remote = hub.root / OWNER / f"{REPO}.git"
     _git(remote, "config", "core.logAllRefUpdates", "always")  # every push it receives, logged
     if project is not None:
@@ -153,6 +153,11 @@ async def test_the_draft_opens_after_the_plan_and_each_merge_is_one_push(tmp_pat
     assert posts[0][1].get("draft") is True
     assert _operations(hub, "MarkReady") == 1
     assert "Paused" not in tracking
+    # The job's check run moved with the draft: one on each head it was told of, the last
+    # on the head made ready, completed there; the earlier ones completed as superseded.
+    runs = hub.app_check_runs(OWNER, REPO, check="TeaParty")
+    assert [r["head_sha"] for r in runs] == line
+    assert [r["status"] for r in runs] == ["completed"] * len(line)
     assert hub.violations == []
 
 

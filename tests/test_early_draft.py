@@ -37,10 +37,14 @@ class DraftingForge(PushingForge):
 
     drafts: list[int] = field(default_factory=list)
     readied: list[int] = field(default_factory=list)
+    heads: list[str] = field(default_factory=list)  # each head the open draft was told of
 
     async def open_draft(self, status: Any, job: Any) -> Delivered:
         self.drafts.append(status.job_id)
         return Delivered("fake://pull/7", 7)
+
+    async def draft_pushed(self, status: Any, head: str) -> None:
+        self.heads.append(head)
 
     async def mark_ready(self, status: Any, number: int) -> None:
         self.readied.append(number)
@@ -127,6 +131,7 @@ async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_pat
         assert job.updates() == line, "one push per first-parent commit"
         merges = [job.subject(c) for c in line if job.subject(c).startswith("Merge task")]
         assert merges == ["Merge task #1: One", "Merge task #2: Two"]
+        assert forge.heads == [pushed], "the draft was told of the head its re-push left"
     assert forge.readied == [7]
     assert pull is not None
     assert (pull.number, pull.state) == (7, "open")

@@ -238,6 +238,11 @@ class GitHubForge:
         with _forge_errors():
             return await self._deliver(status, job, draft=True)
 
+    async def draft_pushed(self, status: JobStatus, head: str) -> None:
+        """The draft's branch moved to `head`: the job's check run moves with it."""
+        with _forge_errors():
+            await sync_check(self, status, head=head)
+
     async def mark_ready(self, status: JobStatus, number: int) -> None:
         """Mark the job's draft pull request ready for review (nothing if it is ready)."""
         s = self.subject

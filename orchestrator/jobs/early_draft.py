@@ -67,12 +67,16 @@ async def advance(office: Office, forge: Forge, status: JobStatus, space: JobSpa
     job = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
     try:
         await _plan_commit(office, job)
-        if await catch_up(office, forge, job) is None:
+        before = await office.records.forge_object(job_id, PUSHED)
+        head = await catch_up(office, forge, job)
+        if head is None:
             return
         if await office.rounds.pull(job_id) is None:
             made = await forge.open_draft(status, job)
             if made.number is not None:
                 await office.rounds.pull_opened(job_id, made.number, made.link, state="draft")
+        elif before is None or before.external_id != head:
+            await forge.draft_pushed(status, head)
     except ForgeWaitError:
         raise
     except OrchestratorError as exc:  # ForgeError, GitError: the next sync tries again

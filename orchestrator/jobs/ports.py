@@ -201,6 +201,14 @@ class DraftForge(Protocol):
         """
         ...
 
+    async def draft_pushed(self, status: JobStatus, head: str) -> None:
+        """The open draft's branch moved to `head` (what the forge shows on a head, such as
+        GitHub's check run, moves with it).
+
+        Raises ForgeError when that fails.
+        """
+        ...
+
     async def mark_ready(self, status: JobStatus, number: int) -> None:
         """Mark the draft change request `number` ready for review (nothing if it is).
 
