@@ -6,6 +6,9 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
+from bot.errors import SettingsError
 from bot.server.sessions import (
     KEY_FILE,
     ROTATE_S,
@@ -65,3 +68,13 @@ def test_a_state_opens_once_within_ten_minutes_and_goes_nowhere_else(tmp_path: P
     clock[0] += SIGNIN_TTL + 1
     assert sessions.finish(cookie, state) is None
     assert sessions.open(cookie) is None  # a sign-in's cookie is no session
+
+
+@pytest.mark.parametrize("line", ["yesterday abc", "1800000000 not-a-key", "1800000000"])
+def test_a_broken_key_file_names_its_line(tmp_path: Path, line: str) -> None:
+    load_keys(tmp_path, now=NOW)
+    kept = lines(tmp_path)
+    (tmp_path / KEY_FILE).write_text("\n".join([*kept, line]) + "\n")
+    with pytest.raises(SettingsError, match=rf"{KEY_FILE}:2: not a session key line"):
+        load_keys(tmp_path, now=NOW)
+    assert lines(tmp_path) == [*kept, line], "nothing rewritten"

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
+from bot.errors import SettingsError
+
 SESSION_COOKIE = "teaparty_session"
 SIGNIN_COOKIE = "teaparty_signin"
 SESSION_TTL = 8 * 3600  # as long as GitHub's user token it carries
@@ -39,10 +41,8 @@ def load_keys(home: Path, *, now: float) -> MultiFernet:
     path = home / KEY_FILE
     found: list[tuple[float, str]] = []
     if path.exists():
-        for line in path.read_text().splitlines():
-            made, _, key = line.partition(" ")
-            if key:
-                found.append((float(made), key))
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            found.append(_key_line(path, number, line))
     kept = list(found)
     if not kept or now - kept[0][0] >= ROTATE_S:
         kept.insert(0, (now, Fernet.generate_key().decode()))
@@ -54,6 +54,19 @@ def load_keys(home: Path, *, now: float) -> MultiFernet:
     if kept != found:
         _write(path, "".join(f"{made:.0f} {key}\n" for made, key in kept))
     return MultiFernet([Fernet(key.encode()) for _, key in kept])
+
+
+def _key_line(path: Path, number: int, line: str) -> tuple[float, str]:
+    """One `created-at key` line of the key file; SettingsError naming the file and line."""
+    made, _, key = line.partition(" ")
+    try:
+        Fernet(key.encode())
+        return float(made), key
+    except ValueError:
+        raise SettingsError(
+            f"{path}:{number}: not a session key line (`created-at key`, as the server "
+            "writes them): fix the line, or delete the file to sign everyone out"
+        ) from None
 
 
 def _write(path: Path, text: str) -> None:
