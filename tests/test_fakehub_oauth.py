@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from fakehub_support import APP_ID, NAME, OWNER
 
 from bot.fakehub.hub import FakeGitHub
-from tests.fakehub_support import APP_ID, NAME, OWNER
 
 CALLBACK = "https://teaparty.example/auth/callback"
 SECRET = "the-client-secret"
