@@ -21,6 +21,8 @@ from pathlib import Path
 
 from bot.errors import RUN_EXIT_CODES, SettingsError
 from bot.interrupts import run_once_interruptible
+from bot.local_forge import UnansweredGateError
+from bot.local_run import LocalJob, run_local
 from bot.pipes import ClosableOutput
 from bot.progress import View, view_for
 from bot.settings import setup_secret_names
@@ -28,18 +30,15 @@ from orchestrator.api import (
     ConfigError,
     Gate,
     JobCancelledError,
-    LocalJob,
     ModelAuthError,
     ModelError,
     ModelKind,
     OrchestratorError,
     ResumeError,
     StoreLockedError,
-    UnansweredGateError,
     check_model,
     has_head,
     repository_top,
-    run_local,
     shipped_org_dir,
     uncommitted,
 )

@@ -12,7 +12,8 @@ engine's modules can move and change behind it. What is here:
   `ForgeObjects`, `Model`);
 - the records that cross the seam (job status, gates, tasks, events, failures, the proxy's
   decisions and figures);
-- what a repository's jobs learned (`teaparty learnings`);
+- what a repository's jobs learned (`teaparty learnings`), and what a local run (bot/local_run.py)
+  asks of the person's repository and of the job it resumes;
 - configuration loading, the sandbox probe, the deliveries queue, and the error tree;
 - runner mode's state kept on a git ref (`StoreRef`: the store loaded from and saved to the
   ref by compare-and-swap, its records and errors); no raw git and no store internals;
@@ -39,7 +40,7 @@ from orchestrator.bus.events import (
     UsageRecorded,
 )
 from orchestrator.bus.failures import Failure
-from orchestrator.bus.gates import Gate
+from orchestrator.bus.gates import AnsweredVia, Gate
 from orchestrator.config import (
     AgentDef,
     CheckReport,
@@ -92,7 +93,7 @@ from orchestrator.jobs.ci_rounds import (
     no_ci_note,
 )
 from orchestrator.jobs.cleanup import Removal, clean, plan_clean
-from orchestrator.jobs.commands import JobCancelledError, JobCommand
+from orchestrator.jobs.commands import JobCancelledError, JobCommand, driving
 from orchestrator.jobs.commands import serve as serve_commands
 from orchestrator.jobs.control import ControlError, Steer
 from orchestrator.jobs.driver import JobDriver
@@ -100,18 +101,24 @@ from orchestrator.jobs.features import FEATURES, GATE_KINDS, Register
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.job_page import JobPage, Level, job_page
 from orchestrator.jobs.job_page import transcript as conversation_transcript
-from orchestrator.jobs.local_forge import UnansweredGateError
-from orchestrator.jobs.local_learnings import KeptLearning, forget_learning, kept_learnings
-from orchestrator.jobs.local_run import (
-    AGENT_IDENTITY,
-    LocalJob,
-    ModelKind,
+from orchestrator.jobs.local_jobs import (
     ResumeError,
-    check_model,
-    models,
-    run_local,
+    claim_run,
+    local_job_prefix,
+    resumable_branch,
 )
-from orchestrator.jobs.office import JobSource, Office, Resumed
+from orchestrator.jobs.local_learnings import KeptLearning, forget_learning, kept_learnings
+from orchestrator.jobs.local_repo import (
+    branch_commits,
+    head_commit,
+    instructions_line,
+    local_push_target,
+    local_repository,
+    read_project,
+    standing_learnings,
+)
+from orchestrator.jobs.model_choice import AGENT_IDENTITY, ModelKind, check_model, models
+from orchestrator.jobs.office import JobFailedError, JobSource, Office, Resumed
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import (
     Delivered,
@@ -158,7 +165,7 @@ from orchestrator.sandbox.probe import announce, probe
 from orchestrator.setup.cache import cache_snapshot_key
 from orchestrator.setup.checks import Checked, CommandRun
 from orchestrator.store.deliveries import Arrival, Backlog, Delivery, DeliveryQueue, DeliveryRecord
-from orchestrator.teams.board import Task
+from orchestrator.teams.board import Task, board_line
 from orchestrator.workspace.git import GitError, slug
 from orchestrator.workspace.git import git as _git
 from orchestrator.workspace.preserve import PreservedRaceError
@@ -173,6 +180,21 @@ from orchestrator.workspace.state_ref import (
 )
 
 __all__ = [
+    "JobFailedError",
+    "ResumeError",
+    "branch_commits",
+    "claim_run",
+    "driving",
+    "head_commit",
+    "instructions_line",
+    "local_job_prefix",
+    "local_push_target",
+    "local_repository",
+    "read_project",
+    "resumable_branch",
+    "standing_learnings",
+    "AnsweredVia",
+    "board_line",
     "git_version",
     "has_head",
     "repository_top",
@@ -269,7 +291,6 @@ __all__ = [
     "JobViews",
     "KnownSecrets",
     "LinkedJob",
-    "LocalJob",
     "LogEntry",
     "Member",
     "Model",
@@ -295,7 +316,6 @@ __all__ = [
     "PushTarget",
     "Refused",
     "Removal",
-    "ResumeError",
     "Resumed",
     "ReviewRound",
     "RoundLedger",
@@ -319,7 +339,6 @@ __all__ = [
     "Taken",
     "Task",
     "Team",
-    "UnansweredGateError",
     "UsageRecorded",
     "Withdrawn",
     "announce",
@@ -340,7 +359,6 @@ __all__ = [
     "proxy_stats",
     "proxy_stats_at",
     "pull_ended",
-    "run_local",
     "run_scope",
     "serve_commands",
     "shipped_org_dir",

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from local_repo import ENV, git
 
+from bot.local_forge import LocalForge
 from orchestrator.config import load_organisation, load_project, shipped_org_dir
 from orchestrator.core.model import Model
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.handle import JobHandle
-from orchestrator.jobs.local_forge import LocalForge
-from orchestrator.jobs.local_run import AGENT_IDENTITY
+from orchestrator.jobs.model_choice import AGENT_IDENTITY
 from orchestrator.jobs.office import JobSource, Office
 from orchestrator.jobs.ports import Delivered, Forge, JobStatus
 from orchestrator.sandbox.confine import Sandbox

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import orchestrator.jobs.local_run as local_run
+import bot.local_run as local_run
 from bot.cli import entry
 
 SECONDS = float(sys.argv.pop(1))

@@ -10,7 +10,7 @@ from app_harness import OWNER, REPO, app_settings, in_process, make_hub, until
 from bot.demo import free_port, private_key_pem
 from bot.github.tracking import MARKER_PREFIX
 from bot.server.runtime import Runtime
-from orchestrator.jobs.local_run import models
+from orchestrator.jobs.model_choice import models
 from orchestrator.sandbox.confine import Sandbox
 
 

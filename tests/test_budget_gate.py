@@ -25,6 +25,7 @@ from fakes import (
 )
 from local_repo import make_repo as repository
 
+from bot.local_forge import LocalForge
 from orchestrator.agents.engine import Engine
 from orchestrator.config import shipped_org_dir
 from orchestrator.core.messages import AssistantTurn, ToolCall, ToolResult, Usage
@@ -33,7 +34,6 @@ from orchestrator.jobs.budget import JobBudget
 from orchestrator.jobs.budget_gate import QUESTION_OPENING
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import extensions
-from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState

@@ -21,10 +21,10 @@ from fakes import HeldJob, PushingForge
 from local_repo import git, make_repo
 from test_app_early_draft import TwoTasks
 
+from bot.local_forge import LocalForge
 from orchestrator.bus.events import Event
 from orchestrator.jobs import early_draft
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.ports import Delivered, DraftForge, Forge
 from orchestrator.jobs.rounds import Feedback, Point
 

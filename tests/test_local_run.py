@@ -8,9 +8,9 @@ import pytest
 from local_repo import ENV, git, make_repo
 
 from bot.cli import main
+from bot.local_run import run_local
 from orchestrator.bus.gates import Gate
 from orchestrator.config import shipped_org_dir
-from orchestrator.jobs.local_run import run_local
 
 BRANCH = "teaparty/job-1-add-a-verbose-flag"
 

@@ -20,6 +20,7 @@ from local_repo import ENV, git, make_repo
 
 from bot.github.outbound import Outbound
 from bot.github.tracking import gate_body
+from bot.local_forge import LocalForge, UnansweredGateError
 from orchestrator.bus import gates
 from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import AssistantTurn
@@ -27,7 +28,6 @@ from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import protection
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.handle import JobHandle
-from orchestrator.jobs.local_forge import LocalForge, UnansweredGateError
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge

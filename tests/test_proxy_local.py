@@ -8,10 +8,10 @@ from fakes import FunctionModel
 from local_repo import make_repo as repository
 from proxy_support import SURE, drive, open_office, start
 
+from bot.local_forge import LocalForge
 from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import AssistantTurn, Message
 from orchestrator.core.model import ModelRequest
-from orchestrator.jobs.local_forge import LocalForge
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.proxy.brief import Artifact, brief
 

@@ -26,7 +26,7 @@ from orchestrator.core.messages import AssistantTurn
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.admin import managing
 from orchestrator.jobs.learned import file_of
-from orchestrator.jobs.local_run import local_repository
+from orchestrator.jobs.local_repo import local_repository
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.memory.entries import LEARNINGS_DIR, learning_id
 from orchestrator.sandbox.confine import Sandbox

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.core.errors import StoreLockedError
-from orchestrator.jobs.local_run import local_repository, user_git
+from orchestrator.jobs.local_repo import local_repository, user_git
 from orchestrator.memory.entries import LEARNINGS_DIR, Learning, is_id, read_file
 from orchestrator.memory.index import forget, forgotten
 from orchestrator.store.sqlite import Store

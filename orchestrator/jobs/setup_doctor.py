@@ -19,7 +19,7 @@ from orchestrator.config.schema import Organisation, Project, SetupSettings
 from orchestrator.core.ecosystems import PRESETS
 from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.core.secret_scan import Scanner
-from orchestrator.jobs.local_run import local_repository, read_project, user_git
+from orchestrator.jobs.local_repo import local_repository, read_project, user_git
 from orchestrator.sandbox.confine import NO_NETWORK, Sandbox
 from orchestrator.setup.cache import SetupCache, bound_from_env
 from orchestrator.setup.checks import Checker, CommandRun

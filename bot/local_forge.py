@@ -5,8 +5,10 @@ through it: `show` prints the status when it changes, `ask` puts a gate to the p
 the terminal (through `approve`; `--yes` answers for them, and says so, but never raises a
 job's budget; with nobody to ask, the job stays parked: UnansweredGateError) and records
 the answer, `push_target` names the local repository the engine pushes the job branch into
-(the user's checkout is never touched) and `deliver` says how its checks fared, `fail` says
-what failed and how to resume the job to retry it.
+(the user's checkout is never touched; the engine's `local_push_target` checks it may) and
+`deliver` says how its checks fared, `fail` says what failed and how to resume the job to
+retry it. It reaches the engine through orchestrator/api.py only: the Office's own
+`answer_gate` and the repository check, never git.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from orchestrator.bus.gates import AnsweredVia, Gate
-from orchestrator.core.errors import ForgeError, OrchestratorError
-from orchestrator.jobs.handle import JobHandle
-from orchestrator.jobs.office import Office
-from orchestrator.jobs.ports import Delivered, JobStatus, PushTarget, RoundLedger
-from orchestrator.jobs.rounds import ReviewRound
-from orchestrator.proxy.decisions import ProxyDecision
-from orchestrator.workspace.git import git
-from orchestrator.workspace.marks import carries_mark
+from orchestrator.api import (
+    AnsweredVia,
+    Delivered,
+    Gate,
+    JobHandle,
+    JobStatus,
+    Office,
+    OrchestratorError,
+    ProxyDecision,
+    PushTarget,
+    ReviewRound,
+    RoundLedger,
+    local_push_target,
+)
 
 Approver = Callable[[Gate], Awaitable[str]]
 
@@ -117,34 +124,9 @@ class LocalForge:
 
     async def push_target(self, job: JobHandle) -> PushTarget:
         """The local repository; ForgeError, saying what to do, when a worktree there has
-        the job branch checked out (git would refuse to move it under the files)."""
-        space = job.space
-        if (where := await checked_out(self.repo, space.branch)) is not None:
-            raise ForgeError(
-                f"branch {space.branch} is checked out in {where}, so it cannot be updated "
-                "there; switch that checkout to another branch"
-            )
-        inside = ("-C", str(self.repo))
-        _, theirs = await git(
-            None,
-            *inside,
-            "rev-parse",
-            "--verify",
-            "--quiet",
-            "--end-of-options",
-            f"refs/heads/{space.branch}",
-            check=False,
-        )
-        if (
-            theirs.strip()
-            and space.mark is not None
-            and not await carries_mark(None, theirs.strip(), space.base, space.mark, where=inside)
-        ):
-            raise ForgeError(
-                f"{self.repo} has a branch {space.branch} this job did not make (made since "
-                "the job took the name); rename or delete it there"
-            )
-        return PushTarget(str(self.repo))
+        the job branch checked out (git would refuse to move it under the files) or the
+        branch there is not this job's."""
+        return await local_push_target(self.repo, job)
 
     async def fail(self, status: JobStatus, error: str) -> None:
         """Say once what failed, and that the same command again retries it."""
@@ -184,18 +166,6 @@ def proxy_figures(decision: ProxyDecision) -> str:
 def _who(gate: Gate) -> str:
     """Who asks: the agent, or for the engine's own gates their kind (`plan`, `budget`)."""
     return f"{gate.kind}, {gate.short_hash}" if gate.engine_made else gate.asked_by
-
-
-async def checked_out(repo: Path, branch: str) -> Path | None:
-    """The worktree of the user's repository `repo` that has `branch` checked out, if any."""
-    _, listing = await git(None, "-C", str(repo), "worktree", "list", "--porcelain", "-z")
-    where: Path | None = None
-    for field in listing.split("\0"):
-        if field.startswith("worktree "):
-            where = Path(field.removeprefix("worktree "))
-        elif field == f"branch refs/heads/{branch}":
-            return where
-    return None
 
 
 def learned_lines(status: JobStatus) -> list[str]:
