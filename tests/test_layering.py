@@ -175,3 +175,32 @@ def test_no_import_circle_anywhere_counting_every_import() -> None:
             if imported != importer and graph.chain_exists(importer=imported, imported=importer)
         )
         assert circles == [], f"imports that lead back to their importer in {package}: {circles}"
+
+
+FORGE_METHODS = {"ask", "push_target", "deliver"}  # what only a Forge (ports.Forge) defines
+
+
+def forges(path: Path) -> list[str]:
+    """The classes in `path` that implement the Forge port (its Protocol aside)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and not any(isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases)
+        and FORGE_METHODS
+        <= {f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    ]
+
+
+def test_every_forge_lives_at_the_edge() -> None:
+    """The engine names the Forge port; the terminal's, GitHub's and the rest implement it in
+    bot/ (issue 32: the local run's terminal Forge lives with the rest of the local run)."""
+    engine = {
+        str(path.relative_to(ROOT)): found
+        for path in sorted((ROOT / "orchestrator").rglob("*.py"))
+        if (found := forges(path))
+    }
+    assert engine == {}
+    edge = {name for path in bot_files() for name in forges(path)}
+    assert {"GitHubForge", "LocalForge"} <= edge, "the scan no longer sees a Forge"
