@@ -36,7 +36,7 @@ ENGINE_KEEPS = frozenset(
 )
 ENGINE_KEEPS_PREFIXES = ("LC_", "PYTHON")
 # Agents' processes: the locale and terminal, and the commit identity the engine sets
-# (jobs/local_run.py AGENT_IDENTITY). PATH, HOME, TMPDIR, git's switches and the egress
+# (jobs/model_choice.py AGENT_IDENTITY). PATH, HOME, TMPDIR, git's switches and the egress
 # proxy's variables are the engine's own values, set where the process starts.
 AGENT_GETS = frozenset(
     {

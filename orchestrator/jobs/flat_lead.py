@@ -106,8 +106,8 @@ class FlatLead:
         )
 
 
-# The last sentence of a job's brief is the engine's word to the office manager (bot's
-# handlers/issues.py, jobs/local_run.py); the worker who gets the brief as its spec is not
+# The last sentence of a job's brief is the engine's word to the office manager
+# (bot/handlers/issues.py, bot/local_run.py); the worker who gets the brief as its spec is not
 # to hand anything to anyone.
 _TO_THE_MANAGER = re.compile(r"\s*Hand it to the project's lead\b[^\n]*\Z")
 
