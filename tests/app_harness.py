@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
 import time
@@ -30,6 +31,7 @@ from orchestrator.api import FEATURES, AgentDef, Model, Office, Register, Sandbo
 SECRET = "e2e-webhook-secret"
 APP_ID = 4242
 OWNER, REPO = "octo", "widgets"
+NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 
 
 def office_forge(
@@ -84,6 +86,32 @@ def world(
 def bodies(hub: FakeGitHub, number: int, kind: str, repo: str = REPO) -> list[str]:
     """The bodies of the App's comments of one kind (`job:`, `gate:`, ...) on an issue."""
     return [c.body for c in hub.comments(OWNER, repo, number) if MARKER_PREFIX + kind in c.body]
+
+
+async def ask_plan(hub: FakeGitHub, number: int, *, decider: str = "alice") -> None:
+    """Label issue `number` for the App (as `decider`) and wait for its plan question."""
+    await hub.label_issue(OWNER, REPO, number, "teaparty", sender=decider)
+    await until(lambda: bodies(hub, number, "gate:"), what="the plan question")
+
+
+async def approve_plan(hub: FakeGitHub, number: int, *, decider: str = "alice") -> None:
+    """Label issue `number`, wait for the plan question and answer it yes (as `decider`)."""
+    await ask_plan(hub, number, decider=decider)
+    await hub.comment_as(OWNER, REPO, number, decider, "yes")
+
+
+async def protected_question(hub: FakeGitHub, number: int) -> tuple[str, str]:
+    """Wait for the second gate question on issue `number` (the protected-path one, after
+    the plan's): its body and the short hash `/approve` takes."""
+    await until(
+        lambda: len(bodies(hub, number, "gate:")) == 2,
+        what="the protected-path question",
+        limit=90,
+    )
+    asked = bodies(hub, number, "gate:")[1]
+    found = re.search(r"`protected-path ([0-9a-f]{7})`", asked)
+    assert found is not None, asked
+    return asked, found.group(1)
 
 
 class OffsetClock:
@@ -164,6 +192,38 @@ async def serve(env: dict[str, str], *, port: int, log: Path) -> AsyncIterator[S
             except TimeoutError:
                 process.kill()
                 await process.wait()
+
+
+def writer_and_reader(hub: FakeGitHub) -> None:
+    """alice may write to octo/widgets (and decides), mallory may only read it."""
+    hub.add_user("alice", "maintain")
+    hub.add_user("mallory", "read")
+
+
+@dataclass
+class Served:
+    """The stand-in serving its API and a `teaparty serve` on `port` pointed at it."""
+
+    hub: FakeGitHub
+    server: Server
+    pem: str
+    port: int
+
+
+@asynccontextmanager
+async def served(
+    tmp_path: Path, *, pem: str | None = None, prepare: Callable[[FakeGitHub], None] | None = None
+) -> AsyncIterator[Served]:
+    """A fresh stand-in (made ready by `prepare`) and `teaparty serve` over it, their files
+    under `tmp_path`; both stopped after."""
+    pem, port = pem or private_key_pem(), free_port()
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    if prepare is not None:
+        prepare(hub)
+    async with hub.serve() as api_url:
+        env = server_env(hub, api_url, tmp_path / "home", pem)
+        async with serve(env, port=port, log=tmp_path / "server.log") as server:
+            yield Served(hub, server, pem, port)
 
 
 async def _healthy(server: Server) -> bool:

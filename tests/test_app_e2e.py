@@ -14,7 +14,6 @@ import asyncio
 import re
 import subprocess
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,11 +22,16 @@ from app_harness import (
     REPO,
     SECRET,
     OffsetClock,
+    Served,
     Server,
+    approve_plan,
+    ask_plan,
     make_hub,
     serve,
+    served,
     server_env,
     until,
+    writer_and_reader,
 )
 
 from bot.demo import free_port, private_key_pem
@@ -38,25 +42,11 @@ from bot.github.tracking import MARKER_PREFIX
 pytestmark = pytest.mark.timeout(180)
 
 
-@dataclass
-class World:
-    hub: FakeGitHub
-    server: Server
-    pem: str
-
-
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    pem = private_key_pem()
-    port = free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
-    hub.add_user("alice", "maintain")
-    hub.add_user("mallory", "read")
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem)
-        async with serve(env, port=port, log=tmp_path / "server.log") as server:
-            yield World(hub, server, pem)
-    assert hub.violations == [], hub.violations
+async def world(tmp_path: Path) -> AsyncIterator[Served]:
+    async with served(tmp_path, prepare=writer_and_reader) as world:
+        yield world
+    assert world.hub.violations == [], world.hub.violations
 
 
 def git(repo: Path, *args: str) -> str:
@@ -81,7 +71,7 @@ async def _none_pending(server: Server) -> bool:
     return await server.pending() == 0
 
 
-async def test_a_labelled_issue_becomes_one_pull_request(world: World) -> None:
+async def test_a_labelled_issue_becomes_one_pull_request(world: Served) -> None:
     hub, server = world.hub, world.server
     number = hub.open_issue(
         OWNER,
@@ -138,7 +128,7 @@ async def test_a_labelled_issue_becomes_one_pull_request(world: World) -> None:
     assert_no_secret_leaked(world)
 
 
-def assert_no_secret_leaked(world: World) -> None:
+def assert_no_secret_leaked(world: Served) -> None:
     """No token, key or secret in the log, the store, a git config or anything agents wrote."""
     secrets = [world.pem.splitlines()[1], SECRET, *world.hub.state.tokens]
     assert len(secrets) > 2  # at least one installation token was issued
@@ -153,7 +143,7 @@ def assert_no_secret_leaked(world: World) -> None:
 
 
 async def test_planted_markers_are_not_adopted_and_a_decider_quoting_a_gate_answers_it(
-    world: World,
+    world: Served,
 ) -> None:
     hub, server = world.hub, world.server
     bot = hub.state.bot.login
@@ -192,7 +182,7 @@ def questions(hub: FakeGitHub, number: int) -> list[Comment]:
     return [c for c in hub.comments(OWNER, REPO, number) if "**Question" in c.body]
 
 
-async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> None:
+async def test_only_writers_start_jobs_and_the_rest_hear_once(world: Served) -> None:
     hub, server = world.hub, world.server
     number = hub.open_issue(OWNER, REPO, title="Do it", body="please", author="mallory")
     for _ in range(2):
@@ -218,15 +208,13 @@ async def test_only_writers_start_jobs_and_the_rest_hear_once(world: World) -> N
     assert hub.comments(OWNER, REPO, other) == []
 
 
-async def test_a_failed_pull_request_is_reported_and_retried_by_relabelling(world: World) -> None:
+async def test_a_failed_pull_request_is_reported_and_retried_by_relabelling(world: Served) -> None:
     hub, server = world.hub, world.server
     number = hub.open_issue(OWNER, REPO, title="Add a licence", body="MIT", author="alice")
     hub.fail_next(
         "POST", r"/pulls$", 403, body={"message": "Resource not accessible by integration"}
     )
-    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-    await until(lambda: gates(hub, number), what="the plan question")
-    await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+    await approve_plan(hub, number)
     await until(lambda: failures(hub, number), what="the failure comment", limit=90)
     (failure,) = failures(hub, number)
     assert "Resource not accessible by integration" in failure
@@ -258,8 +246,7 @@ async def test_a_server_killed_mid_job_resumes_it_with_nothing_twice(tmp_path: P
         env = server_env(hub, api_url, tmp_path / "home", pem)
         number = hub.open_issue(OWNER, REPO, title="Add docs", body="Write docs.", author="alice")
         async with serve(env, port=port, log=tmp_path / "server.log") as first:
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: gates(hub, number), what="the plan question")
+            await ask_plan(hub, number)
             first.process.kill()  # SIGKILL: no shutdown, no flush beyond what was committed
             await first.process.wait()
         await hub.comment_as(OWNER, REPO, number, "alice", "yes")  # GitHub: delivery failed
@@ -274,13 +261,12 @@ async def test_a_server_killed_mid_job_resumes_it_with_nothing_twice(tmp_path: P
     assert hub.violations == []
 
 
-async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: World) -> None:
+async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: Served) -> None:
     """A stranger's `/approve` gets 😕 and moves nothing; the decider's `/approve <hash>`
     gets 👍 and the job goes on to its pull request."""
     hub, server = world.hub, world.server
     number = hub.open_issue(OWNER, REPO, title="Add a changelog", body="Please.", author="alice")
-    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-    await until(lambda: questions(hub, number), what="the plan question")
+    await ask_plan(hub, number)
     (asked,) = questions(hub, number)
     found = re.search(r"`/approve ([0-9a-f]{7})`", asked.body)
     assert found, asked.body
@@ -297,7 +283,7 @@ async def test_commands_at_a_gate_are_acknowledged_by_reactions(world: World) ->
     assert hub.comment_reactions(OWNER, REPO, decider) == ["+1"]
 
 
-async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None:
+async def test_the_decider_pauses_steers_and_resumes_a_job(world: Served) -> None:
     """While paused an approved plan goes no further (its mini-team makes no model call);
     direction given meanwhile reaches the lead; `/resume` finishes the job."""
     import sqlite3
@@ -305,8 +291,7 @@ async def test_the_decider_pauses_steers_and_resumes_a_job(world: World) -> None
     hub, server = world.hub, world.server
     store = Path(server.env["TEAPARTY_HOME"]) / "teaparty.db"
     number = hub.open_issue(OWNER, REPO, title="Add a changelog", body="Please.", author="alice")
-    await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-    await until(lambda: questions(hub, number), what="the plan question")
+    await ask_plan(hub, number)
 
     paused = await hub.comment_as(OWNER, REPO, number, "alice", "/pause")
     await settled(server)
@@ -367,8 +352,7 @@ async def test_a_parked_job_costs_nothing_and_survives_a_restart_to_its_pull_req
             OWNER, REPO, title="Add a changelog", body="Please.", author="alice"
         )
         async with serve(env, port=port, log=tmp_path / "first.log") as server:
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: questions(hub, number), what="the plan question")
+            await ask_plan(hub, number)
             await settled(server)
             await asyncio.sleep(1.0)  # the tracking comment's last edit settles
             before = cpu_seconds(server.process.pid)
@@ -404,8 +388,7 @@ async def test_an_edit_of_the_issue_stales_an_earlier_approval_until_the_decider
             number = hub.open_issue(
                 OWNER, REPO, title="Add a changelog", body="We need one.", author="alice"
             )
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: questions(hub, number), what="the plan question")
+            await ask_plan(hub, number)
             (plan,) = questions(hub, number)
             first_hash = shown_hash(plan.body, "plan")
 

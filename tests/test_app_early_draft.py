@@ -9,12 +9,25 @@ push, one pull request opened ready, at the end.
 
 from __future__ import annotations
 
-import re
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, REPO, app_settings, bodies, in_process, until, world
+from app_harness import (
+    NOWHERE,
+    OWNER,
+    REPO,
+    app_settings,
+    approve_plan,
+    ask_plan,
+    bodies,
+    in_process,
+    protected_question,
+    until,
+    world,
+)
 
 from bot.fakehub.hub import FakeGitHub
 from bot.fakehub.state import DEFAULT_APP_PERMISSIONS, HubIssue
@@ -22,10 +35,8 @@ from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.early_draft import PLAN_COMMIT
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.sandbox.confine import Sandbox
 
 pytestmark = pytest.mark.timeout(180)
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 EARLY = "humans: {decider: alice}\npull_request: {draft: early}\n"
 CI = ".github/workflows/ci.yml"
 
@@ -118,21 +129,28 @@ async def _world(tmp_path: Path, project: str | None) -> tuple[FakeGitHub, int, 
     return hub, port, pem, remote
 
 
-async def test_the_draft_opens_after_the_plan_and_each_merge_is_one_push(tmp_path: Path) -> None:
-    hub, port, pem, remote = await _world(tmp_path, EARLY)
+@asynccontextmanager
+async def _running(
+    tmp_path: Path, project: str | None, second: str
+) -> AsyncIterator[tuple[FakeGitHub, Path, int]]:
+    """The App in this process over the stand-in, TwoTasks(`second`) as every agent's model,
+    and an issue for it: (the stand-in, its bare remote, the issue's number)."""
+    hub, port, pem, remote = await _world(tmp_path, project)
     async with hub.serve() as api_url:
         settings = app_settings(hub, api_url, tmp_path / "home", pem, status_interval_s=0.2)
         number = hub.open_issue(OWNER, REPO, title="Two things", body="Please.", author="alice")
-        async with in_process(
-            settings, lambda _: TwoTasks("docs/two.md"), port=port, sandbox=NOWHERE
-        ):
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: bodies(hub, number, "gate:"), what="the plan question")
-            assert _pull(hub) is None, "no draft before the plan is approved"
-            assert not _git(remote, "branch", "--list", "teaparty/*").split()
-            await hub.comment_as(OWNER, REPO, number, "alice", "yes")
-            await until(lambda: _ready(hub), what="the pull request made ready", limit=90)
-            tracking = bodies(hub, number, "job:")[0]
+        async with in_process(settings, lambda _: TwoTasks(second), port=port, sandbox=NOWHERE):
+            yield hub, remote, number
+
+
+async def test_the_draft_opens_after_the_plan_and_each_merge_is_one_push(tmp_path: Path) -> None:
+    async with _running(tmp_path, EARLY, "docs/two.md") as (hub, remote, number):
+        await ask_plan(hub, number)
+        assert _pull(hub) is None, "no draft before the plan is approved"
+        assert not _git(remote, "branch", "--list", "teaparty/*").split()
+        await hub.comment_as(OWNER, REPO, number, "alice", "yes")
+        await until(lambda: _ready(hub), what="the pull request made ready", limit=90)
+        tracking = bodies(hub, number, "job:")[0]
     pull = _pull(hub)
     assert pull is not None
     assert pull.pull is not None
@@ -164,33 +182,20 @@ async def test_the_draft_opens_after_the_plan_and_each_merge_is_one_push(tmp_pat
 async def test_a_protected_change_is_pushed_only_once_its_gate_is_approved(
     tmp_path: Path,
 ) -> None:
-    hub, port, pem, remote = await _world(tmp_path, EARLY)
-    async with hub.serve() as api_url:
-        settings = app_settings(hub, api_url, tmp_path / "home", pem, status_interval_s=0.2)
-        number = hub.open_issue(OWNER, REPO, title="Two things", body="Please.", author="alice")
-        async with in_process(settings, lambda _: TwoTasks(CI), port=port, sandbox=NOWHERE):
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: bodies(hub, number, "gate:"), what="the plan question")
-            await hub.comment_as(OWNER, REPO, number, "alice", "yes")
-            await until(
-                lambda: len(bodies(hub, number, "gate:")) == 2,
-                what="the protected-path question",
-                limit=90,
-            )
-            pull = _pull(hub)
-            assert pull is not None
-            assert pull.pull is not None
-            assert pull.pull.draft
-            branch = pull.pull.head_ref
-            pushed = _updates(remote, branch)
-            assert _subject(remote, pushed[-1]) == "Merge task #1: One"
-            for commit in pushed:
-                assert CI not in _git(remote, "ls-tree", "-r", "--name-only", commit)
-            asked = bodies(hub, number, "gate:")[1]
-            found = re.search(r"`protected-path ([0-9a-f]{7})`", asked)
-            assert found is not None
-            await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {found.group(1)}")
-            await until(lambda: _ready(hub), what="the pull request made ready", limit=90)
+    async with _running(tmp_path, EARLY, CI) as (hub, remote, number):
+        await approve_plan(hub, number)
+        _, short = await protected_question(hub, number)
+        pull = _pull(hub)
+        assert pull is not None
+        assert pull.pull is not None
+        assert pull.pull.draft
+        branch = pull.pull.head_ref
+        pushed = _updates(remote, branch)
+        assert _subject(remote, pushed[-1]) == "Merge task #1: One"
+        for commit in pushed:
+            assert CI not in _git(remote, "ls-tree", "-r", "--name-only", commit)
+        await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {short}")
+        await until(lambda: _ready(hub), what="the pull request made ready", limit=90)
     updates, line = _updates(remote, branch), _first_parents(remote, branch)
     assert updates == line
     assert [_subject(remote, c) for c in line[len(pushed) :]] == ["Merge task #2: Two"]
@@ -201,17 +206,9 @@ async def test_a_protected_change_is_pushed_only_once_its_gate_is_approved(
 async def test_without_the_setting_the_pull_request_opens_ready_at_the_end(
     tmp_path: Path,
 ) -> None:
-    hub, port, pem, remote = await _world(tmp_path, None)
-    async with hub.serve() as api_url:
-        settings = app_settings(hub, api_url, tmp_path / "home", pem, status_interval_s=0.2)
-        number = hub.open_issue(OWNER, REPO, title="Two things", body="Please.", author="alice")
-        async with in_process(
-            settings, lambda _: TwoTasks("docs/two.md"), port=port, sandbox=NOWHERE
-        ):
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: bodies(hub, number, "gate:"), what="the plan question")
-            await hub.comment_as(OWNER, REPO, number, "alice", "yes")
-            await until(lambda: _ready(hub), what="the pull request", limit=90)
+    async with _running(tmp_path, None, "docs/two.md") as (hub, remote, number):
+        await approve_plan(hub, number)
+        await until(lambda: _ready(hub), what="the pull request", limit=90)
     pull = _pull(hub)
     assert pull is not None
     assert pull.pull is not None

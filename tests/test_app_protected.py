@@ -11,13 +11,21 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, REPO, app_settings, bodies, in_process, until, world
+from app_harness import (
+    NOWHERE,
+    OWNER,
+    REPO,
+    app_settings,
+    approve_plan,
+    in_process,
+    protected_question,
+    until,
+    world,
+)
 
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.sandbox.confine import Sandbox
 
 pytestmark = pytest.mark.timeout(180)
-NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
 CI = ".github/workflows/ci.yml"
 
 
@@ -31,18 +39,9 @@ async def test_a_ci_change_is_asked_about_and_approve_by_hash_pushes_that_head(
         settings = app_settings(hub, api_url, tmp_path / "home", pem, status_interval_s=0.2)
         number = hub.open_issue(OWNER, REPO, title="Add CI", body="Please.", author="alice")
         async with in_process(settings, lambda _: demo, port=port, sandbox=NOWHERE):
-            await hub.label_issue(OWNER, REPO, number, "teaparty", sender="alice")
-            await until(lambda: bodies(hub, number, "gate:"), what="the plan question")
-            await hub.comment_as(OWNER, REPO, number, "alice", "yes")
-            await until(
-                lambda: len(bodies(hub, number, "gate:")) == 2,
-                what="the protected-path question",
-                limit=90,
-            )
-            asked = bodies(hub, number, "gate:")[1]
-            found = re.search(r"`protected-path ([0-9a-f]{7})`", asked)
+            await approve_plan(hub, number)
+            asked, short = await protected_question(hub, number)
             head = re.search(r"Head commit: ([0-9a-f]{40})", asked)
-            assert found is not None
             assert head is not None
             assert CI in asked
             assert "Diff: 1 file changed" in asked
@@ -51,7 +50,7 @@ async def test_a_ci_change_is_asked_about_and_approve_by_hash_pushes_that_head(
             assert hub.pulls(OWNER, REPO) == []
             assert not _branches(remote), "nothing is pushed before the approval"
 
-            await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {found.group(1)}")
+            await hub.comment_as(OWNER, REPO, number, "alice", f"/approve {short}")
             await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
             (pull,) = hub.pulls(OWNER, REPO)
             assert pull.pull is not None

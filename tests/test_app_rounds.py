@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, REPO, Server, make_hub, serve, server_env, until
+from app_harness import (
+    OWNER,
+    REPO,
+    Served,
+    Server,
+    approve_plan,
+    served,
+    until,
+    writer_and_reader,
+)
 
-from bot.demo import free_port, private_key_pem
 from bot.fakehub.git import refuse_non_fast_forward
 from bot.fakehub.hub import FakeGitHub
 from bot.fakehub.review_state import PullReviews
@@ -26,25 +33,16 @@ from bot.github.tracking import MARKER_PREFIX
 pytestmark = pytest.mark.timeout(240)
 
 
-@dataclass
-class World:
-    hub: FakeGitHub
-    server: Server
+def _world(hub: FakeGitHub) -> None:
+    refuse_non_fast_forward(hub.root / OWNER / f"{REPO}.git")
+    writer_and_reader(hub)
 
 
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    pem = private_key_pem()
-    port = free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
-    refuse_non_fast_forward(hub.root / OWNER / f"{REPO}.git")
-    hub.add_user("alice", "maintain")
-    hub.add_user("mallory", "read")
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem)
-        async with serve(env, port=port, log=tmp_path / "server.log") as server:
-            yield World(hub, server)
-    assert hub.violations == [], hub.violations
+async def world(tmp_path: Path) -> AsyncIterator[Served]:
+    async with served(tmp_path, prepare=_world) as world:
+        yield world
+    assert world.hub.violations == [], world.hub.violations
 
 
 def git(repo: Path, *args: str) -> str:
@@ -83,16 +81,14 @@ async def delivered_pull(hub: FakeGitHub, server: Server) -> tuple[int, int, str
     issue = hub.open_issue(
         OWNER, REPO, title="Add a changelog", body="A CHANGELOG.", author="alice"
     )
-    await hub.label_issue(OWNER, REPO, issue, "teaparty", sender="alice")
-    await until(lambda: app_comments(hub, issue, "gate:"), what="the plan question")
-    await hub.comment_as(OWNER, REPO, issue, "alice", "yes")
+    await approve_plan(hub, issue)
     await until(lambda: hub.pulls(OWNER, REPO), what="the pull request", limit=90)
     await until(lambda: "✅" in app_comments(hub, issue, "job:")[0], what="the job to rest")
     (pull,) = hub.pulls(OWNER, REPO)
     return issue, pull.number, "docs/requests/add-a-changelog.md"
 
 
-async def test_a_review_is_one_round_that_updates_the_same_pull_request(world: World) -> None:
+async def test_a_review_is_one_round_that_updates_the_same_pull_request(world: Served) -> None:
     hub, server = world.hub, world.server
     issue, number, path = await delivered_pull(hub, server)
     remote = hub.root / OWNER / f"{REPO}.git"
@@ -168,7 +164,7 @@ async def test_a_review_is_one_round_that_updates_the_same_pull_request(world: W
 
 
 async def test_a_resolved_thread_is_left_alone_and_only_the_open_one_is_answered(
-    world: World,
+    world: Served,
 ) -> None:
     hub = world.hub
     issue, number, path = await delivered_pull(hub, world.server)
@@ -187,7 +183,7 @@ async def test_a_resolved_thread_is_left_alone_and_only_the_open_one_is_answered
     assert "Typo here" not in summary
 
 
-async def test_a_teaparty_comment_on_the_pull_request_is_a_round(world: World) -> None:
+async def test_a_teaparty_comment_on_the_pull_request_is_a_round(world: Served) -> None:
     hub = world.hub
     project = "humans: {decider: alice}\nrounds: {window_s: 0}\n"
     await hub.push_to_branch(OWNER, REPO, "main", "alice", {".teaparty/project.yaml": project})
@@ -212,7 +208,7 @@ def head(hub: FakeGitHub) -> str:
     return pull.head_ref
 
 
-async def test_a_suggestion_is_applied_as_written(world: World) -> None:
+async def test_a_suggestion_is_applied_as_written(world: Served) -> None:
     hub = world.hub
     issue, number, path = await delivered_pull(hub, world.server)
     remote = hub.root / OWNER / f"{REPO}.git"
@@ -231,7 +227,7 @@ async def test_a_suggestion_is_applied_as_written(world: World) -> None:
     assert "applied as written in" in bodies[0]
 
 
-async def test_lone_teaparty_comments_within_the_window_are_one_round(world: World) -> None:
+async def test_lone_teaparty_comments_within_the_window_are_one_round(world: Served) -> None:
     """Two `/teaparty` comments a moment apart each wait out the window; the first to come
     due takes both into one round, and the second, due later, finds nothing new."""
     hub, server = world.hub, world.server

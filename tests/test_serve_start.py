@@ -9,17 +9,15 @@ import re
 import signal
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import uvicorn
-from app_harness import Server, make_hub, serve, serve_process, server_env
+from app_harness import Served, Server, serve_process, served
 from fastapi import FastAPI
 
 from bot.cli import main
 from bot.demo import free_port, private_key_pem
-from bot.fakehub.hub import FakeGitHub
 from bot.serve import Stop
 
 pytestmark = pytest.mark.timeout(120)
@@ -148,23 +146,10 @@ def test_stop_signals() -> None:
 # -- a real `teaparty serve` against the GitHub stand-in ------------------------------------
 
 
-@dataclass
-class Running:
-    hub: FakeGitHub
-    server: Server
-    port: int
-    log: Path
-
-
 @pytest.fixture
-async def running(tmp_path: Path) -> AsyncIterator[Running]:
-    port = free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=PEM)
-    log = tmp_path / "server.log"
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", PEM)
-        async with serve(env, port=port, log=log) as server:
-            yield Running(hub, server, port, log)
+async def running(tmp_path: Path) -> AsyncIterator[Served]:
+    async with served(tmp_path, pem=PEM) as running:
+        yield running
 
 
 async def stopped(server: Server, signum: int) -> int:
@@ -180,7 +165,7 @@ async def teaparty_serve(env: dict[str, str], *, port: int) -> tuple[int, str]:
     return process.returncode, out.decode()
 
 
-async def test_one_log_format_and_sigterm_exits_0(running: Running) -> None:
+async def test_one_log_format_and_sigterm_exits_0(running: Served) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", running.port)
     writer.write(b"NOT HTTP\r\n\r\n")  # uvicorn itself logs the bad request
     await writer.drain()
@@ -188,7 +173,7 @@ async def test_one_log_format_and_sigterm_exits_0(running: Running) -> None:
     writer.close()
     await writer.wait_closed()
     assert await stopped(running.server, signal.SIGTERM) == 0
-    lines = running.log.read_text().splitlines()
+    lines = running.server.output().splitlines()
     assert [line for line in lines if not LOG_LINE.fullmatch(line)] == []
     assert any(" INFO uvicorn.error: Started server process" in line for line in lines)
     assert any(" WARNING uvicorn.error: Invalid HTTP request received." in line for line in lines)
@@ -196,15 +181,15 @@ async def test_one_log_format_and_sigterm_exits_0(running: Running) -> None:
     assert lines[-1].endswith(" INFO bot.serve: stopped")
 
 
-async def test_ctrl_c_exits_130_without_a_traceback(running: Running) -> None:
+async def test_ctrl_c_exits_130_without_a_traceback(running: Served) -> None:
     assert await stopped(running.server, signal.SIGINT) == 130
-    output = running.log.read_text()
+    output = running.server.output()
     assert "Traceback" not in output
     assert output.splitlines()[-1].endswith(" INFO bot.serve: stopped")
 
 
 async def test_a_second_server_on_the_same_store_or_port_exits_3(
-    running: Running, tmp_path: Path
+    running: Served, tmp_path: Path
 ) -> None:
     env = running.server.env
     status, out = await teaparty_serve(env, port=free_port())
