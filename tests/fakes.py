@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
@@ -204,15 +205,30 @@ class PushingForge(FakeForge):
         return self.auth
 
 
+def one_forge(forge: Any) -> Callable[[int], Awaitable[Any]]:
+    """A JobDriver's `forges`: `forge` for every job."""
+
+    async def forges(_: int) -> Any:
+        return forge
+
+    return forges
+
+
 @dataclass
 class HeldJob:
-    """A job on `repo` its `driver` syncs through a PushingForge (`forge`)."""
+    """A job on `repo` its `driver` syncs through a PushingForge (`forge`); a subclass names
+    the `slug` its job was started with (the job branch is `teaparty/job-<id>-<slug>`)."""
 
     office: Any
     forge: PushingForge
     driver: JobDriver
     repo: Path
     job_id: int
+    slug: ClassVar[str] = ""
+
+    @property
+    def branch(self) -> str:
+        return f"teaparty/job-{self.job_id}-{self.slug}"
 
     async def drive(self) -> JobState:
         """Sync and run until the job is done or failed, or waits on an open gate."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import demo_office
-from fakes import HeldJob, PushingForge
+from fakes import HeldJob, PushingForge, one_forge
 from local_repo import git, make_repo
 from test_app_early_draft import TwoTasks
 
@@ -25,7 +25,7 @@ from bot.local_forge import LocalForge
 from orchestrator.bus.events import Event
 from orchestrator.jobs import early_draft
 from orchestrator.jobs.driver import JobDriver
-from orchestrator.jobs.ports import Delivered, DraftForge, Forge
+from orchestrator.jobs.ports import Delivered, DraftForge
 from orchestrator.jobs.rounds import Feedback, Point
 
 EARLY = "humans: {decider: carol}\npull_request: {draft: early}\n"
@@ -57,10 +57,7 @@ class DraftingForge(PushingForge):
 @dataclass
 class Early(HeldJob):
     forge: DraftingForge
-
-    @property
-    def branch(self) -> str:
-        return f"teaparty/job-{self.job_id}-two"
+    slug = "two"
 
     def updates(self) -> list[str]:
         """Each commit the remote's job branch was moved to, oldest first (its reflog)."""
@@ -94,10 +91,7 @@ async def early(tmp_path: Path, project: str = EARLY) -> AsyncIterator[Early]:
         )
         forge = DraftingForge(office, remote=remote, held=("plan",))
 
-        async def forges(_: int) -> Forge:
-            return forge
-
-        yield Early(office, forge, JobDriver(office, forges), remote, job_id)
+        yield Early(office, forge, JobDriver(office, one_forge(forge)), remote, job_id)
     finally:
         await office.close()
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import demo_office
 import pytest
-from fakes import HeldJob, PushingForge
+from fakes import HeldJob, PushingForge, one_forge
 from local_repo import ENV, git, make_repo
 
 from bot.github.outbound import Outbound
@@ -55,10 +55,7 @@ class CountingModel(DemoModel):
 @dataclass
 class Setup(HeldJob):
     model: CountingModel
-
-    @property
-    def branch(self) -> str:
-        return f"teaparty/job-{self.job_id}-ci"
+    slug = "ci"
 
     def remote_head(self) -> str | None:
         found = git(
@@ -90,10 +87,7 @@ async def setup(tmp_path: Path, *, path: str = CI, project: str = "") -> Setup:
         office, answers={"The plan:": "yes"}, remote=repo, held=("protected-path",)
     )
 
-    async def forges(_: int) -> Forge:
-        return forge
-
-    return Setup(office, forge, JobDriver(office, forges), repo, job_id, model)
+    return Setup(office, forge, JobDriver(office, one_forge(forge)), repo, job_id, model)
 
 
 async def test_a_change_to_ci_waits_and_approval_pushes_exactly_the_pinned_head(

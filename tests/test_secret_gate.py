@@ -14,7 +14,7 @@ from pathlib import Path
 
 import demo_office
 import pytest
-from fakes import HeldJob, PushingForge
+from fakes import HeldJob, PushingForge, one_forge
 from local_repo import git, make_repo
 
 from bot.github.outbound import Outbound
@@ -26,7 +26,6 @@ from orchestrator.core.secrecy import KnownSecrets
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge
 from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
@@ -52,10 +51,7 @@ async def setup(tmp_path: Path, body: str, *, project: str = "") -> Setup:
     )
     forge = PushingForge(office, answers={"The plan:": "yes"}, remote=repo, held=("secret",))
 
-    async def forges(_: int) -> Forge:
-        return forge
-
-    return Setup(office, forge, JobDriver(office, forges), repo, job_id)
+    return Setup(office, forge, JobDriver(office, one_forge(forge)), repo, job_id)
 
 
 async def test_a_pattern_waits_named_and_masked_and_approval_pushes_that_head(
