@@ -49,3 +49,31 @@ def committed(path: Path, files: Mapping[str, str]) -> Path:
     ):
         subprocess.run(["git", "-C", str(path), *args], check=True)
     return path
+
+
+def plumbed(
+    repo: Path, ref: str, files: Mapping[str, str | bytes], *, message: str, on_top: bool = True
+) -> str:
+    """A commit whose tree holds only `files`, made with git's plumbing in `repo` (bare or
+    not), `ref` moved to it; its parent is the commit `ref` was at (`on_top`, and then the
+    move fails if `ref` moved meanwhile), else it has none. The commit's id."""
+
+    def run(*args: str, stdin: bytes | None = None) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], input=stdin, capture_output=True, check=True, env=ENV
+        )
+        return done.stdout.decode().strip()
+
+    lines = []
+    for name, content in files.items():
+        data = content.encode() if isinstance(content, str) else content
+        lines.append(f"100644 blob {run('hash-object', '-w', '--stdin', stdin=data)}\t{name}\n")
+    tree = run("mktree", stdin="".join(lines).encode())
+    if not on_top:
+        commit = run("commit-tree", tree, "-m", message)
+        run("update-ref", ref, commit)
+        return commit
+    parent = run("rev-parse", ref)
+    commit = run("commit-tree", tree, "-p", parent, "-m", message)
+    run("update-ref", ref, commit, parent)
+    return commit

@@ -23,7 +23,8 @@ import demo_office
 import fakes
 import pytest
 from demo_office import start_job
-from local_repo import ENV, git, make_repo
+from fakes import one_forge
+from local_repo import ENV, git, make_repo, plumbed
 
 from orchestrator.api import (
     GitError,
@@ -107,10 +108,7 @@ async def prepared(tmp_path: Path) -> AsyncIterator[tuple[Office, Path, int, Job
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
     """Sync and run until the job is done or failed, or waits on an open gate."""
 
-    async def forges(_: int) -> Forge:
-        return forge
-
-    driver = JobDriver(office, forges)
+    driver = JobDriver(office, one_forge(forge))
     while (state := await driver.sync(job_id)) not in ("done", "failed"):
         if await office.open_gates(job_id):
             return state
@@ -571,26 +569,7 @@ async def test_forgetting_deletes_only_what_it_listed_and_only_ended_jobs(tmp_pa
 
 def _commit(repo: Path, ref: str, name: str, text: str, *, message: str | None = None) -> str:
     """A commit on `ref` of bare `repo` adding file `name`, made with plumbing."""
-    parent = git(repo, "rev-parse", ref).strip()
-    blob = subprocess.run(
-        ["git", "-C", str(repo), "hash-object", "-w", "--stdin"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=True,
-        env=ENV,
-    ).stdout.strip()
-    tree = subprocess.run(
-        ["git", "-C", str(repo), "mktree"],
-        input=f"100644 blob {blob}\t{name}\n",
-        capture_output=True,
-        text=True,
-        check=True,
-        env=ENV,
-    ).stdout.strip()
-    commit = git(repo, "commit-tree", tree, "-p", parent, "-m", message or name).strip()
-    git(repo, "update-ref", ref, commit, parent)
-    return commit
+    return plumbed(repo, ref, {name: text}, message=message or name)
 
 
 async def test_a_snapshot_follows_its_slot_and_is_never_forced_over_another_runs(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from local_repo import ENV
+from local_repo import ENV, plumbed
 from local_repo import git as run_git
 
 from bot.runner.state import (
@@ -279,26 +279,7 @@ def output(repo: Path, *args: str) -> bytes:
 
 def plant(remote: Path, files: dict[str, bytes], ref: str = DEFAULT_REF) -> str:
     """A commit with `files` on `ref` of `remote`, made with git as anyone could."""
-    lines = []
-    for name, content in files.items():
-        blob = subprocess.run(
-            ["git", "-C", str(remote), "hash-object", "-w", "--stdin"],
-            input=content,
-            capture_output=True,
-            check=True,
-            env=ENV,
-        ).stdout.decode()
-        lines.append(f"100644 blob {blob.strip()}\t{name}\n")
-    tree = subprocess.run(
-        ["git", "-C", str(remote), "mktree"],
-        input="".join(lines).encode(),
-        capture_output=True,
-        check=True,
-        env=ENV,
-    ).stdout.decode()
-    commit = run_git(remote, "commit-tree", tree.strip(), "-m", "planted").strip()
-    run_git(remote, "update-ref", ref, commit)
-    return commit
+    return plumbed(remote, ref, files, message="planted", on_top=False)
 
 
 @pytest.mark.parametrize(
