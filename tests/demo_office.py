@@ -4,13 +4,20 @@ repository (its source), as `teaparty run` starts one."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import one_forge
 
 from orchestrator.api import Model, Office, load_project
 from orchestrator.config import load_organisation, shipped_org_dir
 from orchestrator.core.secrecy import SecretValues
+from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import JobSource
+from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.sandbox.confine import Sandbox
 
 NOWHERE = Sandbox("unavailable", "not needed: the demo model runs no shell")
@@ -61,8 +68,21 @@ async def open_office(
     )
 
 
+def office_fixture(opening: Callable[[Path], Awaitable[Office]]) -> Any:
+    """A pytest fixture `office`: the office `opening(tmp_path / "home")` opens, closed after
+    the test (assign it as `office = office_fixture(open_office)` in a test module)."""
+
+    @pytest.fixture
+    async def office(tmp_path: Path) -> AsyncIterator[Office]:
+        async with closed_after(opening(tmp_path / "home")) as opened:
+            yield opened
+
+    return office
+
+
+@asynccontextmanager
 async def closed_after(opening: Awaitable[Office]) -> AsyncIterator[Office]:
-    """The office `opening` opens, closed when the caller is done with it (for fixtures)."""
+    """The office `opening` opens, closed when the caller is done with it."""
     office = await opening
     try:
         yield office
@@ -92,3 +112,20 @@ async def start_job(
         project_text=project_text,
     )
     return started.job_id
+
+
+async def drive(
+    office: Office,
+    forge: Forge,
+    job_id: int,
+    *,
+    after_sync: Callable[[], Awaitable[None]] | None = None,
+) -> JobState:
+    """What `teaparty run` does: sync, run, until the job is done or failed."""
+
+    driver = JobDriver(office, one_forge(forge))
+    while (state := await driver.sync(job_id)) not in ("done", "failed"):
+        if after_sync is not None:
+            await after_sync()
+        await office.run_until_idle()
+    return state

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from demo_office import local_source
-from fakes import FakeForge
+from fakes import FakeForge, one_forge
 
 from orchestrator.api import load_project
 from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
@@ -62,11 +62,7 @@ class Parking(FakeForge):
 
 async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
     """Sync and run the job until it is done, failed, cancelled or waits at a question."""
-    driver = JobDriver(office, lambda _: _forge(forge))
+    driver = JobDriver(office, one_forge(forge))
     while (state := await driver.sync(job_id)) not in ("done", "failed", "cancelled", "waiting"):
         await office.run_until_idle(job_id)
     return state
-
-
-async def _forge(forge: Forge) -> Forge:
-    return forge

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from fakes import one_forge
 from local_repo import ENV, git
 
 from bot.local_forge import LocalForge
@@ -23,7 +24,7 @@ from orchestrator.jobs.features import GATE_KINDS
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.model_choice import AGENT_IDENTITY
 from orchestrator.jobs.office import JobSource, Office
-from orchestrator.jobs.ports import Delivered, Forge, JobStatus
+from orchestrator.jobs.ports import Delivered, JobStatus
 from orchestrator.sandbox.confine import Sandbox
 
 
@@ -110,10 +111,7 @@ async def run_job(
         )
         forge.statuses, forge.delivered = [], []
 
-        async def forges(_: int) -> Forge:
-            return forge
-
-        driver = JobDriver(office, forges)
+        driver = JobDriver(office, one_forge(forge))
         for _ in range(20):  # a bound on syncs, not on time: each runs the job until idle
             if (state := await driver.sync(job_id)) == "done":
                 break

@@ -7,21 +7,19 @@ when it has earned it, and names carol its decider.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from demo_office import local_source
+from demo_office import drive, local_source
 from fakes import FakeForge
 from local_repo import make_repo
 
 from orchestrator.api import load_project
 from orchestrator.config import AgentDef, load_organisation, shipped_org_dir
 from orchestrator.core.model import Model
-from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.sandbox.confine import Sandbox
 
 TITLE = "Add a changelog"
@@ -77,26 +75,6 @@ async def start(office: Office, repo: Path, n: int, *, project: str = EARNING) -
         project_text=project,
     )
     return started.job_id
-
-
-async def drive(
-    office: Office,
-    forge: Forge,
-    job_id: int,
-    *,
-    after_sync: Callable[[], Awaitable[None]] | None = None,
-) -> JobState:
-    """What `teaparty run` does: sync, run, until the job is done or failed."""
-
-    async def forges(_: int) -> Forge:
-        return forge
-
-    driver = JobDriver(office, forges)
-    while (state := await driver.sync(job_id)) not in ("done", "failed"):
-        if after_sync is not None:
-            await after_sync()
-        await office.run_until_idle()
-    return state
 
 
 async def run_jobs(office: Office, forge: FakeForge, repo: Path, numbers: range) -> list[int]:

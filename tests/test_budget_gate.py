@@ -20,6 +20,7 @@ from fakes import (
     FunctionModel,
     StaticAgents,
     calls,
+    one_forge,
     org_router,
     send,
 )
@@ -86,10 +87,7 @@ async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
     """Sync and run the job until it is done or failed, or waits at a question nobody
     answers (a forge that leaves them open)."""
 
-    async def forges(_: int) -> Forge:
-        return forge
-
-    driver = JobDriver(office, forges)
+    driver = JobDriver(office, one_forge(forge))
     while (state := await driver.sync(job_id)) not in ("done", "failed"):
         if state == "waiting" and getattr(forge, "leave_open", False):
             return state

@@ -8,20 +8,19 @@ delivery and its retry.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import demo_office
 import pytest
-from demo_office import closed_after, start_job
-from fakes import FakeForge
+from demo_office import drive, office_fixture, start_job
+from fakes import FakeForge, one_forge
 from local_repo import make_repo as repository
 
 from orchestrator.core.errors import ForgeError, ForgeWaitError
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.ports import Forge, JobState
+from orchestrator.jobs.ports import Forge
 from orchestrator.workspace.marks import job_mark
 
 TITLE = "Add a changelog"
@@ -38,27 +37,11 @@ def repo(tmp_path: Path) -> Path:
     return repository(tmp_path / "widgets")
 
 
-@pytest.fixture
-async def office(tmp_path: Path) -> AsyncIterator[Office]:
-    """An office under `tmp_path`/home, closed after the test."""
-    async for opened in closed_after(open_office(tmp_path / "home")):
-        yield opened
+office = office_fixture(open_office)
 
 
 async def start(office: Office, repo: Path) -> int:
     return await start_job(office, repo, PROJECT, title=TITLE, body="We need one.")
-
-
-async def drive(office: Office, forge: Forge, job_id: int) -> JobState:
-    """What `teaparty run` does: sync, run, until the job is done or failed."""
-
-    async def forges(_: int) -> Forge:
-        return forge
-
-    driver = JobDriver(office, forges)
-    while (state := await driver.sync(job_id)) not in ("done", "failed"):
-        await office.run_until_idle()
-    return state
 
 
 async def test_a_job_is_shown_asked_once_and_delivered_once(repo: Path, office: Office) -> None:
@@ -223,10 +206,7 @@ async def test_a_question_left_open_reminds_closes_once_and_stays_resumable(
         job_id = await start(office, repo)
         later = [time.time()]
 
-        async def forges(_: int) -> Forge:
-            return forge
-
-        driver = JobDriver(office, forges, clock=lambda: later[0])
+        driver = JobDriver(office, one_forge(forge), clock=lambda: later[0])
         while (await driver.sync(job_id)) != "waiting":
             await office.run_until_idle()
         assert (forge.reminded, forge.closed) == ([], [])

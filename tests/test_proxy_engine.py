@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fakes import FakeForge, FunctionModel
+from fakes import FakeForge, FunctionModel, one_forge
 from local_repo import make_repo as repository
 from proxy_support import (
     AUDITS_GATE_6,
@@ -271,7 +271,6 @@ async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
     """After a restart, before its project is back (`resume`), a job's gate is still asked."""
     from orchestrator.config import load_organisation, shipped_org_dir
     from orchestrator.jobs.driver import JobDriver
-    from orchestrator.jobs.ports import Forge
 
     repo, home = repository(tmp_path / "widgets"), tmp_path / "home"
     model = FunctionModel(sure)
@@ -287,10 +286,7 @@ async def test_a_job_whose_project_is_not_served_is_asked_without_the_proxy(
     try:
         forge = FakeForge(office, answers={"The plan:": "yes"})
 
-        async def forges(_: int) -> Forge:
-            return forge
-
-        assert await JobDriver(office, forges).sync(job_id) == "waiting"
+        assert await JobDriver(office, one_forge(forge)).sync(job_id) == "waiting"
         assert forge.asked == [1]
         assert forge.suggestions == {1: None}
         assert await office.proxy.decision(1) is None
@@ -315,7 +311,6 @@ async def test_an_answer_that_came_while_the_proxy_thought_is_the_deciders(
 
 async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) -> None:
     from orchestrator.jobs.driver import JobDriver
-    from orchestrator.jobs.ports import Forge
 
     model = FunctionModel(sure)
     async with widgets(tmp_path, model) as (office, repo):
@@ -323,10 +318,7 @@ async def test_a_paused_job_gets_no_model_call_from_the_proxy(tmp_path: Path) ->
         assert await office.control.pause(job_id, by="carol")
         forge = FakeForge(office, answers={"The plan:": "yes"})
 
-        async def forges(_: int) -> Forge:
-            return forge
-
-        assert await JobDriver(office, forges).sync(job_id) == "waiting"
+        assert await JobDriver(office, one_forge(forge)).sync(job_id) == "waiting"
         decision = await office.proxy.decision(1)
         assert decision is not None
         assert decision.why == "no prediction: the job is paused by carol"

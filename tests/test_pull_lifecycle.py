@@ -4,11 +4,10 @@ real git, with the scripted organisation."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from demo_office import closed_after
+from demo_office import office_fixture
 from fakes import FakeForge
 from jobs_harness import drive, open_office, start
 from local_repo import git, make_repo
@@ -27,11 +26,7 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "widgets")
 
 
-@pytest.fixture
-async def office(tmp_path: Path) -> AsyncIterator[Office]:
-    """An office under `tmp_path`/home, closed after the test."""
-    async for opened in closed_after(open_office(tmp_path / "home")):
-        yield opened
+office = office_fixture(open_office)
 
 
 async def done_with_pull(office: Office, repo: Path, title: str = "Add docs") -> int:

@@ -9,6 +9,7 @@ owner goes into a commit.
 from __future__ import annotations
 
 import os
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 
@@ -36,10 +37,12 @@ def origin(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "origin")
 
 
-async def office_with(home: Path, first: int) -> Office:
+def office_with(home: Path, first: int) -> AbstractAsyncContextManager[Office]:
+    """An office over `home` whose slots' users start at `first`; closed after."""
     # No call runs here: the sandbox only says who agents would run as.
     sandbox = Sandbox("bwrap", "test", run_as=(65534, 65534), uids=Identities(first, first + 9))
-    return await demo_office.open_office(home, DECIDER, DemoModel(), sandbox=sandbox, name="w")
+    opening = demo_office.open_office(home, DECIDER, DemoModel(), sandbox=sandbox, name="w")
+    return demo_office.closed_after(opening)
 
 
 async def start(office: Office, origin: Path, number: int) -> JobHandle:
@@ -73,8 +76,7 @@ def owners(path: Path) -> set[tuple[int, int]]:
 
 
 async def test_each_slot_is_its_own_users_and_ids_come_back(tmp_path: Path, origin: Path) -> None:
-    office = await office_with(tmp_path / "home", 5000)
-    try:
+    async with office_with(tmp_path / "home", 5000) as office:
         job, one = await first_slot(office, origin)
         two = await office.workspace.lease(job.space, 2)
         assert owners(one.path) == {(5000, 5000)}
@@ -85,30 +87,22 @@ async def test_each_slot_is_its_own_users_and_ids_come_back(tmp_path: Path, orig
         later = await start(office, origin, 2)
         again = await office.workspace.lease(later.space, 1)
         assert owners(again.path) == {(5000, 5000)}, "a closed job's ids are free again"
-    finally:
-        await office.close()
 
 
 async def test_a_restarted_engine_hands_a_slot_to_the_user_it_gives_it(
     tmp_path: Path, origin: Path
 ) -> None:
-    office = await office_with(tmp_path / "home", 5000)
-    try:
+    async with office_with(tmp_path / "home", 5000) as office:
         job, slot = await first_slot(office, origin)
         (slot.path / "work.txt").write_text("left by the worker\n")
         await office.workspace.hand_over(slot.path)
         assert owners(slot.path) == {(5000, 5000)}
-    finally:
-        await office.close()
-    office = await office_with(tmp_path / "home", 6000)
-    try:
+    async with office_with(tmp_path / "home", 6000) as office:
         space = await office.workspace.job(job.job_id)
         assert space is not None
         again = await office.workspace.lease(space, 1)
         assert again.path == slot.path
         assert owners(again.path) == {(6000, 6000)}
-    finally:
-        await office.close()
 
 
 async def test_a_recycled_slot_is_all_its_users_after_the_engine_switches_it(
@@ -116,8 +110,7 @@ async def test_a_recycled_slot_is_all_its_users_after_the_engine_switches_it(
 ) -> None:
     """The engine hands over only what its git wrote when it recycles a slot: the files of the
     new branch (in directories it made) and the tracked files the last worker left changed."""
-    office = await office_with(tmp_path / "home", 5000)
-    try:
+    async with office_with(tmp_path / "home", 5000) as office:
         job = await start(office, origin, 1)
         await office.engine.store.write(
             partial(create_task, job_id=job.job_id, title="three", spec="s", created_by="l")
@@ -137,8 +130,6 @@ async def test_a_recycled_slot_is_all_its_users_after_the_engine_switches_it(
         assert (three.path / "new" / "deep" / "file.txt").is_file()
         assert (three.path / "README.md").read_text() == "widgets\n"
         assert owners(three.path) == {(5000, 5000)}
-    finally:
-        await office.close()
 
 
 def test_handing_over_named_paths_never_follows_a_symlink(tmp_path: Path) -> None:
@@ -161,12 +152,9 @@ def test_handing_over_named_paths_never_follows_a_symlink(tmp_path: Path) -> Non
 async def test_an_engine_write_that_names_no_paths_hands_the_whole_slot_over_next(
     tmp_path: Path, origin: Path
 ) -> None:
-    office = await office_with(tmp_path / "home", 5000)
-    try:
+    async with office_with(tmp_path / "home", 5000) as office:
         job, slot = await first_slot(office, origin)
         (slot.path / "engine.txt").write_text("written by the engine, as root\n")
         office.workspace.wrote(slot.path)
         await office.workspace.ensure_handed(slot.path)
         assert owners(slot.path) == {(5000, 5000)}
-    finally:
-        await office.close()
