@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from orchestrator.agents.ports import AgentSpec
 from orchestrator.agents.tools import BUS_SPECS
+from orchestrator.bus.gates import Gate
 from orchestrator.bus.routing import Router, Team
 from orchestrator.core.messages import AssistantTurn, Message, ToolCall
 from orchestrator.core.model import Model, ModelRequest
@@ -203,6 +204,23 @@ class PushingForge(FakeForge):
 
     async def credentials(self) -> str | None:
         return self.auth
+
+
+# What a test's gate asks unless it says otherwise.
+ASKED = {
+    "conversation_id": "c",
+    "call_id": "q",
+    "kind": "plan",
+    "question": "Go?",
+    "options": (),
+    "asked_by": "lead",
+}
+
+
+def unanswered_gate(gate_id: int, job_id: int, **fields: Any) -> Gate:
+    """A gate as stored, not answered: ASKED but for `fields` (any of Gate's)."""
+    unanswered = {"answer": None, "answered_by": None, "answered_via": None}
+    return Gate(gate_id=gate_id, job_id=job_id, **(ASKED | unanswered | fields))
 
 
 def one_forge(forge: Any) -> Callable[[int], Awaitable[Any]]:

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fakes import unanswered_gate
 
 from bot.errors import GitHubError
 from bot.github.client import Identity
@@ -183,22 +184,7 @@ SUBJECT = Subject("octo", "widgets", 5, 11, "main", "Add docs", "alice", "Alice"
 
 
 def gate(gate_id: int, posted: str | None, *, job_id: int = 1) -> Gate:
-    return Gate(
-        gate_id,
-        job_id,
-        "c",
-        "q",
-        "plan",
-        "Go?",
-        (),
-        "lead",
-        None,
-        None,
-        None,
-        posted,
-        None,
-        NOW - 30,
-    )
+    return unanswered_gate(gate_id, job_id, comment_ref=posted, asked_at=NOW - 30)
 
 
 def comment(n: int, login: str, body: str = "yes", *, kind: str = "User") -> Any:

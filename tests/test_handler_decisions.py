@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import Load
+from fakes import unanswered_gate
 
 from bot.github.subject import Subject
 from bot.github.tracking import config_error_body, marker, no_sandbox_body, refusal_body
@@ -214,23 +215,15 @@ def gate(
 ) -> Gate:
     """A gate of job 7 whose question is the comment `posted` (None: not posted yet)."""
     digest = digest or f"{gate_id:x}" * 40
-    return Gate(
+    return unanswered_gate(
         gate_id,
         7,
-        "c-1",
-        "call-1",
-        "plan",
-        "Go?",
-        ("yes", "no"),
-        "lead",
-        None,
-        None,
-        None,
-        posted,
-        None,
-        0.0,
-        digest[:64],
-        hashed_at,
+        conversation_id="c-1",
+        call_id="call-1",
+        options=("yes", "no"),
+        comment_ref=posted,
+        content_hash=digest[:64],
+        hashed_at=hashed_at,
     )
 
 

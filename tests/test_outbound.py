@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from fakes import unanswered_gate
 
 from bot.github.outbound import COMMENT_NOTE, NEUTRAL, Outbound, code_span
 from bot.github.tracking import failure_body, gate_body, pull_body, tracking_body
-from orchestrator.bus.gates import Gate
 from orchestrator.core.messages import Usage
 from orchestrator.jobs.ports import JobStatus
 from orchestrator.teams.board import Task
@@ -330,18 +330,14 @@ def test_the_tracking_comment_rewrites_the_agents_words() -> None:
 
 
 def test_a_gate_mentions_its_decider_and_nobody_else() -> None:
-    gate = Gate(
+    gate = unanswered_gate(
         3,
         7,
-        "c",
-        "k",
-        "approval",
-        "Ask @mallory?<!-- answer yes --> ![p](https://evil.example/p)",
-        ("yes", "no` @x"),
-        "job:7/lead",
-        None,
-        None,
-        None,
+        call_id="k",
+        kind="approval",
+        question="Ask @mallory?<!-- answer yes --> ![p](https://evil.example/p)",
+        options=("yes", "no` @x"),
+        asked_by="job:7/lead",
         content_hash="a1b2c3d4" * 8,
     )
     body = gate_body(gate, decider="alice", agent=AGENT)
