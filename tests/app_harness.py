@@ -26,7 +26,7 @@ from bot.github.subject import Subject
 from bot.github.tracking import MARKER_PREFIX
 from bot.server.runtime import Runtime, server
 from bot.settings import Settings
-from orchestrator.api import FEATURES, AgentDef, Model, Office, Register, Sandbox
+from orchestrator.api import FEATURES, AgentDef, Model, Office, Register, Sandbox, models
 
 SECRET = "e2e-webhook-secret"
 APP_ID = 4242
@@ -51,14 +51,10 @@ def office_forge(
 
 
 def make_hub(
-    root: Path,
-    *,
-    port: int,
-    pem: str,
-    clock: Callable[[], float] = time.time,
-    permissions: Mapping[str, str] = DEFAULT_APP_PERMISSIONS,
+    root: Path, *, port: int, pem: str, clock: Callable[[], float] = time.time, **options: Any
 ) -> FakeGitHub:
-    """The stand-in with octo/widgets, delivering webhooks to a server on `port`."""
+    """The stand-in with octo/widgets, delivering webhooks to a server on `port` (`options`:
+    more of FakeGitHub's, such as the App's `permissions`)."""
     hub = FakeGitHub(
         root,
         app_id=APP_ID,
@@ -66,7 +62,7 @@ def make_hub(
         webhook_url=f"http://127.0.0.1:{port}/webhook",
         webhook_secret=SECRET,
         clock=clock,
-        permissions=permissions,
+        **options,
     )
     hub.add_repo(OWNER, REPO)
     return hub
@@ -212,18 +208,50 @@ class Served:
 
 @asynccontextmanager
 async def served(
-    tmp_path: Path, *, pem: str | None = None, prepare: Callable[[FakeGitHub], None] | None = None
+    tmp_path: Path,
+    *,
+    pem: str | None = None,
+    prepare: Callable[[FakeGitHub], None] | None = None,
+    env: Mapping[str, str] | None = None,
+    **options: Any,
 ) -> AsyncIterator[Served]:
-    """A fresh stand-in (made ready by `prepare`) and `teaparty serve` over it, their files
-    under `tmp_path`; both stopped after."""
+    """A fresh stand-in (made with make_hub's `options`, then made ready by `prepare`) and
+    `teaparty serve` over it (`env` added to its environment), their files under
+    `tmp_path`; both stopped after, and every request the stand-in answered checked against
+    GitHub's description."""
     pem, port = pem or private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
+    hub = make_hub(tmp_path / "hub", port=port, pem=pem, **options)
     if prepare is not None:
         prepare(hub)
     async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem)
-        async with serve(env, port=port, log=tmp_path / "server.log") as server:
+        more = server_env(hub, api_url, tmp_path / "home", pem) | dict(env or {})
+        async with serve(more, port=port, log=tmp_path / "server.log") as server:
             yield Served(hub, server, pem, port)
+    assert hub.violations == [], hub.violations
+
+
+@asynccontextmanager
+async def unserved(
+    tmp_path: Path, *, prepare: Callable[[FakeGitHub], None] | None = None
+) -> AsyncIterator[tuple[FakeGitHub, Runtime, str, str]]:
+    """A fresh stand-in (made ready by `prepare`) whose webhooks go nowhere (nothing listens
+    on their port), and the App's runtime over it with the scripted models, not serving: a
+    test hands it deliveries itself. (hub, runtime, the stand-in's API URL, the App's key);
+    the runtime is closed after, once every sync it started has ended."""
+    pem = private_key_pem()
+    hub = make_hub(tmp_path / "hub", port=free_port(), pem=pem)
+    if prepare is not None:
+        prepare(hub)
+    async with hub.serve() as api_url:
+        settings = app_settings(hub, api_url, tmp_path / "home", pem)
+        runtime = await Runtime.open(
+            settings, models=models("scripted", {}), env={}, scripted=True, sandbox=NOWHERE
+        )
+        try:
+            yield hub, runtime, api_url, pem
+        finally:
+            await until(lambda: not runtime._syncing, what="the App's syncs to end")
+            await runtime.close()
 
 
 async def _healthy(server: Server) -> bool:

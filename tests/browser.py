@@ -121,6 +121,16 @@ class Browser:
         self.call("Page.navigate", session=True, url=url)
         self.wait_event("Page.loadEventFired")
 
+    def open_transcript(self, agent: str) -> None:
+        """From a job page, follow its tree's link to the transcript of the agent whose name
+        ends with `agent` (such as `project-lead`)."""
+        self.open(
+            self.evaluate(
+                "[...document.querySelectorAll('.tree a')]"
+                f".find(a => a.innerText.endsWith({json.dumps(agent)})).href"
+            )
+        )
+
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page."""
         result = self.call(

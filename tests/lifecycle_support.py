@@ -16,18 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_harness import OWNER, app_settings, bodies, make_hub, until
+from app_harness import OWNER, bodies, unserved, until
 from local_repo import committed
 
-from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.fakehub.webhooks import SentDelivery
 from bot.server.runtime import Runtime
-from orchestrator.api import Delivery, JobRecord, JobState, models
-from orchestrator.sandbox.confine import Sandbox
+from orchestrator.api import Delivery, JobRecord, JobState
 
 REPO = "gadgets"
-NOWHERE = Sandbox("unavailable", "not needed: the scripted models run no shell")
 PROJECT = "humans: {decider: alice}\ngates: {plan: never}\n"
 
 
@@ -112,21 +109,12 @@ class World:
 @pytest.fixture
 async def lifecycle(tmp_path: Path) -> AsyncIterator[World]:
     """alice (admin) and bob (write) on octo/gadgets; the App's runtime, not serving."""
-    pem = private_key_pem()
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=pem)  # nothing listens
-    hub.add_repo(OWNER, REPO, source=source_repo(tmp_path / "src"))
-    hub.add_user("alice", "admin")
-    hub.add_user("bob", "write")
-    async with hub.serve() as api_url:
-        home = tmp_path / "home"
-        settings = app_settings(hub, api_url, home, pem)
-        runtime = await Runtime.open(
-            settings, models=models("scripted", {}), env={}, scripted=True, sandbox=NOWHERE
-        )
-        world = World(hub, runtime, home, api_url, pem)
-        try:
-            yield world
-        finally:
-            await world.settled()
-            await runtime.close()
+
+    def people(hub: FakeGitHub) -> None:
+        hub.add_repo(OWNER, REPO, source=source_repo(tmp_path / "src"))
+        hub.add_user("alice", "admin")
+        hub.add_user("bob", "write")
+
+    async with unserved(tmp_path, prepare=people) as (hub, runtime, api_url, pem):
+        yield World(hub, runtime, tmp_path / "home", api_url, pem)
     assert hub.violations == [], hub.violations

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
-from app_harness import APP_ID, OWNER, REPO, SECRET, Server, serve, server_env, until
+from app_harness import OWNER, REPO, Served, Server, served, until
 from test_app_rounds import app_comments, delivered_pull
 
-from bot.demo import free_port, private_key_pem
 from bot.fakehub.ci_state import Annotation, Check
 from bot.fakehub.hub import FakeGitHub
 from bot.fakehub.state import DEFAULT_APP_PERMISSIONS
@@ -38,36 +37,19 @@ PASSING = Check("tests", "success", log="4 passed in 0.1s\n")
 CI = {"checks": "write", "actions": "write"}
 
 
-@dataclass
-class World:
-    hub: FakeGitHub
-    server: Server
-
-
-async def _world(
-    tmp_path: Path, permissions: dict[str, str], **env_more: str
-) -> AsyncIterator[World]:
-    pem, port = private_key_pem(), free_port()
-    hub = FakeGitHub(
-        tmp_path / "hub",
-        app_id=APP_ID,
-        private_key_pem=pem,
-        webhook_url=f"http://127.0.0.1:{port}/webhook",
-        webhook_secret=SECRET,
-        permissions=permissions,
-    )
-    hub.add_repo(OWNER, REPO)
+def _alice(hub: FakeGitHub) -> None:
     hub.add_user("alice", "maintain")
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem) | env_more
-        async with serve(env, port=port, log=tmp_path / "server.log") as server:
-            yield World(hub, server)
-    assert hub.violations == [], hub.violations
+
+
+def _world(
+    tmp_path: Path, permissions: dict[str, str], **env: str
+) -> AbstractAsyncContextManager[Served]:
+    return served(tmp_path, prepare=_alice, env=env, permissions=permissions)
 
 
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[World]:
-    async for made in _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | CI):
+async def world(tmp_path: Path) -> AsyncIterator[Served]:
+    async with _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | CI) as made:
         yield made
 
 
@@ -103,7 +85,7 @@ async def settled(server: Server) -> bool:
     return await server.pending() == 0
 
 
-async def test_failing_checks_start_rounds_until_a_person_is_needed(world: World) -> None:
+async def test_failing_checks_start_rounds_until_a_person_is_needed(world: Served) -> None:
     hub, server = world.hub, world.server
     issue, number, _ = await delivered_pull(hub, server)
     branch, first = head(hub)
@@ -155,14 +137,14 @@ async def test_failing_checks_start_rounds_until_a_person_is_needed(world: World
 
 
 @pytest.fixture
-async def checks_only(tmp_path: Path) -> AsyncIterator[World]:
+async def checks_only(tmp_path: Path) -> AsyncIterator[Served]:
     """An installation that accepted `checks: write` and not `actions`."""
-    async for made in _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"}):
+    async with _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"}) as made:
         yield made
 
 
 async def test_a_check_that_passes_when_re_run_is_flaky_and_without_actions_the_round_says_why(
-    checks_only: World,
+    checks_only: Served,
 ) -> None:
     hub, server = checks_only.hub, checks_only.server
     issue, number, _ = await delivered_pull(hub, server)
@@ -195,15 +177,15 @@ def replace_name(check: Check, name: str) -> Check:
 
 
 @pytest.fixture
-async def quick_to_miss_ci(tmp_path: Path) -> AsyncIterator[World]:
+async def quick_to_miss_ci(tmp_path: Path) -> AsyncIterator[Served]:
     """An App that says a head had no CI one second after it saw it rest."""
     permissions = dict(DEFAULT_APP_PERMISSIONS) | CI
-    async for made in _world(tmp_path, permissions, TEAPARTY_CI_START="1"):
+    async with _world(tmp_path, permissions, TEAPARTY_CI_START="1") as made:
         yield made
 
 
 async def test_a_pull_request_on_which_no_ci_runs_is_said_to_have_none(
-    quick_to_miss_ci: World,
+    quick_to_miss_ci: Served,
 ) -> None:
     hub, server = quick_to_miss_ci.hub, quick_to_miss_ci.server
     issue, number, _ = await delivered_pull(hub, server)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from app_harness import (
     until,
     writer_and_reader,
 )
+from local_repo import git
 
 from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
@@ -46,13 +46,6 @@ pytestmark = pytest.mark.timeout(180)
 async def world(tmp_path: Path) -> AsyncIterator[Served]:
     async with served(tmp_path, prepare=writer_and_reader) as world:
         yield world
-    assert world.hub.violations == [], world.hub.violations
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout
 
 
 def tracking(hub: FakeGitHub, number: int) -> list[str]:

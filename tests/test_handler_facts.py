@@ -10,16 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, REPO, app_settings, make_hub
+from app_harness import OWNER, REPO, unserved
 
-from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.handlers.repos import RepoConfig, with_decider
 from bot.server.runtime import Runtime
-from orchestrator.api import ConfigError, Delivery, JobSource, models
-from orchestrator.sandbox.confine import Sandbox
-
-NOWHERE = Sandbox("unavailable", "not needed: no job starts here")
+from orchestrator.api import ConfigError, Delivery, JobSource
 
 
 @dataclass
@@ -38,20 +34,14 @@ class World:
         return [f"{r.method} {r.path}" for r in self.hub.requests if r.path.startswith(mine)]
 
 
+def _alice(hub: FakeGitHub) -> None:
+    hub.add_user("alice", "admin")
+
+
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
-    pem = private_key_pem()
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=pem)  # no server: nothing delivered
-    hub.add_user("alice", "admin")
-    async with hub.serve() as api_url:
-        settings = app_settings(hub, api_url, tmp_path / "home", pem)
-        runtime = await Runtime.open(
-            settings, models=models("scripted", {}), env={}, scripted=True, sandbox=NOWHERE
-        )
-        try:
-            yield World(hub, runtime)
-        finally:
-            await runtime.close()
+    async with unserved(tmp_path, prepare=_alice) as (hub, runtime, _, _):
+        yield World(hub, runtime)
 
 
 async def test_a_ping_and_an_ignored_event_ask_github_nothing(world: World) -> None:

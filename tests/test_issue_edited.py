@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_harness import OWNER, REPO, app_settings, bodies, make_hub, until
+from app_harness import OWNER, REPO, bodies, unserved, until
 from conftest import Load
 from fakehub_support import _app_client
+from fakes import unanswered_gate
 from test_bot_events import SPELLING
 
-from bot.demo import free_port, private_key_pem
 from bot.fakehub.hub import FakeGitHub
 from bot.github.outbound import Outbound
 from bot.github.tracking import EDIT_GATE_TITLE, gate_body
@@ -26,11 +26,9 @@ from bot.handlers.deliveries import IssueEdited
 from bot.handlers.issues import decide_edit
 from bot.handlers.payloads import Actor, Ignored, Repo, parse_command
 from bot.server.runtime import Runtime
-from orchestrator.api import Delivery, Gate, JobRecord, models
-from orchestrator.sandbox.confine import Sandbox
+from orchestrator.api import Delivery, JobRecord
 
 APP = "teaparty[bot]"
-NOWHERE = Sandbox("unavailable", "not needed: the scripted models run no shell")
 
 
 def edited(payload: Load, **changes: Any) -> IssueEdited:
@@ -108,18 +106,15 @@ def test_an_edit_gate_shows_the_diff_in_a_diff_block() -> None:
         "--- the text the job works to\n+++ as edited by bob\n@@ -1,3 +1,3 @@\n"
         "-Title: Old\n+Title: New ``` @carol fixes #12"
     )
-    gate = Gate(
+    gate = unanswered_gate(
         4,
         7,
-        "job:7",
-        "edit:2",
-        "intent",
-        f"The issue was edited.\n\n{diff}",
-        ("yes", "no"),
-        "engine",
-        None,
-        None,
-        None,
+        conversation_id="job:7",
+        call_id="edit:2",
+        kind="intent",
+        question=f"The issue was edited.\n\n{diff}",
+        options=("yes", "no"),
+        asked_by="engine",
         content_hash="ab" * 32,
         payload={"revision": 2, "diff": diff},
     )
@@ -147,22 +142,14 @@ class World:
         await until(lambda: not self.runtime._syncing, what="the App's syncs to end")
 
 
+def _alice(hub: FakeGitHub) -> None:
+    hub.add_user("alice", "admin")
+
+
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[World]:
-    pem = private_key_pem()
-    hub = make_hub(tmp_path / "hub", port=free_port(), pem=pem)  # nothing listens: no delivery
-    hub.add_user("alice", "admin")
-    async with hub.serve() as api_url:
-        settings = app_settings(hub, api_url, tmp_path / "home", pem)
-        runtime = await Runtime.open(
-            settings, models=models("scripted", {}), env={}, scripted=True, sandbox=NOWHERE
-        )
-        world = World(hub, runtime, api_url, pem)
-        try:
-            yield world
-        finally:
-            await world.settled()
-            await runtime.close()
+    async with unserved(tmp_path, prepare=_alice) as (hub, runtime, api_url, pem):
+        yield World(hub, runtime, api_url, pem)
     assert hub.violations == []
 
 

@@ -130,11 +130,7 @@ def follow_the_job(browser: Browser, hub: FakeGitHub, public: str, home: Path) -
     assert browser.evaluate("window.notReloaded === true"), "it changed in place"
     browser.screenshot(shots() / "serve-job-done-desktop.png", DESKTOP)
 
-    lead = browser.evaluate(
-        "[...document.querySelectorAll('.tree a')]"
-        ".find(a => a.innerText.endsWith('project-lead')).href"
-    )
-    browser.open(lead)
+    browser.open_transcript("project-lead")
     assert "project-lead" in browser.text("h1")
     assert "task_create" in browser.text()
     browser.screenshot(shots() / "serve-transcript-phone.png", PHONE)

@@ -94,11 +94,7 @@ def test_a_job_page_follows_the_job_live_and_opens_its_transcripts(
             assert browser.evaluate("window.notReloaded === true"), "it changed in place"
             browser.screenshot(shots() / "job-done-desktop.png", DESKTOP)
 
-            lead = browser.evaluate(
-                "[...document.querySelectorAll('.tree a')]"
-                ".find(a => a.innerText.endsWith('project-lead')).href"
-            )
-            browser.open(lead)
+            browser.open_transcript("project-lead")
             transcript = browser.text()
             assert "project-lead" in browser.text("h1")
             assert "task_create" in transcript

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from app_harness import OWNER, app_settings, bodies, in_process, make_hub, until
-from lifecycle_support import NOWHERE, REPO, World, git, source_repo
+from app_harness import NOWHERE, OWNER, app_settings, bodies, in_process, make_hub, until
+from lifecycle_support import REPO, World, git, source_repo
 
 from bot.demo import free_port, private_key_pem
 from orchestrator.api import Delivery, Feedback, Office, Point

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from app_harness import SECRET, Server, make_hub, serve, server_env, until
+from app_harness import SECRET, Server, served, until
 
-from bot.demo import free_port, private_key_pem
 from bot.server.http_server import MAX_HEAD_BYTES
 from bot.server.webhooks import signature
 
@@ -48,17 +47,14 @@ class App:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def app(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[App]:
     root = tmp_path_factory.mktemp("abuse")
-    pem, port = private_key_pem(), free_port()
-    hub = make_hub(root / "hub", port=port, pem=pem)
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, root / "home", pem) | {
-            "TEAPARTY_BODY_TIMEOUT": str(DEADLINE_S),
-            # the storms below come from one address, standing for many behind a proxy:
-            # what a client alone may hold is tested on its own at the end
-            "TEAPARTY_TRUSTED_PROXIES": "127.0.0.1",
-        }
-        async with serve(env, port=port, log=root / "server.log") as server:
-            yield App(server, port)
+    env = {
+        "TEAPARTY_BODY_TIMEOUT": str(DEADLINE_S),
+        # the storms below come from one address, standing for many behind a proxy:
+        # what a client alone may hold is tested on its own at the end
+        "TEAPARTY_TRUSTED_PROXIES": "127.0.0.1",
+    }
+    async with served(root, env=env) as world:
+        yield App(world.server, world.port)
     log = (root / "server.log").read_text(errors="replace")
     assert "Traceback" not in log, log
     assert "Exception in ASGI application" not in log, log
@@ -302,29 +298,27 @@ async def test_a_good_delivery_during_a_storm_is_stored_and_handled(app: App) ->
 async def test_past_the_connection_bound_a_request_gets_503_until_the_deadline_frees_it(
     tmp_path: Path,
 ) -> None:
-    pem, port = private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem) | {
-            "TEAPARTY_BODY_TIMEOUT": str(DEADLINE_S),
-            "TEAPARTY_MAX_CONNECTIONS": "4",
-            "TEAPARTY_TRUSTED_PROXIES": "127.0.0.1",  # all four from one address
-        }
-        async with serve(env, port=port, log=tmp_path / "server.log") as server:
-            held = []
-            for n in range(3):  # with these three, a fourth connection reaches the bound
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.write(request_head(b"x" * 1000, delivery=f"held-{n}") + b"x")
-                held.append((reader, writer))
-            await asyncio.sleep(0.3)  # their heads are in: each was let through
-            body = b'{"zen": "Keep it simple."}'
-            assert (await post(port, request_head(body, delivery="over"), body)).status == 503
-            for reader, _ in held:
-                assert await closed_after(reader, time.monotonic()) < DEADLINE_S + SLACK_S
-            assert (await post(port, request_head(body, delivery="after"), body)).status == 202
-            for _, writer in held:
-                writer.close()
-            assert server.output().count("Exceeded concurrency limit") == 1
+    env = {
+        "TEAPARTY_BODY_TIMEOUT": str(DEADLINE_S),
+        "TEAPARTY_MAX_CONNECTIONS": "4",
+        "TEAPARTY_TRUSTED_PROXIES": "127.0.0.1",  # all four from one address
+    }
+    async with served(tmp_path, env=env) as world:
+        server, port = world.server, world.port
+        held = []
+        for n in range(3):  # with these three, a fourth connection reaches the bound
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request_head(b"x" * 1000, delivery=f"held-{n}") + b"x")
+            held.append((reader, writer))
+        await asyncio.sleep(0.3)  # their heads are in: each was let through
+        body = b'{"zen": "Keep it simple."}'
+        assert (await post(port, request_head(body, delivery="over"), body)).status == 503
+        for reader, _ in held:
+            assert await closed_after(reader, time.monotonic()) < DEADLINE_S + SLACK_S
+        assert (await post(port, request_head(body, delivery="after"), body)).status == 202
+        for _, writer in held:
+            writer.close()
+        assert server.output().count("Exceeded concurrency limit") == 1
 
 
 async def answered_from_elsewhere(port: int, *, delivery: str | None = None) -> int:
@@ -363,31 +357,29 @@ async def test_idle_connections_from_one_address_leave_room_for_the_others(
     them; after each, 127.0.0.1 asks for /healthz. With the default bounds (128 overall, 16
     per client) 127.0.0.2 is refused at its 17th and 127.0.0.1 is answered every time; a
     peer exempt from the per-client bound (a trusted proxy) fills the overall one instead."""
-    pem, port = private_key_pem(), free_port()
-    hub = make_hub(tmp_path / "hub", port=port, pem=pem)
-    async with hub.serve() as api_url:
-        env = server_env(hub, api_url, tmp_path / "home", pem) | {
-            "TEAPARTY_BODY_TIMEOUT": "120",  # the idle connections outlast the test
-            "TEAPARTY_TRUSTED_PROXIES": trusted,
-        }
-        async with serve(env, port=port, log=tmp_path / "server.log") as server:
-            opened: list[socket.socket] = []
-            try:
-                for _ in range(256):  # the server refuses one, or 127.0.0.1, before
-                    sock = socket.socket()
-                    opened.append(sock)
-                    sock.bind(("127.0.0.2", 0))
-                    sock.setblocking(False)
-                    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-                    health = await answered_from_elsewhere(port)
-                    if not held_by_server(sock) or health != 200:
-                        break
-                kept = sum(held_by_server(sock) for sock in opened)
-                assert (kept, health) == (held_by_one, then)
-                delivery = await answered_from_elsewhere(port, delivery="while-held")
-                assert delivery == (202 if then == 200 else 503)
-            finally:
-                for sock in opened:
-                    sock.close()
-            if not trusted:
-                assert server.output().count("refusing connections from 127.0.0.2") == 1
+    env = {
+        "TEAPARTY_BODY_TIMEOUT": "120",  # the idle connections outlast the test
+        "TEAPARTY_TRUSTED_PROXIES": trusted,
+    }
+    async with served(tmp_path, env=env) as world:
+        server, port = world.server, world.port
+        opened: list[socket.socket] = []
+        try:
+            for _ in range(256):  # the server refuses one, or 127.0.0.1, before
+                sock = socket.socket()
+                opened.append(sock)
+                sock.bind(("127.0.0.2", 0))
+                sock.setblocking(False)
+                await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+                health = await answered_from_elsewhere(port)
+                if not held_by_server(sock) or health != 200:
+                    break
+            kept = sum(held_by_server(sock) for sock in opened)
+            assert (kept, health) == (held_by_one, then)
+            delivery = await answered_from_elsewhere(port, delivery="while-held")
+            assert delivery == (202 if then == 200 else 503)
+        finally:
+            for sock in opened:
+                sock.close()
+        if not trusted:
+            assert server.output().count("refusing connections from 127.0.0.2") == 1
