@@ -110,7 +110,6 @@ def view(job: JobView, *, now: float, resume: str | None = None) -> list[str]:
     interrupted job), then its tasks, gates, commands and result."""
     s = job.summary
     u = s.usage
-    tokens = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
     worktree = job.worktree and f"{job.worktree}{'' if job.worktree_present else ' (removed)'}"
     facts = [
         ("repository", f"{where(s)} ({s.origin.forge})"),
@@ -119,7 +118,7 @@ def view(job: JobView, *, now: float, resume: str | None = None) -> list[str]:
         ("open gates", str(s.open_gates)),
         ("branch", job.branch or "-"),
         ("worktree", worktree or "-"),
-        ("cost", f"{cost(s)} ({tokens:,} tokens: {u.input_tokens:,} in, "
+        ("cost", f"{cost(s)} ({u.total:,} tokens: {u.input_tokens:,} in, "
                  f"{u.output_tokens:,} out, {u.cache_read_tokens:,} cache read, "
                  f"{u.cache_write_tokens:,} cache write)"),
         ("created", f"{clock(s.created_at, now=now)} ({age(now - s.created_at)} ago)"),

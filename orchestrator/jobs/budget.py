@@ -48,8 +48,7 @@ class Spent:
     @property
     def tokens(self) -> int:
         """Every token the job was billed for."""
-        u = self.usage
-        return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        return self.usage.total
 
 
 class JobBudget:

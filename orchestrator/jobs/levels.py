@@ -28,8 +28,7 @@ class LevelCost:
     @property
     def tokens(self) -> int:
         """Every token billed."""
-        u = self.usage
-        return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+        return self.usage.total
 
     @property
     def cache_hit_rate(self) -> float | None:
