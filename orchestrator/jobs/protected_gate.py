@@ -12,7 +12,6 @@ the driver acts on it at the job's next sync, and no agent wakes (no model call 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,23 +109,42 @@ def decide(
     asked = gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
     if any(g.approved and Pins.stored(g.payload) == pins for g in asked):
         return Cleared(change.head)
-    waiting = [g for g in asked if g.answer is None and g.closed_at is None]
-    if waiting:
-        return Held(waiting[0].gate_id, opened=False)
+    if (held := waiting(asked)) is not None:
+        return held
     answered = [g for g in asked if g.answer is not None]
     if answered and not answered[-1].approved:
         return Refused(answered[-1])
     stale = answered[-1] if answered else None
     text = question(change, protected, diff, stale=stale)
     payload = {**pins.as_dict(), "protected": [f.label for f in protected]}
+    return ask(tx, job_id, KIND, change.head, text, payload=payload, pinned=pins.as_dict())
+
+
+def waiting(asked: list[Gate]) -> Held | None:
+    """Held on the first of the `asked` push gates still open, if one is."""
+    open_ = [g for g in asked if g.answer is None and g.closed_at is None]
+    return Held(open_[0].gate_id, opened=False) if open_ else None
+
+
+def ask(
+    tx: Tx,
+    job_id: int,
+    kind: GateKind,
+    head: str,
+    text: str,
+    *,
+    payload: Mapping[str, Any],
+    pinned: Mapping[str, Any],
+) -> Held:
+    """Ask the job's decider (a gate of `kind` the engine asks) whether to push `head`."""
     gate_id = gates.ask_engine(
         tx,
         job_id=job_id,
         conversation_id=job_conversation_id(job_id),
         content=revisions.job_content,
-        intent=AskIntent(f"{KIND.name}:{change.head}", text, OPTIONS, kind=KIND.name),
+        intent=AskIntent(f"{kind.name}:{head}", text, OPTIONS, kind=kind.name),
         payload=payload,
-        pinned=pins.as_dict(),
+        pinned=pinned,
     )
     return Held(gate_id, opened=True, question=text)
 
@@ -142,15 +160,11 @@ def question(
     stat, and the protected files' diff when short (cut when not)."""
     others = len(change.files) - len(protected)
     lines = [
-        f"The change touches protected paths: {_count(len(protected), 'protected file')} "
-        f"and {_count(others, 'other file')} changed."
+        f"The change touches protected paths: {counted(len(protected), 'protected file')} "
+        f"and {counted(others, 'other file')} changed."
     ]
     if stale is not None:
-        before = str(stale.payload.get("head", ""))[:12]
-        lines.append(
-            f"\nAsked again: question {stale.gate_id} approved commit {before}, but the job "
-            "branch has a new head since, so that approval is stale."
-        )
+        lines.append(stale_note(stale))
     lines.append(
         f"\nHead commit: {change.head} (the job started from {change.base}). Approving "
         "pushes exactly this commit; anything committed later is asked about again."
@@ -158,12 +172,13 @@ def question(
     listed = [_file_line(f) for f in protected[:FILES_SHOWN]]
     if len(protected) > FILES_SHOWN:
         listed.append(f"... and {len(protected) - FILES_SHOWN} more protected files")
-    lines += ["\nProtected files:", *_fenced("text", listed), f"\nDiff: {change.stat()}."]
+    fenced = revisions.fenced("\n".join(listed), "text")
+    lines += ["\nProtected files:", fenced, f"\nDiff: {change.stat()}."]
     text, cut = diff
     if text:
         note = f" (cut at {DIFF_SHOWN} characters; there is more)" if cut else ""
-        shown = [_shown(line, keep="\t") for line in text.splitlines()]
-        lines += [f"\nThe protected files' diff{note}:", *_fenced("diff", shown)]
+        shown = "\n".join(printable(line, keep="\t") for line in text.splitlines())
+        lines += [f"\nThe protected files' diff{note}:", revisions.fenced(shown, "diff")]
     return "\n".join(lines)
 
 
@@ -171,7 +186,7 @@ def refusal(gate: Gate) -> str:
     """The job's result when its decider did not approve the change to protected paths."""
     who = "the proxy for the decider" if gate.answered_via == "proxy" else gate.answered_by
     files = [str(f) for f in gate.payload.get("protected", [])]
-    named = ", ".join(_shown(f) for f in files[:5]) + (" ..." if len(files) > 5 else "")
+    named = ", ".join(printable(f) for f in files[:5]) + (" ..." if len(files) > 5 else "")
     return (
         f"The decider did not approve the change to protected paths ({named}): {who} "
         f"answered {gate.answer!r}. Nothing was pushed and no pull request was opened."
@@ -191,21 +206,24 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
 
 def _file_line(changed: ChangedFile) -> str:
     counts = "binary" if changed.added is None else f"+{changed.added} -{changed.deleted}"
-    return f"{changed.status}  {_shown(changed.label)}  ({counts})"
+    return f"{changed.status}  {printable(changed.label)}  ({counts})"
 
 
-def _fenced(kind: str, lines: list[str]) -> list[str]:
-    """`lines` as a fenced block that nothing inside can close."""
-    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}{kind}", *lines, fence]
+def stale_note(stale: Gate) -> str:
+    """Why a push gate is asked again: the approval `stale` gave is for an older head."""
+    before = str(stale.payload.get("head", ""))[:12]
+    return (
+        f"\nAsked again: question {stale.gate_id} approved commit {before}, but the job "
+        "branch has a new head since, so that approval is stale."
+    )
 
 
-def _shown(text: str, *, keep: str = "") -> str:
+def printable(text: str, *, keep: str = "") -> str:
     """Text an agent chose (a file name, a diff line) with anything unprintable but `keep`
     escaped: a newline, a terminal escape, a bidi mark."""
     return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in text)
 
 
-def _count(number: int, what: str) -> str:
+def counted(number: int, what: str) -> str:
+    """`number` of `what`, plural unless one: "1 file", "3 files"."""
     return f"{number} {what}{'' if number == 1 else 's'}"

@@ -25,19 +25,26 @@ next sync, and no agent wakes.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.bus import gates
 from orchestrator.bus.extensions import Extensions
-from orchestrator.bus.gates import AskIntent, Gate
+from orchestrator.bus.gates import Gate
 from orchestrator.core.gate_kinds import GateKind
-from orchestrator.core.messages import job_conversation_id
 from orchestrator.core.secret_scan import Scan
 from orchestrator.jobs import revisions
-from orchestrator.jobs.protected_gate import Cleared, Held
+from orchestrator.jobs.protected_gate import (
+    Cleared,
+    Held,
+    ask,
+    counted,
+    printable,
+    settle,
+    stale_note,
+    waiting,
+)
 from orchestrator.store.sqlite import Tx
 
 KIND = GateKind(
@@ -49,7 +56,6 @@ KIND = GateKind(
     proxy_never=True,  # a person looks at every one: no project can hand it to the proxy
     wakes_asker=False,  # no agent waits on it: it parks the job's own conversation
 )
-OPTIONS = ("yes", "no")
 FINDINGS_SHOWN = 30  # findings a question lists
 
 
@@ -99,9 +105,8 @@ def decide(tx: Tx, job_id: int, *, base: str, head: str, scanned: Scan) -> Secre
     of exactly it (patterns only), wait on the open gate, stop on an answer, or else ask."""
     pins = Pins.of(base, head, scanned)
     asked = gates.of_kind(tx, job_id, KIND.name, asked_by=gates.ENGINE)
-    waiting = [g for g in asked if g.answer is None and g.closed_at is None]
-    if waiting:
-        return Held(waiting[0].gate_id, opened=False)
+    if (held := waiting(asked)) is not None:
+        return held
     answered = [g for g in asked if g.answer is not None]
     if answered:
         last = answered[-1]
@@ -112,16 +117,7 @@ def decide(tx: Tx, job_id: int, *, base: str, head: str, scanned: Scan) -> Secre
     stale = answered[-1] if answered else None
     text = question(scanned, head=head, base=base, stale=stale)
     payload = {**pins.as_dict(), "findings": [str(f) for f in scanned.findings[:FINDINGS_SHOWN]]}
-    gate_id = gates.ask_engine(
-        tx,
-        job_id=job_id,
-        conversation_id=job_conversation_id(job_id),
-        content=revisions.job_content,
-        intent=AskIntent(f"{KIND.name}:{head}", text, OPTIONS, kind=KIND.name),
-        payload=payload,
-        pinned=pins.as_dict(),
-    )
-    return Held(gate_id, opened=True, question=text)
+    return ask(tx, job_id, KIND, head, text, payload=payload, pinned=pins.as_dict())
 
 
 def question(scanned: Scan, *, head: str, base: str, stale: Gate | None = None) -> str:
@@ -130,22 +126,18 @@ def question(scanned: Scan, *, head: str, base: str, stale: Gate | None = None) 
     values = scanned.values
     lines = [f"Before pushing, the change was scanned for secrets: {_found(scanned)}."]
     if stale is not None:
-        before = str(stale.payload.get("head", ""))[:12]
-        lines.append(
-            f"\nAsked again: question {stale.gate_id} approved commit {before}, but the job "
-            "branch has a new head since, so that approval is stale."
-        )
-    shown = [_shown(str(f)) for f in scanned.findings[:FINDINGS_SHOWN]]
+        lines.append(stale_note(stale))
+    shown = [printable(str(f)) for f in scanned.findings[:FINDINGS_SHOWN]]
     hidden = len(scanned.findings) - len(shown) + scanned.more
     if hidden:
         shown.append(f"... and {hidden} more")
     if scanned.unscanned is not None:
         shown.append(f"not scanned: {scanned.unscanned}")
-    lines += ["", *_fenced(shown)]
+    lines += ["", revisions.fenced("\n".join(shown), "text")]
     if values:
         lines.append(
             f"\nHead commit: {head} (the job started from {base}). It holds "
-            f"{_count(len(values), 'secret value')} the App itself holds, so it is never "
+            f"{counted(len(values), 'secret value')} the App itself holds, so it is never "
             "pushed: whatever the answer, the job ends with nothing pushed. The value reached "
             "an agent: rotate it."
         )
@@ -162,7 +154,7 @@ def question(scanned: Scan, *, head: str, base: str, stale: Gate | None = None) 
 def refusal(gate: Gate) -> str:
     """The job's result when its secret gate ended it."""
     found = [str(f) for f in gate.payload.get("findings", [])]
-    named = "; ".join(_shown(f) for f in found[:3]) + (" ..." if len(found) > 3 else "")
+    named = "; ".join(printable(f) for f in found[:3]) + (" ..." if len(found) > 3 else "")
     if gate.payload.get("values"):
         why = "it holds a secret value the App holds, which is never pushed"
     else:
@@ -179,35 +171,13 @@ def register(extensions: Extensions) -> None:
     extensions.gate_kind(KIND, settle=settle)
 
 
-def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
-    """The answer is acted on at the job's next sync (pushed, or the job ended): nobody
-    has new work."""
-    return ()
-
-
 def _found(scanned: Scan) -> str:
     values, total = len(scanned.values), len(scanned.findings) + scanned.more
     parts = []
     if values:
-        parts.append(_count(values, "secret value") + " the App holds")
+        parts.append(counted(values, "secret value") + " the App holds")
     if total - values:
-        parts.append(_count(total - values, "credential pattern"))
+        parts.append(counted(total - values, "credential pattern"))
     if scanned.unscanned is not None:
         parts.append("a part it could not scan")
     return " and ".join(parts) or "nothing"
-
-
-def _fenced(lines: list[str]) -> list[str]:
-    """`lines` as a fenced block that nothing inside can close."""
-    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [f"{fence}text", *lines, fence]
-
-
-def _shown(text: str) -> str:
-    """A finding (a file name an agent chose) with anything unprintable escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def _count(number: int, what: str) -> str:
-    return f"{number} {what}{'' if number == 1 else 's'}"
