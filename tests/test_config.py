@@ -95,21 +95,24 @@ def test_top_level_that_is_not_a_mapping(org_dir: Path) -> None:
     assert_at(issue, "agents/reviewer.yaml", 1, "expected a mapping", "got a list")
 
 
-def test_project_yaml_syntax_error(org: Organisation) -> None:
-    issue = project_issue("humans:\n  decider: alice\n bad: indent\n", org, "(syntax)")
-    assert_at(issue, SOURCE, 3, "invalid YAML")
-
-
-def test_duplicate_yaml_key(org: Organisation) -> None:
-    issue = project_issue(
-        "humans: {decider: a}\ntrigger_label: x\ntrigger_label: y\n", org, "trigger_label"
-    )
-    assert_at(issue, SOURCE, 3, "twice")
-
-
-def test_control_character_names_its_line(org: Organisation) -> None:
-    issue = project_issue("humans: {decider: a}\nname: \x07\n", org, "(syntax)")
-    assert_at(issue, SOURCE, 2, "special characters are not allowed")
+@pytest.mark.parametrize(
+    ("text", "key", "line", "says"),
+    [
+        ("humans:\n  decider: alice\n bad: indent\n", "(syntax)", 3, "invalid YAML"),
+        ("humans: {decider: a}\ntrigger_label: x\ntrigger_label: y\n", "trigger_label", 3, "twice"),
+        (
+            "humans: {decider: a}\nname: \x07\n",
+            "(syntax)",
+            2,
+            "special characters are not allowed",
+        ),
+    ],
+    ids=["yaml-syntax-error", "duplicate-key", "control-character"],
+)
+def test_a_project_file_that_is_no_yaml_names_its_line(
+    org: Organisation, text: str, key: str, line: int, says: str
+) -> None:
+    assert_at(project_issue(text, org, key), SOURCE, line, says)
 
 
 def test_python_tags_are_refused(org: Organisation) -> None:
@@ -231,14 +234,24 @@ def test_workgroup_name_differs_from_catalog_key(org_dir: Path) -> None:
 # --- 4. deciders ----------------------------------------------------------------------------
 
 
-def test_no_decider(org: Organisation) -> None:
-    issue = project_issue("name: w\nhumans:\n  advisors: [bob]\n", org, "humans.decider")
-    assert_at(issue, SOURCE, 2, "missing required key")
-
-
-def test_two_deciders(org: Organisation) -> None:
-    issue = project_issue("humans:\n  decider: [alice, bob]\n", org, "humans.decider")
-    assert_at(issue, SOURCE, 2, "exactly one decider", "alice, bob")
+@pytest.mark.parametrize(
+    ("text", "key", "line", "says"),
+    [
+        ("name: w\nhumans:\n  advisors: [bob]\n", "humans.decider", 2, ["missing required key"]),
+        (
+            "humans:\n  decider: [alice, bob]\n",
+            "humans.decider",
+            2,
+            ["exactly one decider", "alice, bob"],
+        ),
+        ("name: w\n", "humans", 1, ["missing required key"]),
+    ],
+    ids=["no-decider", "two-deciders", "no-humans"],
+)
+def test_a_project_names_exactly_one_decider(
+    org: Organisation, text: str, key: str, line: int, says: list[str]
+) -> None:
+    assert_at(project_issue(text, org, key), SOURCE, line, *says)
 
 
 def test_decider_who_is_also_an_advisor(org_dir: Path) -> None:
@@ -246,11 +259,6 @@ def test_decider_who_is_also_an_advisor(org_dir: Path) -> None:
     write(org_dir / "workgroups/coding.yaml", text)
     issue = org_issue(org_dir, "humans.advisors")
     assert_at(issue, "workgroups/coding.yaml", 9, "'amy' is already the decider")
-
-
-def test_project_without_humans_is_an_error(org: Organisation) -> None:
-    issue = project_issue("name: w\n", org, "humans")
-    assert_at(issue, SOURCE, 1, "missing required key")
 
 
 # --- 5. tools -------------------------------------------------------------------------------

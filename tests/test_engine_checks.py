@@ -84,6 +84,13 @@ def setting(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Sa
         yield found, work.parent
 
 
+async def _add_mul(repo: Path, home: Path, sandbox: Sandbox) -> local_job.Ran:
+    """A local job on `repo` asked to add a mul function, whose worker first breaks `add`."""
+    return await local_job.run_job(
+        repo, home, sandbox, title="Add a mul function", model=BreaksThenFixes()
+    )
+
+
 def _checks(home: Path) -> list[tuple[int | None, str, Checked]]:
     with sqlite3.connect(home / "teaparty.db") as db:
         rows = db.execute("SELECT task, status, record FROM checks ORDER BY check_id").fetchall()
@@ -107,9 +114,7 @@ async def test_a_broken_change_is_caught_fixed_and_its_passing_run_is_on_the_pul
     sandbox, home = setting
     repo = calc_repo(tmp_path / "calc", test="python3 -m unittest -q")
 
-    ran = await local_job.run_job(
-        repo, home, sandbox, title="Add a mul function", model=BreaksThenFixes()
-    )
+    ran = await _add_mul(repo, home, sandbox)
 
     checks = _checks(home)
     assert [(task, status) for task, status, _ in checks] == [
@@ -148,9 +153,7 @@ async def test_a_test_command_that_cannot_run_is_said_never_passed(
     sandbox, home = setting
     repo = calc_repo(tmp_path / "calc", test="no-such-test-runner --all")
 
-    ran = await local_job.run_job(
-        repo, home, sandbox, title="Add a mul function", model=BreaksThenFixes()
-    )
+    ran = await _add_mul(repo, home, sandbox)
 
     statuses = {status for _, status, _ in _checks(home)}
     assert statuses == {"not run"}
@@ -177,9 +180,7 @@ async def test_a_project_without_a_test_command_says_so_on_its_pull_request(
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "calc")
 
-    ran = await local_job.run_job(
-        repo, home, sandbox, title="Add a mul function", model=BreaksThenFixes()
-    )
+    ran = await _add_mul(repo, home, sandbox)
 
     [delivered] = ran.delivered
     assert delivered.checks == ()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,7 @@ from orchestrator.memory.entries import (
     render,
     without,
 )
-from orchestrator.memory.index import LearningIndex, query_of
+from orchestrator.memory.index import LearningIndex, Shelf, query_of
 from orchestrator.store.sqlite import Store
 
 SOURCE = "issue #12, branch teaparty/job-12-calc"
@@ -115,6 +117,30 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+def new_repo(tmp_path: Path) -> Path:
+    """An empty repository on branch main at `tmp_path`/repo."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    return repo
+
+
+@asynccontextmanager
+async def shelf_of(
+    tmp_path: Path, files: dict[str, str]
+) -> AsyncIterator[tuple[LearningIndex, Shelf]]:
+    """The learnings index over a store in `tmp_path`, and its shelf of a new repository's
+    commit of `files`; the store closed after."""
+    repo = new_repo(tmp_path)
+    head = commit_files(repo, files)
+    store = await Store.open(tmp_path / "teaparty.db")
+    try:
+        index = LearningIndex(store)
+        yield index, await index.shelf(repo / ".git", head)
+    finally:
+        await store.close()
+
+
 def commit_files(repo: Path, files: dict[str, str]) -> str:
     for name, text in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
@@ -136,9 +162,7 @@ def indexed(store_path: Path) -> dict[str, float]:
 async def test_files_are_indexed_once_per_blob_and_again_only_when_one_changes(
     tmp_path: Path,
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = new_repo(tmp_path)
     make_check = entry("Run the tests with `make check`, never plain pytest")
     docs = entry("Build the docs with `make html` in docs/")
     first = commit_files(
@@ -178,48 +202,30 @@ async def test_files_are_indexed_once_per_blob_and_again_only_when_one_changes(
 
 
 async def test_a_first_index_of_many_files_reads_them_in_one_pass(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
     made = {f"job {n} learned to run `make target{n}` first": n for n in range(40)}
     files = {
         f"{LEARNINGS_DIR}/job-{n}.md": render([entry(text, f"issue #{n}")])
         for text, n in made.items()
     }
     files[f"{LEARNINGS_DIR}/notes.txt"] = "- not a learnings file (`0123456789`, x)\n"
-    head = commit_files(repo, files)
-    store = await Store.open(tmp_path / "teaparty.db")
-    try:
-        index = LearningIndex(store)
-        shelf = await index.shelf(repo / ".git", head)
+    async with shelf_of(tmp_path, files) as (index, shelf):
         assert len(shelf.blobs) == len(made)
         listed = await index.listed("r", shelf)
         assert sorted(learning.text for learning in listed) == sorted(made)
         [found] = await index.recall("r", shelf, "target17", limit=1)
         assert found.source == "issue #17"
-    finally:
-        await store.close()
 
 
 async def test_when_the_rare_words_match_many_a_learning_must_share_two(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
     common = [entry(f"The widget builder needs step {n} done") for n in range(360)]
     both = entry("A widget that renders a sprocket needs the cache warm")
     sprockets = [entry(f"Sprocket {n} sizes are in millimetres") for n in range(40)]
     files = {f"{LEARNINGS_DIR}/{n}.md": render(common[n * 90 : n * 90 + 90]) for n in range(4)}
     files[f"{LEARNINGS_DIR}/both.md"] = render([both, *sprockets])
-    head = commit_files(repo, files)
-    store = await Store.open(tmp_path / "teaparty.db")
-    try:
-        index = LearningIndex(store)
-        shelf = await index.shelf(repo / ".git", head)
+    async with shelf_of(tmp_path, files) as (index, shelf):
         found = await index.recall("r", shelf, "Render the widget sprocket")
         assert found[0] == both, "the one learning holding two of the task's words comes first"
         assert len(found) == 3
-    finally:
-        await store.close()
 
 
 def test_forget_from_any_writer_with_an_id(payload: Load) -> None:

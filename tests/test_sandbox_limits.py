@@ -19,6 +19,7 @@ from reachable import reachable_code
 
 from orchestrator.core.errors import LimitError
 from orchestrator.sandbox.confine import Limits, Place, Sandbox
+from orchestrator.sandbox.processes import Finished
 from orchestrator.workspace.shell import agent_env
 
 SMALL = Limits(processes=40, file_mb=1, memory_mb=200, open_files=64)
@@ -68,17 +69,22 @@ DISK = replace(SMALL, file_mb=64, disk_mb=8)
 ENDLESS = "i=0; while :; do head -c 1048576 /dev/zero > {where}/f$i || exit; i=$((i+1)); done"
 
 
-async def test_a_call_that_fills_its_worktree_is_stopped_while_it_runs(
-    small: tuple[Sandbox, Path],
-) -> None:
-    sandbox, work = small
-    done = await replace(sandbox, limits=DISK).run(
-        ENDLESS.format(where="."),
+async def _fill(sandbox: Sandbox, work: Path, where: str) -> Finished:
+    """A call under the DISK limits that writes 1 MiB files into `where` until it fails."""
+    return await replace(sandbox, limits=DISK).run(
+        ENDLESS.format(where=where),
         place=Place(work, writable=True),
         env=agent_env({"PATH": "/usr/bin:/bin"}, sandbox=sandbox),
         timeout_s=60,
         cap=2000,
     )
+
+
+async def test_a_call_that_fills_its_worktree_is_stopped_while_it_runs(
+    small: tuple[Sandbox, Path],
+) -> None:
+    sandbox, work = small
+    done = await _fill(sandbox, work, ".")
     assert done.returncode is None
     assert done.stopped is not None
     assert done.stopped.startswith("disk: the task's files reached")
@@ -106,13 +112,7 @@ async def test_a_calls_temporary_files_are_bounded_too(small: tuple[Sandbox, Pat
     """bubblewrap's /tmp is a tmpfs no larger than the disk left; Landlock's temporary
     directory is on the host's disk, watched with the worktree."""
     sandbox, work = small
-    done = await replace(sandbox, limits=DISK).run(
-        ENDLESS.format(where='"$TMPDIR"'),
-        place=Place(work, writable=True),
-        env=agent_env({"PATH": "/usr/bin:/bin"}, sandbox=sandbox),
-        timeout_s=60,
-        cap=2000,
-    )
+    done = await _fill(sandbox, work, '"$TMPDIR"')
     if sandbox.mode == "bwrap":
         assert done.returncode == 1
         assert "No space left on device" in done.output.text()
