@@ -7,7 +7,7 @@ was refused, or not approved, gets its error result through the inbox, like any 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from orchestrator.bus import gates
 from orchestrator.bus.transactions import ConversationRow, Outcome, await_replies, deliver
@@ -15,6 +15,23 @@ from orchestrator.core.messages import InboxKind, ToolResult
 from orchestrator.store.sqlite import Tx
 
 Start = tuple[str, Callable[[Outcome], ToolResult | None]]  # (call id, start it: refusal?)
+
+
+def settle(
+    tx: Tx,
+    row: ConversationRow,
+    gate: gates.Gate,
+    calls: Sequence[Start],
+    refused: Callable[[str], str],
+) -> tuple[str, ...]:
+    """Act on the answer of the gate that held `calls`: approved, they are carried out;
+    otherwise each is answered with the error `refused(what the decider said)`. Who now
+    has work."""
+    if gate.approved:
+        return release(tx, row, calls)
+    said = f"{gate.answered_by} answered {gate.answer!r}"
+    refuse(tx, row, [call_id for call_id, _ in calls], refused(said))
+    return (row.conversation_id,)
 
 
 def release(tx: Tx, row: ConversationRow, calls: Iterable[Start]) -> tuple[str, ...]:

@@ -91,17 +91,13 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
         return revisions.settle(tx, gate)
     row = conversation(tx, gate.conversation_id)
     held = [SendIntent(**kept) for kept in gate.payload.get("sends", [])]
-    if not gate.approved:
-        said = f"{gate.answered_by} answered {gate.answer!r}"
-        text = (
-            f"send: the decider did not approve this restatement of the issue ({said}). "
-            "Restate what the issue asks as they said, and send again; the new brief is "
-            "put to them."
-        )
-        held_calls.refuse(tx, row, [intent.call_id for intent in held], text)
-        return (row.conversation_id,)
-    return held_calls.release(
-        tx,
-        row,
-        [(i.call_id, partial(send, tx, row, i)) for i in held],
+    calls = [(i.call_id, partial(send, tx, row, i)) for i in held]
+    return held_calls.settle(tx, row, gate, calls, _restate)
+
+
+def _restate(said: str) -> str:
+    return (
+        f"send: the decider did not approve this restatement of the issue ({said}). "
+        "Restate what the issue asks as they said, and send again; the new brief is "
+        "put to them."
     )

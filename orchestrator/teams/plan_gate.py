@@ -89,16 +89,12 @@ def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     comes back to the lead as an error with the decider's words. Who now has work."""
     row = conversation(tx, gate.conversation_id)
     intents = [DispatchIntent(**held) for held in gate.payload.get("dispatches", [])]
-    if not gate.approved:
-        said = f"{gate.answered_by} answered {gate.answer!r}"
-        text = (
-            f"dispatch: the plan was not approved ({said}). Change the board as asked "
-            "(task_update, task_create), then dispatch again; the new plan is put to them."
-        )
-        held.refuse(tx, row, [intent.call_id for intent in intents], text)
-        return (row.conversation_id,)
-    return held.release(
-        tx,
-        row,
-        [(i.call_id, partial(dispatch_task, tx, row, i)) for i in intents],
+    calls = [(i.call_id, partial(dispatch_task, tx, row, i)) for i in intents]
+    return held.settle(tx, row, gate, calls, _replan)
+
+
+def _replan(said: str) -> str:
+    return (
+        f"dispatch: the plan was not approved ({said}). Change the board as asked "
+        "(task_update, task_create), then dispatch again; the new plan is put to them."
     )
