@@ -8,29 +8,46 @@ was refused, or not approved, gets its error result through the inbox, like any 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Protocol, TypeVar
 
 from orchestrator.bus import gates
-from orchestrator.bus.transactions import ConversationRow, Outcome, await_replies, deliver
+from orchestrator.bus.transactions import (
+    ConversationRow,
+    Outcome,
+    await_replies,
+    conversation,
+    deliver,
+)
 from orchestrator.core.messages import InboxKind, ToolResult
 from orchestrator.store.sqlite import Tx
 
 Start = tuple[str, Callable[[Outcome], ToolResult | None]]  # (call id, start it: refusal?)
 
 
+class _Held(Protocol):
+    @property
+    def call_id(self) -> str: ...
+
+
+H = TypeVar("H", bound=_Held)
+
+
 def settle(
     tx: Tx,
-    row: ConversationRow,
     gate: gates.Gate,
-    calls: Sequence[Start],
-    refused: Callable[[str], str],
+    held: Sequence[H],
+    start: Callable[[Tx, ConversationRow, H, Outcome], ToolResult | None],
+    refused: str,
 ) -> tuple[str, ...]:
-    """Act on the answer of the gate that held `calls`: approved, they are carried out;
-    otherwise each is answered with the error `refused(what the decider said)`. Who now
-    has work."""
+    """Act on the answer of the gate that `held` the calls of its conversation: approved,
+    each is started (`start`); otherwise each is answered with the error `refused`, whose
+    `{said}` is what the decider said. Who now has work."""
+    row = conversation(tx, gate.conversation_id)
     if gate.approved:
-        return release(tx, row, calls)
+        return release(tx, row, [(h.call_id, partial(start, tx, row, h)) for h in held])
     said = f"{gate.answered_by} answered {gate.answer!r}"
-    refuse(tx, row, [call_id for call_id, _ in calls], refused(said))
+    refuse(tx, row, [h.call_id for h in held], refused.format(said=said))
     return (row.conversation_id,)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from functools import partial
 
 from orchestrator.bus import gates
 from orchestrator.bus import held as held_calls
@@ -23,7 +22,7 @@ from orchestrator.bus.dispatch import SEND
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
 from orchestrator.bus.sends import SendIntent, send
-from orchestrator.bus.transactions import ConversationRow, conversation
+from orchestrator.bus.transactions import ConversationRow
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import revisions
@@ -83,21 +82,18 @@ def hold(tx: Tx, row: ConversationRow, sends: Sequence[SendIntent]) -> int | Non
     )
 
 
+# The error each held send gets back when the decider does not approve the restatement.
+RESTATE = (
+    "send: the decider did not approve this restatement of the issue ({said}). Restate "
+    "what the issue asks as they said, and send again; the new brief is put to them."
+)
+
+
 def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     """Act on an intent gate's answer: for a restatement, approved, the held sends go out;
     otherwise each comes back to the office manager as an error with the decider's words.
     An edit's gate is revisions.py's. Who now has work."""
     if revisions.is_edit(gate):
         return revisions.settle(tx, gate)
-    row = conversation(tx, gate.conversation_id)
-    held = [SendIntent(**kept) for kept in gate.payload.get("sends", [])]
-    calls = [(i.call_id, partial(send, tx, row, i)) for i in held]
-    return held_calls.settle(tx, row, gate, calls, _restate)
-
-
-def _restate(said: str) -> str:
-    return (
-        f"send: the decider did not approve this restatement of the issue ({said}). "
-        "Restate what the issue asks as they said, and send again; the new brief is "
-        "put to them."
-    )
+    sends = [SendIntent(**kept) for kept in gate.payload.get("sends", [])]
+    return held_calls.settle(tx, gate, sends, send, RESTATE)

@@ -18,7 +18,7 @@ from functools import partial
 from orchestrator.bus import gates, held
 from orchestrator.bus.extensions import Extensions
 from orchestrator.bus.gates import AskIntent, Gate
-from orchestrator.bus.transactions import ConversationRow, conversation
+from orchestrator.bus.transactions import ConversationRow
 from orchestrator.core.gate_kinds import GateKind
 from orchestrator.store.sqlite import Tx
 from orchestrator.teams.board import Task, list_tasks
@@ -84,17 +84,15 @@ def hold(
     )
 
 
+# The error each held dispatch gets back when the decider does not approve the plan.
+REPLAN = (
+    "dispatch: the plan was not approved ({said}). Change the board as asked (task_update, "
+    "task_create), then dispatch again; the new plan is put to them."
+)
+
+
 def settle(tx: Tx, gate: Gate) -> tuple[str, ...]:
     """Act on the plan gate's answer: approved, the held dispatches run; otherwise each
     comes back to the lead as an error with the decider's words. Who now has work."""
-    row = conversation(tx, gate.conversation_id)
-    intents = [DispatchIntent(**held) for held in gate.payload.get("dispatches", [])]
-    calls = [(i.call_id, partial(dispatch_task, tx, row, i)) for i in intents]
-    return held.settle(tx, row, gate, calls, _replan)
-
-
-def _replan(said: str) -> str:
-    return (
-        f"dispatch: the plan was not approved ({said}). Change the board as asked "
-        "(task_update, task_create), then dispatch again; the new plan is put to them."
-    )
+    dispatches = [DispatchIntent(**kept) for kept in gate.payload.get("dispatches", [])]
+    return held.settle(tx, gate, dispatches, dispatch_task, REPLAN)
