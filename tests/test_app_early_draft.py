@@ -203,6 +203,50 @@ async def test_a_protected_change_is_pushed_only_once_its_gate_is_approved(
     assert hub.violations == []
 
 
+def _closed(hub: FakeGitHub) -> HubIssue | None:
+    found = _pull(hub)
+    return found if found is not None and found.state == "closed" else None
+
+
+async def test_a_refused_protected_change_closes_the_draft_saying_why(tmp_path: Path) -> None:
+    async with _running(tmp_path, EARLY, CI) as (hub, remote, number):
+        await approve_plan(hub, number)
+        await protected_question(hub, number)
+        draft = _pull(hub)
+        assert draft is not None
+        assert draft.pull is not None
+        assert draft.pull.draft
+        pushed = _updates(remote, draft.pull.head_ref)
+        await hub.comment_as(OWNER, REPO, number, "alice", "/reject")
+        await until(lambda: _closed(hub), what="the draft closed", limit=90)
+    closed = _closed(hub)
+    assert closed is not None
+    assert closed.pull is not None
+    assert closed.pull.draft, "closed as it stood, never made ready"
+    assert (closed.body or "").startswith(
+        "**Closed by TeaParty:** the job ended without a change to deliver: "
+    )
+    assert _updates(remote, closed.pull.head_ref) == pushed, "the refused change never pushed"
+    assert _operations(hub, "MarkReady") == 0
+    assert hub.violations == []
+
+
+async def test_closing_the_issue_closes_its_draft(tmp_path: Path) -> None:
+    async with _running(tmp_path, EARLY, CI) as (hub, remote, number):
+        await approve_plan(hub, number)
+        await protected_question(hub, number)
+        await hub.close_issue(OWNER, REPO, number, sender="alice")
+        await until(lambda: _closed(hub), what="the draft closed", limit=90)
+    closed = _closed(hub)
+    assert closed is not None
+    assert (closed.body or "").startswith(
+        "**Closed by TeaParty:** the job was cancelled, so this draft will not be finished."
+    )
+    assert closed.pull is not None
+    assert _git(remote, "branch", "--list", closed.pull.head_ref).strip(), "the branch stays"
+    assert hub.violations == []
+
+
 async def test_without_the_setting_the_pull_request_opens_ready_at_the_end(
     tmp_path: Path,
 ) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,10 @@ from test_app_early_draft import TwoTasks
 
 from bot.local_forge import LocalForge
 from orchestrator.bus.events import Event
+from orchestrator.core.messages import job_conversation_id
 from orchestrator.jobs import early_draft
 from orchestrator.jobs.driver import JobDriver
+from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.ports import Delivered, DraftForge
 from orchestrator.jobs.rounds import Feedback, Point
 
@@ -38,6 +40,7 @@ class DraftingForge(PushingForge):
     drafts: list[int] = field(default_factory=list)
     readied: list[int] = field(default_factory=list)
     heads: list[str] = field(default_factory=list)  # each head the open draft was told of
+    closed: list[tuple[int, str]] = field(default_factory=list)
 
     async def open_draft(self, status: Any, job: Any) -> Delivered:
         self.drafts.append(status.job_id)
@@ -48,6 +51,9 @@ class DraftingForge(PushingForge):
 
     async def mark_ready(self, status: Any, number: int) -> None:
         self.readied.append(number)
+
+    async def close_draft(self, status: Any, number: int, why: str) -> None:
+        self.closed.append((number, why))
 
     async def deliver(self, status: Any, job: Any) -> Delivered:
         await super().deliver(status, job)
@@ -127,8 +133,33 @@ async def test_one_push_per_merge_and_a_lost_record_pushes_nothing_twice(tmp_pat
         assert merges == ["Merge task #1: One", "Merge task #2: Two"]
         assert forge.heads == [pushed], "the draft was told of the head its re-push left"
     assert forge.readied == [7]
+    assert forge.closed == [], "a delivered draft is made ready, never closed"
     assert pull is not None
     assert (pull.number, pull.state) == (7, "open")
+
+
+async def test_a_job_done_with_no_file_changed_closes_its_draft_once(tmp_path: Path) -> None:
+    async with early(tmp_path) as job:
+        office, forge, job_id = job.office, job.forge, job.job_id
+        plan = await job.waiting()
+        await office.answer_gate(plan.gate_id, text="yes", answered_by="carol")
+        await job.driver.sync(job_id)
+        assert forge.drafts == [job_id]
+        space = await office.workspace.job(job_id)
+        assert space is not None
+        handle = JobHandle(job_id, job_conversation_id(job_id), space, created=False)
+        assert await office.has_work(handle), "the plan's empty commit is a commit"
+        assert await early_draft.changes_nothing(office, forge, handle), "but no change"
+        status = await job.driver.status(job_id)
+        await early_draft.close_unfinished(office, forge, status)
+        assert forge.closed == [], "a working job's draft stays"
+        ended = replace(status, state="done", result="Nothing needed doing.\nThe docs agree.")
+        await early_draft.close_unfinished(office, forge, ended)
+        await early_draft.close_unfinished(office, forge, ended)
+        pull = await office.rounds.pull(job_id)
+    assert forge.closed == [(7, "the job ended without a change to deliver: Nothing needed doing.")]
+    assert pull is not None
+    assert pull.state == "closed"
 
 
 async def test_with_the_plan_gate_off_the_draft_opens_once_a_task_starts(tmp_path: Path) -> None:

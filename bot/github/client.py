@@ -655,6 +655,13 @@ class Installation:
             lambda gh: gh.rest.pulls.async_update(owner, repo, number, state="open")
         )
 
+    async def close_pull(self, owner: str, repo: str, number: int, *, body: str) -> Json:
+        """Close a pull request unmerged, its body rewritten (one PATCH: closing a closed
+        one again changes nothing, so a retry after a 5xx is safe)."""
+        return await self._write(
+            lambda gh: gh.rest.pulls.async_update(owner, repo, number, state="closed", body=body)
+        )
+
     async def branch_exists(self, owner: str, repo: str, branch: str) -> bool:
         """Whether `branch` is in the repository: GitHub answers 404 once it is deleted."""
         try:

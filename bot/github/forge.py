@@ -243,6 +243,14 @@ class GitHubForge:
         with _forge_errors():
             await sync_check(self, status, head=head)
 
+    async def close_draft(self, status: JobStatus, number: int, why: str) -> None:
+        """Close the job's draft pull request unmerged, its body led by `why`."""
+        s = self.subject
+        note = f"**Closed by TeaParty:** {self.agent.inline(why)} The branch keeps the work."
+        body = f"{note}\n\n{pull_body(status, agent=self.agent)}"
+        with _forge_errors():
+            await (await self._gh()).close_pull(s.owner, s.repo, number, body=body)
+
     async def mark_ready(self, status: JobStatus, number: int) -> None:
         """Mark the job's draft pull request ready for review (nothing if it is ready)."""
         s = self.subject

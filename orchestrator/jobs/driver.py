@@ -156,6 +156,7 @@ class JobDriver:
         if status.state != "delivering":  # delivering is shown by its outcome, a moment later
             await forge.show(status)
         if status.state in ("done", "cancelled"):
+            await self._ended(status, forge)
             return status.state
         space = await self._space(job_id, forge)
         if space is None:
@@ -234,7 +235,9 @@ class JobDriver:
         try:
             if review is not None:  # people's pushes during the round are merged, not overwritten
                 await self.office.round_work.catch_up(job_id, auth=await forge.credentials())
-            if await self.office.has_work(job):
+            if await self.office.has_work(job) and not await early_draft.changes_nothing(
+                self.office, forge, job
+            ):
                 # What the job learned goes on its branch first: scanned and checked with it.
                 await self.office.propose_learnings(job)
                 verdict = await self._checked(job)
@@ -272,7 +275,18 @@ class JobDriver:
             await self._finish(job, result, ready=early and link is not None)
         done = await self.status(job_id, link=link)
         await forge.show(done)
+        await self._ended(done, forge)
         return done.state
+
+    async def _ended(self, status: JobStatus, forge: Forge) -> None:
+        """An ended job's early draft, never made ready, is closed (early_draft.py); a
+        failure doing so is logged and tried again with the next sync."""
+        try:
+            await early_draft.close_unfinished(self.office, forge, status)
+        except ForgeWaitError:
+            raise
+        except OrchestratorError as exc:
+            log.warning("job %d: its draft is not closed yet: %s", status.job_id, exc)
 
     async def _finish(self, job: JobHandle, result: str | None, *, ready: bool) -> None:
         """End the job; `ready`: its early draft was made ready, so a round queued on the

@@ -19,6 +19,10 @@ is the default delivery):
 - Once something is pushed, the draft opens, once (recorded as the job's change request,
   state `draft`); at delivery the forge brings its text up to date and `jobs/delivery.py`
   marks it ready.
+- A job that ends with its draft never made ready (cancelled; done with no file changed
+  from its base, which the plan's empty commit alone does not count as work; its change
+  refused at a gate) has the draft closed, saying why (`close_unfinished`); its branch stays.
+  A failed job's draft stays open: a retry may finish it.
 """
 
 from __future__ import annotations
@@ -136,6 +140,37 @@ async def _plan_commit(office: Office, job: JobHandle) -> None:
         await office.workspace.commit_engine_files(space, {}, head=space.base, message=PLAN_COMMIT)
     except GitError:  # a task merged meanwhile: its merge opens the draft
         return
+
+
+async def changes_nothing(office: Office, forge: Forge, job: JobHandle) -> bool:
+    """Whether the job has an early draft and its branch changes no file from its base (the
+    plan's empty commit, and perhaps changes undone since): nothing to deliver."""
+    if not await enabled(office, forge, job.job_id):
+        return False
+    space = job.space
+    _, trees = await git(
+        space.repo, "rev-parse", f"refs/heads/{space.branch}^{{tree}}", f"{space.base}^{{tree}}"
+    )
+    ours, base = trees.split()
+    return ours == base
+
+
+async def close_unfinished(office: Office, forge: Forge, status: JobStatus) -> None:
+    """Close the early draft of a job that ended without making it ready, saying why."""
+    job_id = status.job_id
+    if status.state not in ("done", "cancelled") or not isinstance(forge, DraftForge):
+        return
+    pull = await office.rounds.pull(job_id)
+    if pull is None or pull.state != "draft" or not await enabled(office, forge, job_id):
+        return
+    if status.state == "cancelled":
+        why = "the job was cancelled, so this draft will not be finished."
+    else:
+        said = (status.result or "").strip().splitlines()
+        why = "the job ended without a change to deliver"
+        why += f": {said[0][:300]}" if said else "."
+    await forge.close_draft(status, pull.number, why)
+    await office.rounds.pull_state(job_id, "closed")
 
 
 async def _ancestor(space: JobSpace, older: str, newer: str) -> bool:

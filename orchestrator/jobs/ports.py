@@ -209,6 +209,14 @@ class DraftForge(Protocol):
         """
         ...
 
+    async def close_draft(self, status: JobStatus, number: int, why: str) -> None:
+        """Close the draft change request `number` unmerged, saying `why` on it (its branch
+        stays); nothing if it is closed.
+
+        Raises ForgeError when that fails.
+        """
+        ...
+
     async def mark_ready(self, status: JobStatus, number: int) -> None:
         """Mark the draft change request `number` ready for review (nothing if it is).
 
