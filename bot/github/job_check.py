@@ -28,10 +28,10 @@ from typing import Literal, Protocol
 from bot.errors import GitHubError, RateLimitedError
 from bot.github.check_runs import CheckRuns, fit
 from bot.github.ci import refused
-from bot.github.client import GitHubApp, Identity, Json
+from bot.github.client import Json
 from bot.github.job_summary import summary_lines
 from bot.github.outbound import Outbound
-from bot.github.subject import Subject
+from bot.github.round_delivery import GitHubForge as OnGitHub
 from orchestrator.api import ForgeObjects, JobStatus
 
 log = logging.getLogger(__name__)
@@ -50,28 +50,9 @@ class JobNotes(Protocol):
         ...
 
 
-class CheckForge(Protocol):
-    """What the check run needs of the job's forge (bot/github/forge.py's)."""
-
-    @property
-    def app(self) -> GitHubApp:
-        """The App, to reach GitHub as the job's installation."""
-        ...
-
-    @property
-    def subject(self) -> Subject:
-        """The issue the job serves."""
-        ...
-
-    @property
-    def agent(self) -> Outbound:
-        """How the App writes agents' text on GitHub."""
-        ...
-
-    @property
-    def identity(self) -> Identity:
-        """Who the App writes as (its id tells its check runs from another app's)."""
-        ...
+class CheckForge(OnGitHub, Protocol):
+    """What the check run needs of the job's forge (bot/github/forge.py's): GitHub, the
+    issue and how the App writes there (as a round's delivery needs), and more."""
 
     @property
     def objects(self) -> ForgeObjects:
