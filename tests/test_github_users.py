@@ -87,3 +87,9 @@ async def test_github_failing_is_an_error_not_a_role() -> None:
 
     with pytest.raises(GitHubError, match="no login"):
         await users(nameless).login("ghu_t")
+
+    def garbled(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>a proxy's page</html>")
+
+    with pytest.raises(GitHubError, match="GET /repos/octo/widgets: 200 with a body that is no"):
+        await users(garbled).role("ghu_t", "octo/widgets")

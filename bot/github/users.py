@@ -113,7 +113,12 @@ class GitHubUsers:
             return None
         if not answer.is_success:
             raise GitHubError(f"GET {path}: {answer.status_code}", status=answer.status_code)
-        body = answer.json()
+        try:
+            body = answer.json()
+        except ValueError:
+            raise GitHubError(
+                f"GET {path}: {answer.status_code} with a body that is no JSON"
+            ) from None
         return body if isinstance(body, dict) else None
 
     async def aclose(self) -> None:
