@@ -68,6 +68,12 @@ def make_hub(
     return hub
 
 
+def declined(*names: str) -> dict[str, str]:
+    """What an installer granted who declined `names` of what the App's manifest asks for."""
+    assert set(names) <= set(DEFAULT_APP_PERMISSIONS), names
+    return {k: v for k, v in DEFAULT_APP_PERMISSIONS.items() if k not in names}
+
+
 def world(
     tmp_path: Path, permissions: Mapping[str, str] = DEFAULT_APP_PERMISSIONS
 ) -> tuple[FakeGitHub, int, str]:

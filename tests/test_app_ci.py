@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
-from app_harness import OWNER, REPO, Served, Server, served, until
+from app_harness import OWNER, REPO, Served, Server, declined, served, until
 from test_app_rounds import app_comments, delivered_pull
 
 from bot.fakehub.ci_state import Annotation, Check
@@ -34,7 +34,6 @@ FAILING = Check(
     annotations=(Annotation("tests/test_widgets.py", 12, "assert 3 == 4"),),
 )
 PASSING = Check("tests", "success", log="4 passed in 0.1s\n")
-CI = {"checks": "write", "actions": "write"}
 
 
 def _alice(hub: FakeGitHub) -> None:
@@ -49,7 +48,7 @@ def _world(
 
 @pytest.fixture
 async def world(tmp_path: Path) -> AsyncIterator[Served]:
-    async with _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | CI) as made:
+    async with _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS)) as made:
         yield made
 
 
@@ -139,7 +138,7 @@ async def test_failing_checks_start_rounds_until_a_person_is_needed(world: Serve
 @pytest.fixture
 async def checks_only(tmp_path: Path) -> AsyncIterator[Served]:
     """An installation that accepted `checks: write` and not `actions`."""
-    async with _world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"}) as made:
+    async with _world(tmp_path, declined("actions")) as made:
         yield made
 
 
@@ -179,7 +178,7 @@ def replace_name(check: Check, name: str) -> Check:
 @pytest.fixture
 async def quick_to_miss_ci(tmp_path: Path) -> AsyncIterator[Served]:
     """An App that says a head had no CI one second after it saw it rest."""
-    permissions = dict(DEFAULT_APP_PERMISSIONS) | CI
+    permissions = dict(DEFAULT_APP_PERMISSIONS)
     async with _world(tmp_path, permissions, TEAPARTY_CI_START="1") as made:
         yield made
 

@@ -56,6 +56,11 @@ def gates(hub: FakeGitHub, number: int) -> list[str]:
     return [c.body for c in hub.comments(OWNER, REPO, number) if MARKER_PREFIX + "gate:" in c.body]
 
 
+def _check_completed(hub: FakeGitHub) -> bool:
+    runs = hub.app_check_runs(OWNER, REPO, check="TeaParty")
+    return bool(runs) and all(r["status"] == "completed" for r in runs)
+
+
 async def settled(server: Server) -> None:
     await until(lambda: _none_pending(server), what="every delivery to be handled")
 
@@ -94,10 +99,13 @@ async def test_a_labelled_issue_becomes_one_pull_request(world: Served) -> None:
     assert "[x] #1" in final
     assert "Pull request:" in final
     assert "Cost so far" in final
-    # this installation has not accepted `checks: write`: no check run, and said why, once
-    await until(lambda: "`TeaParty` check run" in tracking(hub, number)[0], what="no check said")
-    assert tracking(hub, number)[0].count("`checks: write` permission") == 1
-    assert hub.app_check_runs(OWNER, REPO, check="TeaParty") == []
+    # the installation granted what the manifest asks: the job's check run on the pull
+    # request's head, completed with it (nothing checked this project: neutral)
+    await until(lambda: _check_completed(hub), what="the job's check run completed")
+    (run,) = hub.app_check_runs(OWNER, REPO, check="TeaParty")
+    assert run["head_sha"] == pull.pull.head_sha
+    assert run["conclusion"] == "neutral"
+    assert "`checks: write`" not in tracking(hub, number)[0]
     remote = hub.root / OWNER / f"{REPO}.git"
     files = git(remote, "ls-tree", "-r", "--name-only", pull.pull.head_ref)
     assert "docs/requests/add-a-changelog.md" in files

@@ -30,7 +30,7 @@ from app_harness import (
 )
 
 from bot.fakehub.hub import FakeGitHub
-from bot.fakehub.state import DEFAULT_APP_PERMISSIONS, HubIssue
+from bot.fakehub.state import HubIssue
 from orchestrator.core.messages import AssistantTurn, ToolCall
 from orchestrator.core.model import ModelRequest
 from orchestrator.jobs.early_draft import PLAN_COMMIT
@@ -88,6 +88,11 @@ def _pull(hub: FakeGitHub) -> HubIssue | None:
     return pulls[0] if pulls else None
 
 
+def _checks_done(hub: FakeGitHub) -> bool:
+    runs = hub.app_check_runs(OWNER, REPO, check="TeaParty")
+    return bool(runs) and all(r["status"] == "completed" for r in runs)
+
+
 def _ready(hub: FakeGitHub) -> bool:
     found = _pull(hub)
     return found is not None and found.pull is not None and not found.pull.draft
@@ -121,7 +126,7 @@ def _operations(hub: FakeGitHub, name: str) -> int:
 
 
 async def _world(tmp_path: Path, project: str | None) -> tuple[FakeGitHub, int, str, Path]:
-    hub, port, pem = world(tmp_path, dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"})
+    hub, port, pem = world(tmp_path)
     remote = hub.root / OWNER / f"{REPO}.git"
     _git(remote, "config", "core.logAllRefUpdates", "always")  # every push it receives, logged
     if project is not None:
@@ -150,6 +155,8 @@ async def test_the_draft_opens_after_the_plan_and_each_merge_is_one_push(tmp_pat
         assert not _git(remote, "branch", "--list", "teaparty/*").split()
         await hub.comment_as(OWNER, REPO, number, "alice", "yes")
         await until(lambda: _ready(hub), what="the pull request made ready", limit=90)
+        # the check run is completed after the draft is made ready, not before
+        await until(lambda: _checks_done(hub), what="the job's check runs completed", limit=90)
         tracking = bodies(hub, number, "job:")[0]
     pull = _pull(hub)
     assert pull is not None

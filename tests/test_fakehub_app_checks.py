@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from app_harness import declined
 from fakehub_support import APP_ID, INSTALLATION, NAME, OWNER, make_jwt
 
 from bot.fakehub.hub import FakeGitHub
@@ -39,7 +40,7 @@ async def _client(
 async def world(
     tmp_path: Path, pem: str
 ) -> AsyncIterator[tuple[FakeGitHub, httpx.AsyncClient, str]]:
-    async for made in _client(tmp_path, pem, dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"}):
+    async for made in _client(tmp_path, pem, dict(DEFAULT_APP_PERMISSIONS)):
         yield made
 
 
@@ -102,7 +103,7 @@ async def test_github_refuses_what_it_would_refuse(
 
 
 async def test_an_installation_without_checks_write_is_refused(tmp_path: Path, pem: str) -> None:
-    async for hub, api, sha in _client(tmp_path, pem, dict(DEFAULT_APP_PERMISSIONS)):
+    async for hub, api, sha in _client(tmp_path, pem, declined("checks")):
         refused = await api.post(RUNS, json={"name": "TeaParty", "head_sha": sha})
         assert refused.status_code == 403
         assert refused.json()["message"] == "Resource not accessible by integration"

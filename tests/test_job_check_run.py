@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from app_harness import office_forge
+from app_harness import declined, office_forge
 from fakehub_support import APP_ID, NAME, OWNER, app_client
 from local_repo import make_repo as repository
 from test_budget_gate import billed, open_office, project, start
@@ -45,7 +45,7 @@ from orchestrator.workspace.layout import JobSpace
 PAGES = "https://teaparty.example"
 PAGE = f"{PAGES}/jobs/1"
 BRANCH = "teaparty/job-1-changelog"
-CHECKS = dict(DEFAULT_APP_PERMISSIONS) | {"checks": "write"}
+CHECKS = dict(DEFAULT_APP_PERMISSIONS)  # the manifest grants `checks: write`
 
 
 @dataclass
@@ -263,7 +263,7 @@ async def test_a_5xx_on_create_does_not_make_two_check_runs(tmp_path: Path, pem:
 async def test_without_checks_write_the_job_goes_on_and_says_why_once(
     tmp_path: Path, pem: str
 ) -> None:
-    async for w in _world(tmp_path, pem, dict(DEFAULT_APP_PERMISSIONS)):
+    async for w in _world(tmp_path, pem, declined("checks")):
         commit(w.hub, w.work, "one\n")
         await w.forge.deliver(await w.status(state="delivering"), w.handle())
         for _ in range(2):

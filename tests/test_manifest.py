@@ -11,6 +11,7 @@ import pytest
 from bot.cli import main
 from bot.fakehub.checks import CHECK_ROUTES
 from bot.fakehub.routes import grants
+from bot.fakehub.state import DEFAULT_APP_PERMISSIONS
 from bot.manifest import (
     DEFAULT_EVENTS,
     DEFAULT_PERMISSIONS,
@@ -298,3 +299,9 @@ def test_form_html_escapes_every_attribute() -> None:
 def test_the_sign_in_callback_sits_beside_the_webhook() -> None:
     built = build_manifest(webhook_url="https://tea.example.com/bot/webhook")
     assert built["callback_urls"] == ["https://tea.example.com/bot/auth/callback"]
+
+
+def test_the_stand_in_installs_the_app_with_what_the_manifest_asks_for() -> None:
+    """The demo and every test that names no permissions run the App as an installer who
+    granted the manifest would: a permission added to one and not the other shows here."""
+    assert dict(DEFAULT_APP_PERMISSIONS) == dict(DEFAULT_PERMISSIONS)

@@ -22,7 +22,11 @@ from bot.fakehub.review_state import PullReviews
 Permission = Literal["admin", "maintain", "write", "triage", "read", "none"]
 UserKind = Literal["User", "Bot", "Organization"]
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+# What an installation of the App grants when a test asks for nothing else: what the App's
+# manifest asks for (bot/manifest.py; a test holds the two equal).
 DEFAULT_APP_PERMISSIONS: Mapping[str, str] = {
+    "actions": "write",
+    "checks": "write",
     "contents": "write",
     "issues": "write",
     "metadata": "read",
