@@ -135,7 +135,7 @@ from orchestrator.jobs.pull_lifecycle import PullEnded, forget_repository, pull_
 from orchestrator.jobs.records import ForgeObject, JobRecord, LinkedJob
 from orchestrator.jobs.refusals import Refused
 from orchestrator.jobs.revisions import Edited, IssueText
-from orchestrator.jobs.rounds import (
+from orchestrator.jobs.round_records import (
     Feedback,
     Point,
     Pull,

@@ -28,7 +28,7 @@ from orchestrator.jobs import early_draft
 from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.ports import Delivered, DraftForge
-from orchestrator.jobs.rounds import Feedback, Point
+from orchestrator.jobs.round_records import Feedback, Point
 
 EARLY = "humans: {decider: carol}\npull_request: {draft: early}\n"
 

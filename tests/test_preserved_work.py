@@ -38,7 +38,7 @@ from orchestrator.jobs.driver import JobDriver
 from orchestrator.jobs.offline import DemoModel
 from orchestrator.jobs.ports import Forge, JobState
 from orchestrator.jobs.preserved import PreservedWork
-from orchestrator.jobs.rounds import Feedback, Point
+from orchestrator.jobs.round_records import Feedback, Point
 from orchestrator.store.snapshot import restore_store, snapshot_store
 from orchestrator.store.sqlite import Store
 from orchestrator.teams import board

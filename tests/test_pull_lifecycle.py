@@ -14,7 +14,7 @@ from local_repo import git, make_repo
 
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.pull_lifecycle import forget_repository, pull_ended
-from orchestrator.jobs.rounds import Feedback, Point
+from orchestrator.jobs.round_records import Feedback, Point
 from orchestrator.jobs.withdraw import stop_work, withdraw
 
 FEEDBACK = Feedback(("bob",), (Point("review:1", "bob", "Say more."),))

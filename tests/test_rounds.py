@@ -19,7 +19,7 @@ from orchestrator.core.model import ModelRequest
 from orchestrator.jobs import rounds
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.offline import DemoModel
-from orchestrator.jobs.rounds import Feedback, Point, RoundError
+from orchestrator.jobs.round_records import Feedback, Point, RoundError
 
 TEXT = "humans: {decider: carol}\ngates: {plan: never}\n"
 

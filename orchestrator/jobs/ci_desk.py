@@ -14,7 +14,7 @@ from orchestrator.config.schema import Rounds
 from orchestrator.core.secrecy import SecretValues
 from orchestrator.jobs import ci_rounds
 from orchestrator.jobs.ci_rounds import CiFacts, CiSay, FailedCheck
-from orchestrator.jobs.rounds import Taken
+from orchestrator.jobs.round_records import Taken
 from orchestrator.store.sqlite import Store, Tx
 
 

@@ -20,7 +20,8 @@ from typing import Literal
 
 from orchestrator.core.secret_scan import Scanner
 from orchestrator.jobs import rounds
-from orchestrator.jobs.rounds import Feedback, Point, Taken
+from orchestrator.jobs.round_brief import BODY_CHARS
+from orchestrator.jobs.round_records import CI_AUTHOR, Feedback, Point, Taken
 from orchestrator.store.sqlite import Tx, now
 
 Fact = Literal["round", "rerun", "flaky", "held", "note", "seen", "ran"]
@@ -214,7 +215,7 @@ def point(check: FailedCheck, *, sha: str, scanner: Scanner) -> Point:
     if check.url:
         parts.append(f"(Details: {check.url})")
     body = scanner.redact("\n\n".join(parts))
-    return Point(f"{SOURCE}{sha}:{check.name}", rounds.CI_AUTHOR, body[: rounds.BODY_CHARS])
+    return Point(f"{SOURCE}{sha}:{check.name}", CI_AUTHOR, body[:BODY_CHARS])
 
 
 def points(checks: Sequence[FailedCheck], *, sha: str, scanner: Scanner) -> list[Point]:
@@ -226,7 +227,7 @@ def points(checks: Sequence[FailedCheck], *, sha: str, scanner: Scanner) -> list
             f"{len(rest)} more checks failed on {sha[:12]}: {_names(rest)}. Run them with the "
             "project's own tests and checks once the ones above are fixed."
         )
-        made.append(Point(f"{SOURCE}{sha}:…", rounds.CI_AUTHOR, body[: rounds.BODY_CHARS]))
+        made.append(Point(f"{SOURCE}{sha}:…", CI_AUTHOR, body[:BODY_CHARS]))
     return made
 
 

@@ -18,7 +18,7 @@ from orchestrator.jobs import early_draft
 from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.ports import DraftForge, Forge, JobStatus
-from orchestrator.jobs.rounds import Pull, ReviewRound
+from orchestrator.jobs.round_records import Pull, ReviewRound
 from orchestrator.proxy.decisions import ProxyDecision
 
 

@@ -37,7 +37,7 @@ from orchestrator.jobs.handle import JobHandle
 from orchestrator.jobs.office import Office
 from orchestrator.jobs.ports import Forge, JobState, JobStatus
 from orchestrator.jobs.protected_gate import Cleared, Held, Refused, Verdict, refusal
-from orchestrator.jobs.rounds import CI_AUTHOR, ReviewRound
+from orchestrator.jobs.round_records import CI_AUTHOR, ReviewRound
 from orchestrator.jobs.secret_gate import Stopped
 from orchestrator.proxy.decisions import ProxyDecision
 from orchestrator.store.sqlite import Tx

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from orchestrator.jobs.checks import JobCheck
     from orchestrator.jobs.handle import JobHandle
     from orchestrator.jobs.records import ForgeObject
-    from orchestrator.jobs.rounds import Pull, PullState, ReviewRound
+    from orchestrator.jobs.round_records import Pull, PullState, ReviewRound
     from orchestrator.proxy.decisions import ProxyDecision
     from orchestrator.teams.board import Task
 

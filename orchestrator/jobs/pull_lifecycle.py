@@ -24,7 +24,7 @@ from typing import Literal
 from orchestrator.bus import jobs as job_rows
 from orchestrator.jobs import sources
 from orchestrator.jobs.office import Office
-from orchestrator.jobs.rounds import PullState
+from orchestrator.jobs.round_records import PullState
 from orchestrator.jobs.withdraw import Withdrawn, stop_work
 from orchestrator.store.sqlite import Tx
 from orchestrator.workspace import spaces as slots

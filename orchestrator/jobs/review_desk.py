@@ -10,7 +10,7 @@ from orchestrator.bus.conversations import ConversationBus
 from orchestrator.config import Project
 from orchestrator.config.schema import Rounds
 from orchestrator.jobs import rounds
-from orchestrator.jobs.rounds import Feedback, Pull, PullState, ReviewRound, Taken
+from orchestrator.jobs.round_records import Feedback, Pull, PullState, ReviewRound, Taken
 from orchestrator.store.sqlite import Store, Tx
 
 

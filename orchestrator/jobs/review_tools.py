@@ -11,7 +11,7 @@ from pydantic import Field
 from orchestrator.core.errors import ToolError
 from orchestrator.core.messages import ToolCall, ToolResult
 from orchestrator.core.tools import ToolInput, ToolSpec, choice, enum, parser, spec
-from orchestrator.jobs import rounds
+from orchestrator.jobs import round_records, rounds
 from orchestrator.store.sqlite import Store
 from orchestrator.teams.board_tools import job_of_conversation
 from orchestrator.workspace import suggestions
@@ -24,10 +24,10 @@ REPLY_MAX = 2_000
 
 class AnswerReview(ToolInput):
     point: int = Field(description="the point's number in the round's brief, e.g. 2")
-    action: Annotated[str, choice(rounds.ACTIONS)] = Field(
+    action: Annotated[str, choice(round_records.ACTIONS)] = Field(
         description="change: tasks change the code for it; answer: a reply only; disagree: "
         "not done, as the decider decided when you asked them (ask_human first)",
-        json_schema_extra=enum(rounds.ACTIONS),
+        json_schema_extra=enum(round_records.ACTIONS),
     )
     reply: str = Field(
         description=f"what the reviewer reads in their thread, at most {REPLY_MAX} chars: what "
@@ -83,7 +83,7 @@ class ReviewTools:
                         tx, job_id, point, action=action, reply=reply, asker=conversation_id
                     )
                 )
-            except rounds.RoundError as exc:
+            except round_records.RoundError as exc:
                 raise ToolError(str(exc)) from exc
         except ToolError as exc:
             return ToolResult(call.call_id, f"{NAME}: {exc}", is_error=True)
