@@ -22,7 +22,6 @@ can reach is the decider's call.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -173,12 +172,10 @@ def _ask(tx: Tx, caller: _Caller, host: str, agent: str, command: str) -> Gate |
 def question(host: str, *, command: str, caller: str) -> str:
     """The question: the host, who asked for it with which command, what approving does."""
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in command)
-    longest = max((len(run) for run in re.findall(r"`+", shown)), default=0)
-    fence = "`" * max(3, longest + 1)
     return (
         f"Allow `{host}` for this job?\n\n"
         f"The sandbox refused a request to {host} from {caller}, which ran:\n\n"
-        f"{fence}text\n{shown}\n{fence}\n\n"
+        f"{revisions.fenced(shown, 'text')}\n\n"
         f"Approving lets this job's agents reach {host} from their next command on (not "
         "other jobs; addresses it resolves to must still be public: private, loopback and "
         "link-local ones stay refused). Any other answer keeps it refused, and this job is "
