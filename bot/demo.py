@@ -222,6 +222,7 @@ async def _thread(hub: FakeGitHub, number: int, say: Callable[[str], None]) -> i
         await asyncio.sleep(0.05)
     thread.new()
     _show_pull(hub, say)
+    await _show_check(hub, say)
     calls = [r for r in hub.requests if r.auth != "none"]
     say(f"GitHub API calls the App made: {len(calls)}; schema violations: {len(hub.violations)}")
     return 0 if not hub.violations else 1
@@ -272,6 +273,23 @@ def _headline(body: str) -> str:
     head = lines[0].lstrip("# ") if lines else ""
     now = next((line for line in lines if line.startswith("**Now:**")), "")
     return f"{head} — {now.removeprefix('**Now:** ')}" if now else head
+
+
+async def _show_check(hub: FakeGitHub, say: Callable[[str], None], wait_s: float = 10.0) -> None:
+    """The job's `TeaParty` check run on the pull request, once it says how the job ended
+    (it is completed a moment after the tracking comment says done)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    runs = hub.app_check_runs(OWNER, REPO, check="TeaParty")
+    while not (runs and runs[-1]["status"] == "completed") and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+        runs = hub.app_check_runs(OWNER, REPO, check="TeaParty")
+    if not runs:
+        say("  no `TeaParty` check run on the pull request (see the log for why)")
+        return
+    run = runs[-1]
+    said = run["conclusion"] or run["status"]
+    say(f"  check run `TeaParty` on {str(run['head_sha'])[:7]}: {said} — {run['output']['title']}")
 
 
 def _show_pull(hub: FakeGitHub, say: Callable[[str], None]) -> None:

@@ -24,6 +24,9 @@ async def test_the_demo_ends_with_one_pull_request_that_closes_the_issue(
     assert "pull request #2: Add a CHANGELOG (#1)" in out
     assert "Closes #1" in out
     assert "docs/requests/add-a-changelog.md" in out
+    assert re.search(
+        r"check run `TeaParty` on [0-9a-f]{7}: neutral — Job 1: done, nothing checked", out
+    )
     assert "schema violations: 0" in out
 
 
