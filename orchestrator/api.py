@@ -481,7 +481,10 @@ class CiWatch(Protocol):
         """Start head `sha`'s automatic round (None: it had its round)."""
 
     async def watch(self, job_id: int, sha: str, *, now: float, wait_s: float) -> str | None:
-        """Whether to look for CI on the resting head `sha` now."""
+        """Whether to look for CI on the resting head `sha` now, or decide on it."""
+
+    async def defer(self, job_id: int, sha: str) -> None:
+        """Checks completed on `sha` while the pull request was a draft."""
 
     async def ran(self, job_id: int, sha: str, *, note: str | None = None) -> None:
         """CI ran on `sha`, or did not (`note` says so): it is looked for no more."""

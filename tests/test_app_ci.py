@@ -193,3 +193,23 @@ async def test_a_pull_request_on_which_no_ci_runs_is_said_to_have_none(
     said = tracking(hub, issue)
     assert f"No CI ran on {sha[:12]}" in said
     assert "`on:` filters" in said
+
+
+async def test_checks_that_fail_on_a_draft_are_decided_once_it_is_ready(world: Served) -> None:
+    """A draft is not asked for review, and an early draft's head moves on as tasks merge:
+    failing checks on it start nothing, not even a re-run, until it is ready again; then
+    they are decided as their delivery would have been."""
+    hub, server = world.hub, world.server
+    issue, number, _ = await delivered_pull(hub, server)
+    _, sha = head(hub)
+    await hub.set_draft(OWNER, REPO, number, "alice")
+    await until(lambda: settled(server), what="the conversion to a draft handled")
+    await hub.run_checks(OWNER, REPO, sha, [FAILING])
+    await until(lambda: settled(server), what="the failure on the draft read")
+    assert hub.ci_reruns() == []
+    assert "round 1" not in tracking(hub, issue)
+
+    await hub.set_draft(OWNER, REPO, number, "alice", draft=False)
+    await until(lambda: rested_after(hub, issue, 1), what="CI's round 1, once ready", limit=120)
+    assert [op for op, _ in hub.ci_reruns()] == ["actions/re-run-job-for-workflow-run"]
+    assert hub.violations == []

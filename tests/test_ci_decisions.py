@@ -293,4 +293,7 @@ def test_a_resting_head_is_looked_at_for_ci_once_after_the_wait() -> None:
     assert ci_rounds.watch(seen_at=100.0, ran=False, now=999.0, wait_s=900) is None
     assert ci_rounds.watch(seen_at=100.0, ran=False, now=1000.0, wait_s=900) == "look"
     assert ci_rounds.watch(seen_at=100.0, ran=True, now=5000.0, wait_s=900) is None
+    # checks that completed while it was a draft are decided at first sight, once
+    assert ci_rounds.watch(seen_at=None, ran=False, now=1.0, wait_s=900, deferred=True) == "decide"
+    assert ci_rounds.watch(seen_at=1.0, ran=True, now=2.0, wait_s=900, deferred=True) is None
     assert "No CI ran on aaaaaaaaaaaa in the 15 minutes" in ci_rounds.no_ci_note(SHA, minutes=15)

@@ -73,6 +73,14 @@ async def follow(
     early = decide_ci(_UNREAD, CiFacts(), on=on, limit=limit, sha=sha, head=head)
     if isinstance(early, CiIgnore):
         return Ignore(early.why, job_id).outcome
+    pull = await ctx.ports.reviews.pull(job_id)
+    if pull is not None and pull.state == "draft":
+        # An early draft's head moves on as tasks merge (and a person's draft is not asked
+        # for review): what failed here may be fixed before the job is done. Its checks are
+        # decided once the pull request is ready and the job rests (`watch_started`).
+        await ctx.ports.ci.defer(job_id, sha)
+        why = f"checks of {sha[:12]} on a draft: decided once it is ready for review"
+        return Ignore(why, job_id).outcome
     repo = command.repo
     reader = CiReader(await ctx.installation(repo), repo.owner, repo.name)
     suites, problems = await read_suites(reader, command, own_app=own_app)
@@ -277,6 +285,31 @@ async def enrich(reader: CiReader, check: FailedCheck, problems: list[str]) -> F
         return replace(check, annotations=notes, log_note=why or "no log was found")
 
 
+async def decide_deferred(ctx: AppContext, job_id: int) -> str | None:
+    """The job's pull request is ready for review again: checks that completed on its head
+    while it was a draft are decided now, as a delivery of them would have been (None:
+    there were none). The sweep's `watch_started` does the same for a job that rests."""
+    found = await ctx.ports.reviews.pull(job_id)
+    subject = await ctx.ports.records.subject(job_id, "github")
+    if found is None or found.state != "open" or subject is None:
+        return None
+    sha = await ctx.office.branch_head(job_id)
+    if sha is None or not (await ctx.ports.ci.facts(job_id, sha)).deferred:
+        return None
+    return await _decide_deferred(ctx, job_id, Subject.from_json(subject), found.number, sha)
+
+
+async def _decide_deferred(
+    ctx: AppContext, job_id: int, where: Subject, number: int, sha: str
+) -> str:
+    repo = Repo(where.owner, where.repo, where.default_branch, where.installation_id, None)
+    done = ChecksCompleted(repo, 0, "CI", "", sha, "", (number,), "")
+    said, _ = await follow(ctx, job_id, done, own_app=(await ctx.github.identity()).app_id)
+    await ctx.ports.ci.ran(job_id, sha)  # after: a failure here is tried again next look
+    log.info("job %d: checks of %s, deferred while a draft: %s", job_id, sha[:12], said)
+    return "decided"
+
+
 async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: float) -> str | None:
     """A resting job whose pull request is open: once its head has rested `wait_s` with no
     check suite that runs (Actions', or one with check runs), say on the tracking comment
@@ -291,9 +324,11 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
     if sha is None:
         return None
     step = await ctx.ports.ci.watch(job_id, sha, now=now, wait_s=wait_s)
+    where = Subject.from_json(subject)
+    if step == "decide":  # its checks completed while it was a draft: decide on them now
+        return await _decide_deferred(ctx, job_id, where, found.number, sha)
     if step != "look":
         return step
-    where = Subject.from_json(subject)
     reader = CiReader(await ctx.github.installation(where.installation_id), where.owner, where.repo)
     try:
         suites = await reader.suites(sha)
@@ -318,4 +353,4 @@ async def watch_started(ctx: AppContext, job_id: int, *, now: float, wait_s: flo
     return "no ci"
 
 
-__all__ = ["Repo", "follow", "on_checks_completed", "watch_started"]
+__all__ = ["Repo", "decide_deferred", "follow", "on_checks_completed", "watch_started"]

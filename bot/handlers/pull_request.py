@@ -11,7 +11,9 @@ more, so an unmerged close is told apart by asking GitHub for the branch (404: g
     closed, branch    -> `closed`: the job rests, `/reopen` on the issue opens it again
     closed, no branch -> `gone`: the job ends, and says so on its issue
     draft / ready     -> `draft` (a running round is held) / `open` (held no more; a waiting
-                         round starts); reopened -> `open` (or `draft`, as GitHub keeps it)
+                         round starts; checks that completed on the head while it was a
+                         draft are decided now); reopened -> `open` (or `draft`, as GitHub
+                         keeps it)
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body
 from bot.handlers.actions import Action, EndPull, Ignore, Outcome, PostOnce, SetPull
 from bot.handlers.app_context import AppContext
+from bot.handlers.ci import decide_deferred
 from bot.handlers.deliveries import PullChanged
 from bot.handlers.perform import perform
 from orchestrator.api import JobRecord, Pull
@@ -41,7 +44,12 @@ async def on_pull_request(command: PullChanged, ctx: AppContext) -> Outcome:
     """Bring the job of the pull request in line with what happened to it."""
     facts = await gather(command, ctx)
     number = facts.subject.number if facts.subject else command.number
-    return await perform(ctx, decide_pull(command, facts), repo=command.repo, number=number)
+    actions = decide_pull(command, facts)
+    outcome = await perform(ctx, actions, repo=command.repo, number=number)
+    for action in actions:  # ready again: what CI said of its head while a draft counts now
+        if isinstance(action, SetPull) and action.state == "open":
+            await decide_deferred(ctx, action.job_id)
+    return outcome
 
 
 async def gather(command: PullChanged, ctx: AppContext) -> PullFacts:

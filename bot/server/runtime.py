@@ -231,7 +231,8 @@ class Runtime:
             await self._watch_ci()
 
     async def _watch_ci(self) -> None:
-        """Resting jobs with an open pull request: say where no CI started on the head."""
+        """Resting jobs with an open pull request: say where no CI started on the head, and
+        decide on checks that completed on it while it was a draft (bot/handlers/ci.py)."""
         for job_id in await self.ports.reviews.resting_with_open_pull():
             try:
                 await watch_started(

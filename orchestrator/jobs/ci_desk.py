@@ -109,11 +109,16 @@ class CiDesk:
         """Whether to look for CI on the resting head `sha` now (`ci_rounds.watch`); its
         first sight is kept."""
 
-        seen_at, ran = await self._store.read(lambda tx: ci_rounds.seen(tx, job_id, sha))
-        step = ci_rounds.watch(seen_at=seen_at, ran=ran, now=now, wait_s=wait_s)
+        seen_at, ran, deferred = await self._store.read(lambda tx: ci_rounds.seen(tx, job_id, sha))
+        step = ci_rounds.watch(seen_at=seen_at, ran=ran, now=now, wait_s=wait_s, deferred=deferred)
         if step == "seen":  # written once per head; every other sweep only reads
             await self._store.write(lambda tx: ci_rounds.record(tx, job_id, sha, "seen"))
         return step
+
+    async def defer(self, job_id: int, sha: str) -> None:
+        """Checks completed on `sha` while the pull request was a draft: decided once it is
+        ready and the job rests (`watch` says `decide`)."""
+        await self._store.write(lambda tx: ci_rounds.record(tx, job_id, sha, "deferred"))
 
     async def ran(self, job_id: int, sha: str, *, note: str | None = None) -> None:
         """CI ran on `sha`, or (with `note`, said on the tracking comment) it did not and

@@ -24,7 +24,7 @@ from orchestrator.jobs.round_brief import BODY_CHARS
 from orchestrator.jobs.round_records import CI_AUTHOR, Feedback, Point, Taken
 from orchestrator.store.sqlite import Tx, now
 
-Fact = Literal["round", "rerun", "flaky", "held", "note", "seen", "ran"]
+Fact = Literal["round", "rerun", "flaky", "held", "note", "seen", "ran", "deferred"]
 Rerun = Literal["job", "check-run"]  # an Actions job re-run, another app's check rerequested
 SOURCE = "ci:"  # the source prefix of a CI round's points
 FAILED = frozenset({"failure", "timed_out", "startup_failure"})
@@ -76,6 +76,7 @@ class CiFacts:
     reruns: frozenset[str] = frozenset()  # checks re-run on this head
     flaky: frozenset[str] = frozenset()  # checks said to be flaky on this head
     held: bool = False  # a failure of this head waits for a person (said once)
+    deferred: bool = False  # its checks completed on a draft, not decided on since
 
 
 @dataclass(frozen=True)
@@ -241,11 +242,16 @@ def no_ci_note(sha: str, *, minutes: float) -> str:
     )
 
 
-def watch(*, seen_at: float | None, ran: bool, now: float, wait_s: float) -> str | None:
-    """Whether to look for CI on a resting head now: `seen` (first sight, note the time),
+def watch(
+    *, seen_at: float | None, ran: bool, now: float, wait_s: float, deferred: bool = False
+) -> str | None:
+    """Whether to look for CI on a resting head now: `decide` (its checks completed while the
+    pull request was a draft: decide on them now), `seen` (first sight, note the time),
     `look` (the wait is over and no CI was seen), or None; no I/O."""
     if ran:
         return None
+    if deferred:
+        return "decide"
     if seen_at is None:
         return "seen"
     return "look" if now - seen_at >= wait_s else None
@@ -266,20 +272,23 @@ def facts(tx: Tx, job_id: int, sha: str) -> CiFacts:
         reruns=frozenset(name for kind, name in kinds if kind == "rerun"),
         flaky=frozenset(name for kind, name in kinds if kind == "flaky"),
         held=("held", "") in kinds,
+        deferred=("deferred", "") in kinds and ("ran", "") not in kinds,
     )
 
 
-def seen(tx: Tx, job_id: int, sha: str) -> tuple[float | None, bool]:
-    """When the App first saw head `sha` resting (None: not yet), and whether CI ran on it."""
+def seen(tx: Tx, job_id: int, sha: str) -> tuple[float | None, bool, bool]:
+    """When the App first saw head `sha` resting (None: not yet), whether CI ran on it, and
+    whether its checks completed while the pull request was a draft (decided on yet or not:
+    `ran` says)."""
     rows = dict(
         tx.execute(
             "SELECT kind, at FROM ci_facts WHERE job_id = ? AND head_sha = ?"
-            " AND kind IN ('seen', 'ran', 'round', 'rerun', 'flaky', 'held')",
+            " AND kind IN ('seen', 'ran', 'round', 'rerun', 'flaky', 'held', 'deferred')",
             (job_id, sha),
         ).fetchall()
     )
     ran = any(kind in rows for kind in ("ran", "round", "rerun", "flaky", "held"))
-    return rows.get("seen"), ran
+    return rows.get("seen"), ran, "deferred" in rows
 
 
 def in_a_row(tx: Tx, job_id: int) -> int:

@@ -754,6 +754,25 @@ CREATE TABLE IF NOT EXISTS ci_facts (
 );
 """
 
+# CI that completed on a draft's head is decided once the pull request is ready for review
+# (bot/handlers/ci.py): `deferred` keeps that it did, so the resting job's first look decides.
+CI_FACTS_DEFERRED = """
+CREATE TABLE ci_facts_new (
+    job_id      INTEGER NOT NULL REFERENCES jobs (job_id),
+    head_sha    TEXT NOT NULL,
+    kind        TEXT NOT NULL CHECK (
+                    kind IN ('round', 'rerun', 'flaky', 'held', 'note', 'seen', 'ran', 'deferred')
+                ),
+    name        TEXT NOT NULL DEFAULT '',
+    note        TEXT,
+    at          REAL NOT NULL,
+    PRIMARY KEY (job_id, head_sha, kind, name)
+);
+INSERT INTO ci_facts_new SELECT job_id, head_sha, kind, name, note, at FROM ci_facts;
+DROP TABLE ci_facts;
+ALTER TABLE ci_facts_new RENAME TO ci_facts;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     INITIAL,
     BOARD_AND_GATES,
@@ -781,6 +800,7 @@ MIGRATIONS: tuple[str, ...] = (
     NETWORK_REFUSALS,
     TASK_LEARNINGS,
     CI_FACTS,
+    CI_FACTS_DEFERRED,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)  # what a store this teaparty migrated has as user_version
