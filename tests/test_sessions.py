@@ -61,7 +61,10 @@ def test_a_state_opens_once_within_ten_minutes_and_goes_nowhere_else(tmp_path: P
     assert sessions.finish(cookie, "other") is None
     assert sessions.finish(cookie, state) == "/jobs/3?x=1"
     assert sessions.finish(cookie, state) is None
-    for elsewhere in ("https://evil.example/", "//evil.example/", "/\\evil.example"):
+    # a browser drops tabs and newlines from a URL (WHATWG): `/<tab>/host` is `//host`
+    elsewhere_all = ("https://evil.example/", "//evil.example/", "/\\evil.example")
+    elsewhere_all += ("/\t/evil.example", "/\n/evil.example", "/\r/evil.example")
+    for elsewhere in elsewhere_all:
         state, cookie = sessions.begin(elsewhere)
         assert sessions.finish(cookie, state) == "/jobs"
     state, cookie = sessions.begin("/jobs")

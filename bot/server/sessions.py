@@ -140,5 +140,9 @@ class Sessions:
 
 
 def _local(path: str) -> bool:
-    """A path on this server (never `//host` or a scheme: no open redirect)."""
-    return path.startswith("/") and not path.startswith("//") and "\\" not in path
+    """A path on this server (never `//host` or a scheme: no open redirect). A browser
+    drops tabs and newlines from a URL, so `/<tab>/host` would be `//host`: no control
+    character or space passes either."""
+    if not path.startswith("/") or path.startswith("//") or "\\" in path:
+        return False
+    return path.isprintable() and not any(c.isspace() for c in path)
