@@ -48,6 +48,7 @@ from orchestrator.api import JobNotFoundError, JobSummary, job_page, shipped_org
 
 STREAM_PATH = re.compile(r"/jobs/[0-9]+/live")
 ROLE_CACHE_S = 60.0
+ROLE_CACHE_ENTRIES = 1024  # (login, repository) pairs before the expired ones are dropped
 SHOWN_TO: frozenset[Role] = frozenset({"triage", "write", "maintain", "admin"})
 
 log = logging.getLogger(__name__)
@@ -227,6 +228,8 @@ class JobPages:
         except GitHubError as exc:  # not cached: the next page asks again
             log.warning("%s's role in %s not known: %s", session.login, repository, exc)
             return "none"
+        if len(self._roles) >= ROLE_CACHE_ENTRIES:  # a long-running server forgets the stale
+            self._roles = {k: v for k, v in self._roles.items() if now - v[1] < ROLE_CACHE_S}
         self._roles[key] = (role, now)
         return role
 

@@ -194,6 +194,12 @@ async def test_roles_are_asked_of_github_once_a_minute(site: Site) -> None:
     site.clock.now += 61
     await site.web.get("/jobs/1")
     assert asked() == before + 2
+    # a server up for months forgets the pairs it no longer needs
+    stale = site.clock.now - 61
+    site.pages._roles.update({(f"u{n}", "o/r"): ("read", stale) for n in range(1100)})
+    site.clock.now += 61
+    await site.web.get("/jobs/1")
+    assert list(site.pages._roles) == [("tess", f"{OWNER}/{REPO}".lower())]
 
 
 async def test_forged_and_expired_cookies_are_refused(site: Site, made: Made) -> None:
