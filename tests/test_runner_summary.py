@@ -86,6 +86,22 @@ def test_a_small_job_shows_every_message() -> None:
     assert text.count("**#0 worker · assistant**") == 2
 
 
+def test_a_secret_in_a_tool_calls_arguments_is_masked_before_it_is_encoded() -> None:
+    """JSON writes a quote in a secret as \\": masked after encoding, it would show."""
+    quoted = 'pa"ss\\word-' + "Zq81" * 4
+    redact = redactor({"DEPLOY_TOKEN": SECRET, "DB_PASSWORD": quoted})
+    status, _ = big_job()
+    call = {"id": "c1", "name": "run", "args": {"command": f"deploy --token {quoted}"}}
+    said = Message("agent:lead:worker:0", 0, "worker", "assistant", {"tool_calls": [call]})
+    level = Level("agent:lead:worker:0", None, 1, "worker", 1, False, 20, Usage(), 0.0, 0)
+    text = "\n".join(
+        jobs_summary([status], {1: (Conversation(level, (said,)),)}, agent=AGENT, redact=redact)
+    )
+    assert "→ run" in text
+    assert "Zq81Zq81" not in text
+    assert "deploy --token" in text
+
+
 async def test_transcripts_are_read_from_a_real_runs_store(tmp_path: Path) -> None:
     repo, home = make_repo(tmp_path / "widgets"), tmp_path / "home"
     run = await asyncio.create_subprocess_exec(

@@ -136,9 +136,23 @@ def _message(message: Message, *, agent: Outbound, redact: Redact) -> list[str]:
     if text.strip():
         lines += [agent.block(text), ""]
     for call in message.tool_calls:
-        args = redact(sanitize(json.dumps(dict(call.args), ensure_ascii=False)))[:ARGS_CHARS]
+        # masked before it is encoded: JSON escapes a secret's quote or backslash, and the
+        # escaped text is no longer the secret's value
+        encoded = json.dumps(_masked(dict(call.args), redact), ensure_ascii=False)
+        args = redact(sanitize(encoded))[:ARGS_CHARS]
         lines += [f"→ {agent.inline(call.name)}", "", code_block(args, "json"), ""]
     return lines
+
+
+def _masked(value: object, redact: Redact) -> object:
+    """`value` (a tool call's arguments) with each string in it masked."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {key: _masked(item, redact) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(item, redact) for item in value]
+    return value
 
 
 def _cut_note(left_out: int, total: int) -> str:
