@@ -486,6 +486,9 @@ class CiWatch(Protocol):
     async def defer(self, job_id: int, sha: str) -> None:
         """Checks completed on `sha` while the pull request was a draft."""
 
+    async def take_deferred(self, job_id: int, sha: str) -> bool:
+        """Take `sha`'s deferred checks to decide on them (False: another took them)."""
+
     async def ran(self, job_id: int, sha: str, *, note: str | None = None) -> None:
         """CI ran on `sha`, or did not (`note` says so): it is looked for no more."""
 

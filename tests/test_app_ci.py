@@ -209,7 +209,11 @@ async def test_checks_that_fail_on_a_draft_are_decided_once_it_is_ready(world: S
     assert hub.ci_reruns() == []
     assert "round 1" not in tracking(hub, issue)
 
+    # GitHub fails the ready delivery's read of the suites: the pull request is open all the
+    # same, and the App's sweep decides at its next look
+    hub.fail_next("GET", r"/commits/[0-9a-f]{40}/check-suites", 502, times=5)
     await hub.set_draft(OWNER, REPO, number, "alice", draft=False)
     await until(lambda: rested_after(hub, issue, 1), what="CI's round 1, once ready", limit=120)
+    assert any(r.status == 502 and "check-suites" in r.path for r in hub.requests)
     assert [op for op, _ in hub.ci_reruns()] == ["actions/re-run-job-for-workflow-run"]
     assert hub.violations == []

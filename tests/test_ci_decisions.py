@@ -297,3 +297,25 @@ def test_a_resting_head_is_looked_at_for_ci_once_after_the_wait() -> None:
     assert ci_rounds.watch(seen_at=None, ran=False, now=1.0, wait_s=900, deferred=True) == "decide"
     assert ci_rounds.watch(seen_at=1.0, ran=True, now=2.0, wait_s=900, deferred=True) is None
     assert "No CI ran on aaaaaaaaaaaa in the 15 minutes" in ci_rounds.no_ci_note(SHA, minutes=15)
+
+
+async def test_checks_deferred_on_a_draft_are_taken_once_and_again_after_a_failure(
+    tmp_path: Path,
+) -> None:
+    """The ready delivery and the sweep may both look: one takes the head's deferred checks;
+    a decision that fails defers them again, and the look after takes them."""
+    office, _, job_id = await delivered(tmp_path)
+    try:
+        assert not await office.ci.take_deferred(job_id, SHA)  # nothing deferred
+        await office.ci.defer(job_id, SHA)
+        assert (await office.ci.facts(job_id, SHA)).deferred
+        assert await office.ci.watch(job_id, SHA, now=1.0, wait_s=900) == "decide"
+        assert await office.ci.take_deferred(job_id, SHA)
+        assert not await office.ci.take_deferred(job_id, SHA)  # the other look: not twice
+        assert not (await office.ci.facts(job_id, SHA)).deferred
+        await office.ci.defer(job_id, SHA)  # the decision failed: deferred again
+        assert await office.ci.take_deferred(job_id, SHA)
+        await office.ci.ran(job_id, SHA)
+        assert await office.ci.watch(job_id, SHA, now=2.0, wait_s=900) is None
+    finally:
+        await office.close()

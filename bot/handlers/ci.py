@@ -302,10 +302,16 @@ async def decide_deferred(ctx: AppContext, job_id: int) -> str | None:
 async def _decide_deferred(
     ctx: AppContext, job_id: int, where: Subject, number: int, sha: str
 ) -> str:
+    if not await ctx.ports.ci.take_deferred(job_id, sha):
+        return "decided elsewhere"  # the ready delivery and the sweep met: one decides
     repo = Repo(where.owner, where.repo, where.default_branch, where.installation_id, None)
     done = ChecksCompleted(repo, 0, "CI", "", sha, "", (number,), "")
-    said, _ = await follow(ctx, job_id, done, own_app=(await ctx.github.identity()).app_id)
-    await ctx.ports.ci.ran(job_id, sha)  # after: a failure here is tried again next look
+    try:
+        said, _ = await follow(ctx, job_id, done, own_app=(await ctx.github.identity()).app_id)
+    except BaseException:
+        await ctx.ports.ci.defer(job_id, sha)  # not decided: the next look tries again
+        raise
+    await ctx.ports.ci.ran(job_id, sha)
     log.info("job %d: checks of %s, deferred while a draft: %s", job_id, sha[:12], said)
     return "decided"
 

@@ -18,8 +18,10 @@ more, so an unmerged close is told apart by asking GitHub for the branch (404: g
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
+from bot.errors import BotError
 from bot.github.subject import Subject
 from bot.github.tracking import pull_gone_body
 from bot.handlers.actions import Action, EndPull, Ignore, Outcome, PostOnce, SetPull
@@ -28,6 +30,8 @@ from bot.handlers.ci import decide_deferred
 from bot.handlers.deliveries import PullChanged
 from bot.handlers.perform import perform
 from orchestrator.api import JobRecord, Pull
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,11 @@ async def on_pull_request(command: PullChanged, ctx: AppContext) -> Outcome:
     outcome = await perform(ctx, actions, repo=command.repo, number=number)
     for action in actions:  # ready again: what CI said of its head while a draft counts now
         if isinstance(action, SetPull) and action.state == "open":
-            await decide_deferred(ctx, action.job_id)
+            try:
+                await decide_deferred(ctx, action.job_id)
+            except BotError as exc:  # the pull request's change stands; the App's sweep
+                # decides at its next look (a runner, when the pull request is next ready)
+                log.warning("job %d: CI of its draft not decided yet: %s", action.job_id, exc)
     return outcome
 
 

@@ -120,6 +120,11 @@ class CiDesk:
         ready and the job rests (`watch` says `decide`)."""
         await self._store.write(lambda tx: ci_rounds.record(tx, job_id, sha, "deferred"))
 
+    async def take_deferred(self, job_id: int, sha: str) -> bool:
+        """Take `sha`'s deferred checks to decide on them; False when another took them
+        (or none were deferred). A decision that fails defers them again (`defer`)."""
+        return await self._store.write(lambda tx: ci_rounds.take_deferred(tx, job_id, sha))
+
     async def ran(self, job_id: int, sha: str, *, note: str | None = None) -> None:
         """CI ran on `sha`, or (with `note`, said on the tracking comment) it did not and
         that is said: either way it is looked for no more."""

@@ -76,7 +76,7 @@ class CiFacts:
     reruns: frozenset[str] = frozenset()  # checks re-run on this head
     flaky: frozenset[str] = frozenset()  # checks said to be flaky on this head
     held: bool = False  # a failure of this head waits for a person (said once)
-    deferred: bool = False  # its checks completed on a draft, not decided on since
+    deferred: bool = False  # its checks completed on a draft, not taken to decide on since
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def facts(tx: Tx, job_id: int, sha: str) -> CiFacts:
         reruns=frozenset(name for kind, name in kinds if kind == "rerun"),
         flaky=frozenset(name for kind, name in kinds if kind == "flaky"),
         held=("held", "") in kinds,
-        deferred=("deferred", "") in kinds and ("ran", "") not in kinds,
+        deferred=("deferred", "") in kinds,
     )
 
 
@@ -289,6 +289,16 @@ def seen(tx: Tx, job_id: int, sha: str) -> tuple[float | None, bool, bool]:
     )
     ran = any(kind in rows for kind in ("ran", "round", "rerun", "flaky", "held"))
     return rows.get("seen"), ran, "deferred" in rows
+
+
+def take_deferred(tx: Tx, job_id: int, sha: str) -> bool:
+    """Take head `sha`'s deferred checks to decide on them: True for the one caller that
+    took them (the `ready_for_review` delivery and the sweep may both try)."""
+    taken = tx.execute(
+        "DELETE FROM ci_facts WHERE job_id = ? AND head_sha = ? AND kind = 'deferred'",
+        (job_id, sha),
+    )
+    return taken.rowcount > 0
 
 
 def in_a_row(tx: Tx, job_id: int) -> int:
